@@ -1,0 +1,179 @@
+"""Node-classification backbones (GCN, JKNet, GCNII) in original and Ortho-GConv form.
+
+Every model is one family behind :class:`OrthoGNN`, as in PyG's ``basic_gnn``: an input
+projection to ``hidden`` channels, ``depth`` graph convolutions each with a
+``hidden x hidden`` transformation ``W(l)`` (orthogonalised in the Ortho-GConv form), and
+an output projection. This is the authors' layout (``--layer L`` hidden convolutions plus
+an input and an output layer), so every depth >= 2 has ``depth`` orthogonalisable
+transformations. Propagation is PyG's ``SimpleConv`` over the symmetrically normalised
+adjacency with self-loops (``A_hat``), computed once by the data module.
+
+All models carry a leading *pack* dimension: ``packs`` independent models (own seeds,
+own Ortho-GConv settings) trained as one; hidden states are ``[N, packs, hidden]``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch_geometric.nn.conv import SimpleConv
+from torch_geometric.typing import Adj, OptTensor
+
+from models._layers import PackedLinear
+from models._ortho import OrthoSettings
+from orthotune.errors import check
+from orthotune.registry import Registry
+
+
+class Pass(NamedTuple):
+    """One forward pass with what training and the steadiness metrics need."""
+
+    logits: Tensor  # [N, packs, out]
+    first: Tensor  # h(0): input of the first convolution, [N, packs, hidden]
+    last: Tensor  # h(L): output of the last convolution, [N, packs, hidden]
+    weights: list[Tensor]  # effective W(l), each [packs, hidden, hidden]
+    penalty: Tensor  # per pack: lambda * sum_l ||W(l) W(l)^T - c(l) I||_F
+
+
+class OrthoGNN(nn.Module):
+    """Base class: subclasses define :meth:`convolve` (one layer) and may widen the head."""
+
+    conv_bias: bool = True
+
+    def __init__(
+        self,
+        in_channels: int,
+        hidden_channels: int,
+        out_channels: int,
+        depth: int,
+        dropout: float = 0.5,
+        ortho: Sequence[OrthoSettings] | None = None,
+        seeds: Sequence[int] = (0,),
+    ) -> None:
+        super().__init__()
+        check(isinstance(depth, int) and depth >= 2, f"depth={depth!r} must be an integer >= 2")
+        check(0.0 <= dropout < 1.0, f"dropout={dropout!r} must lie in [0, 1)")
+        check(hidden_channels >= 1, f"hidden={hidden_channels!r} must be >= 1")
+        self.depth, self.dropout, self.seeds = depth, dropout, tuple(seeds)
+        self.packs = len(self.seeds)
+        self.in_channels, self.hidden_channels = in_channels, hidden_channels
+        self.out_channels = out_channels
+        self.ortho = tuple(ortho) if ortho is not None else None
+        self.register_buffer(
+            "lam", torch.tensor([s.lam for s in self.ortho] if self.ortho else [0.0] * self.packs)
+        )
+        self.input = PackedLinear(in_channels, hidden_channels, self.packs)
+        self.transforms = nn.ModuleList(
+            PackedLinear(hidden_channels, hidden_channels, self.packs, self.conv_bias, self.ortho)
+            for _ in range(depth)
+        )
+        self.output = PackedLinear(self.head_channels(), out_channels, self.packs)
+        self.propagation = SimpleConv(aggr="sum")
+        self.reset_parameters()
+
+    def head_channels(self) -> int:
+        return self.hidden_channels
+
+    def reset_parameters(self) -> None:
+        """Re-initialise every pack from its own seed (so a pack equals a lone model)."""
+        generators = [torch.Generator().manual_seed(seed) for seed in self.seeds]
+        self.input.reset_parameters(generators)
+        for transform in self.transforms:
+            transform.reset_parameters(generators)
+        self.output.reset_parameters(generators)
+
+    def propagate(self, h: Tensor, edge_index: Adj, edge_weight: OptTensor) -> Tensor:
+        """``A_hat h`` for ``[N, packs, d]`` states, one sparse product for all packs."""
+        flat = h.reshape(h.shape[0], -1)
+        return self.propagation(flat, edge_index, edge_weight).view_as(h)
+
+    def convolve(
+        self, layer: int, h: Tensor, h0: Tensor, weight: Tensor, edge_index: Adj,
+        edge_weight: OptTensor,
+    ) -> Tensor:
+        raise NotImplementedError
+
+    def readout(self, states: list[Tensor]) -> Tensor:
+        return states[-1]
+
+    def run(self, x: Tensor, edge_index: Adj, edge_weight: OptTensor = None) -> Pass:
+        weights = [t.effective_weight() for t in self.transforms]
+        h = F.relu(self.input(F.dropout(x, self.dropout, self.training)))
+        first, states = h, []
+        for layer, weight in enumerate(weights):
+            h = self.convolve(layer, h, first, weight, edge_index, edge_weight)
+            states.append(h)
+        head = F.dropout(self.readout(states), self.dropout, self.training)
+        penalty = sum(t.regularisation(w) for t, w in zip(self.transforms, weights))
+        return Pass(self.output(head), first, h, weights, self.lam * penalty)
+
+    def forward(self, x: Tensor, edge_index: Adj, edge_weight: OptTensor = None) -> Tensor:
+        return self.run(x, edge_index, edge_weight).logits
+
+    def __repr__(self) -> str:
+        form = "ortho" if self.ortho else "original"
+        return (
+            f"{type(self).__name__}({self.in_channels}, {self.out_channels}, "
+            f"hidden={self.hidden_channels}, depth={self.depth}, packs={self.packs}, {form})"
+        )
+
+
+class GCN(OrthoGNN):
+    """Kipf & Welling: ``H(l) = ReLU(A_hat H(l-1) W(l))``."""
+
+    def convolve(self, layer, h, h0, weight, edge_index, edge_weight):
+        h = F.dropout(h, self.dropout, self.training)
+        transformed = self.transforms[layer].apply_weight(h, weight)
+        return F.relu(self.propagate(transformed, edge_index, edge_weight))
+
+
+class JKNet(GCN):
+    """GCN layers whose outputs are all aggregated (jumping knowledge) before the head."""
+
+    def __init__(self, *args, jk: str = "cat", **kwargs) -> None:
+        check(jk in ("cat", "max"), f"jk={jk!r} must be one of 'cat', 'max'")
+        self.jk = jk
+        super().__init__(*args, **kwargs)
+
+    def head_channels(self) -> int:
+        return self.hidden_channels * (self.depth if self.jk == "cat" else 1)
+
+    def readout(self, states):
+        if self.jk == "cat":
+            return torch.cat(states, dim=-1)
+        return torch.stack(states, dim=-1).amax(dim=-1)
+
+
+class GCNII(OrthoGNN):
+    """Chen et al. 2020: initial residual ``alpha`` and identity mapping ``theta_l``.
+
+    ``H(l) = ReLU(((1-alpha) A_hat H(l-1) + alpha H(0)) ((1-theta_l) I + theta_l W(l)))``
+    with ``theta_l = log(lambda_gcnii / l + 1)``.
+    """
+
+    conv_bias = False
+
+    def __init__(self, *args, alpha: float = 0.1, theta: float = 0.5, **kwargs) -> None:
+        check(0.0 <= alpha <= 1.0, f"alpha={alpha!r} must lie in [0, 1]")
+        check(theta > 0.0, f"theta={theta!r} must be > 0")
+        self.alpha, self.theta = alpha, theta
+        super().__init__(*args, **kwargs)
+
+    def convolve(self, layer, h, h0, weight, edge_index, edge_weight):
+        h = F.dropout(h, self.dropout, self.training)
+        support = (1 - self.alpha) * self.propagate(h, edge_index, edge_weight)
+        support = support + self.alpha * h0
+        beta = math.log(self.theta / (layer + 1) + 1)
+        mapped = self.transforms[layer].apply_weight(support, weight)
+        return F.relu((1 - beta) * support + beta * mapped)
+
+
+BACKBONES: Registry[type[OrthoGNN]] = Registry("backbone")
+BACKBONES.add("gcn", GCN)
+BACKBONES.add("jknet", JKNet)
+BACKBONES.add("gcnii", GCNII)

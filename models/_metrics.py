@@ -1,0 +1,47 @@
+"""The paper's steadiness metrics (Section 3), per pack."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor
+
+#: Above this many nodes, smoothness is estimated on a fixed-seed sample of nodes.
+SMOOTHNESS_MAX_NODES = 4096
+
+
+def signal_magnification(first: Tensor, last: Tensor) -> Tensor:
+    """``M_sig = mean_i ||h_i(L)|| / ||h_i(0)||`` per pack, over nodes with ``h_i(0) != 0``.
+
+    ``first`` and ``last`` are ``[N, packs, d]``.
+    """
+    base = first.norm(dim=-1)
+    ratio = last.norm(dim=-1) / base.clamp_min(torch.finfo(base.dtype).tiny)
+    live = base > 0
+    return (ratio * live).sum(0) / live.sum(0).clamp_min(1)
+
+
+def layer_gradient_norms(loss: Tensor, weights: Sequence[Tensor]) -> Tensor:
+    """``||dLoss/dW(l)||_F`` as ``[packs, layers]`` for the effective weights ``W(l)``."""
+    grads = torch.autograd.grad(loss, list(weights), retain_graph=True, allow_unused=True)
+    return torch.stack(
+        [
+            torch.zeros(w.shape[0]) if g is None else g.flatten(1).norm(dim=1)
+            for g, w in zip(grads, weights)
+        ],
+        dim=1,
+    )
+
+
+def smoothness(last: Tensor, max_nodes: int = SMOOTHNESS_MAX_NODES, seed: int = 0) -> Tensor:
+    """``D = 1/|V|^2 sum_{i,j} ||h_i - h_j||`` per pack for ``[N, packs, d]`` states."""
+    nodes = last.shape[0]
+    if nodes > max_nodes:
+        generator = torch.Generator().manual_seed(seed)
+        last = last[torch.randperm(nodes, generator=generator)[:max_nodes]]
+    per_pack = last.transpose(0, 1)  # [packs, n, d]
+    total = per_pack.new_zeros(per_pack.shape[0])
+    for chunk in per_pack.split(1024, dim=1):
+        total += torch.cdist(chunk, per_pack).sum(dim=(1, 2))
+    return total / per_pack.shape[1] ** 2

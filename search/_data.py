@@ -1,0 +1,275 @@
+"""Benchmark datasets through PyG's and OGB's own loaders, read-only on the data root.
+
+The data root comes from ``--data-root`` or ``ORTHOTUNE_DATA_ROOT`` and has the layout of
+``shared/data`` (``Planetoid/``, ``WebKB/``, ``TUDataset/``, ``ogbn_arxiv/``). PyG writes
+``processed/`` next to ``raw/``, so orthotune never hands the data root to a loader: it
+mirrors the dataset's files as symlinks into a writable cache and loads from there. With
+no data root configured, the cache itself is the root and the loaders may download.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
+from pathlib import Path
+
+import torch
+import torch_geometric.transforms as T
+from filelock import FileLock
+from torch import Tensor
+from torch_geometric.data import Data
+from torch_geometric.utils import to_torch_csr_tensor
+
+from orthotune.errors import OrthotuneError
+from orthotune.registry import Registry
+
+DATA_ROOT_ENV = "ORTHOTUNE_DATA_ROOT"
+CACHE_ENV = "ORTHOTUNE_CACHE"
+
+
+@dataclass(frozen=True)
+class DataRoot:
+    """Where the raw files live; ``explicit`` roots are read-only and never downloaded to."""
+
+    path: Path
+    explicit: bool
+
+    @classmethod
+    def resolve(cls, option: str | os.PathLike | None = None) -> DataRoot:
+        given = option if option is not None else os.environ.get(DATA_ROOT_ENV)
+        if not given:
+            return cls(cache_dir() / "downloads", explicit=False)
+        path = Path(given).expanduser().resolve()
+        if not path.is_dir():
+            raise OrthotuneError(f"data root {str(given)!r} is not a directory")
+        return cls(path, explicit=True)
+
+
+def cache_dir() -> Path:
+    """orthotune's writable cache (processed datasets): ``ORTHOTUNE_CACHE`` or ~/.cache."""
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV]).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "orthotune"
+
+
+@dataclass(frozen=True)
+class DatasetInfo:
+    """A dataset of the protocol: where its raw files lie and how PyG/OGB load it."""
+
+    name: str
+    task: str  # "node" or "graph"
+    settings: tuple[str, ...]  # the first is the default
+    subdir: str  # below the data root
+    load: Callable[[Path, str], object] = field(repr=False)
+
+    @property
+    def default_setting(self) -> str:
+        return self.settings[0]
+
+
+DATASETS: Registry[DatasetInfo] = Registry("dataset")
+SETTINGS = ("full", "semi", "official", "cv10")
+
+
+def _planetoid(name: str) -> Callable[[Path, str], object]:
+    def load(root: Path, setting: str):
+        from torch_geometric.datasets import Planetoid
+
+        split = "geom-gcn" if setting == "full" else "public"
+        return Planetoid(str(root / "Planetoid"), name, split=split)
+
+    return load
+
+
+def _webkb(name: str) -> Callable[[Path, str], object]:
+    def load(root: Path, setting: str):
+        from torch_geometric.datasets import WebKB
+
+        return WebKB(str(root / "WebKB"), name)
+
+    return load
+
+
+def _tudataset(name: str) -> Callable[[Path, str], object]:
+    def load(root: Path, setting: str):
+        from torch_geometric.datasets import TUDataset
+
+        return TUDataset(str(root / "TUDataset"), name)
+
+    return load
+
+
+def _ogbn_arxiv(root: Path, setting: str):
+    from ogb.nodeproppred import PygNodePropPredDataset
+
+    return PygNodePropPredDataset("ogbn-arxiv", root=str(root))
+
+
+for _name in ("Cora", "CiteSeer", "PubMed"):
+    DATASETS.add(
+        _name.lower(),
+        DatasetInfo(_name.lower(), "node", ("full", "semi"), f"Planetoid/{_name}", _planetoid(_name)),
+    )
+for _name in ("Cornell", "Texas", "Wisconsin"):
+    DATASETS.add(
+        _name.lower(),
+        DatasetInfo(_name.lower(), "node", ("full",), f"WebKB/{_name.lower()}", _webkb(_name)),
+    )
+DATASETS.add("ogbn-arxiv", DatasetInfo("ogbn-arxiv", "node", ("official",), "ogbn_arxiv", _ogbn_arxiv))
+DATASETS.add("proteins", DatasetInfo("proteins", "graph", ("cv10",), "TUDataset/PROTEINS", _tudataset("PROTEINS")))
+DATASETS.add("dd", DatasetInfo("dd", "graph", ("cv10",), "TUDataset/DD", _tudataset("DD")))
+
+
+def check_setting(info: DatasetInfo, setting: str) -> None:
+    if setting not in info.settings:
+        raise OrthotuneError(
+            f"setting {setting!r} is not available for {info.name}; valid: {', '.join(info.settings)}"
+        )
+
+
+def load_dataset(name: str, setting: str | None = None, data_root: DataRoot | None = None):
+    """The PyG dataset object for ``name`` in ``setting``, loaded by its own loader."""
+    info = DATASETS.get(name)
+    setting = setting or info.default_setting
+    check_setting(info, setting)
+    data_root = data_root or DataRoot.resolve()
+    root = _loader_root(info, data_root)
+    with FileLock(str(root / f".{info.name}.lock")):
+        return info.load(root, setting)
+
+
+def _loader_root(info: DatasetInfo, data_root: DataRoot) -> Path:
+    """A writable root for the loader: the data root mirrored as symlinks into the cache."""
+    if not data_root.explicit:
+        data_root.path.mkdir(parents=True, exist_ok=True)
+        return data_root.path
+    source = data_root.path / info.subdir
+    if not (source / "raw").is_dir():
+        raise OrthotuneError(
+            f"dataset {info.name!r} has no raw files at {source / 'raw'}; put them there "
+            f"(see the data README) or unset the data root to let the loader download"
+        )
+    digest = hashlib.sha1(str(data_root.path).encode()).hexdigest()[:12]
+    shadow = cache_dir() / "roots" / digest
+    _mirror(source, shadow / info.subdir)
+    return shadow
+
+
+def _mirror(source: Path, target: Path) -> None:
+    """Recreate ``source``'s folders under ``target`` and symlink its files (idempotent)."""
+    for folder, dirs, files in os.walk(source):
+        dirs[:] = [d for d in dirs if not d.startswith("processed")]
+        destination = target / Path(folder).relative_to(source)
+        destination.mkdir(parents=True, exist_ok=True)
+        for name in files:
+            link = destination / name
+            if not link.exists():
+                link.symlink_to(Path(folder) / name)
+
+
+@dataclass(frozen=True)
+class NodeData:
+    """One node-classification graph ready for full-batch training.
+
+    ``adj`` is ``A_hat = D^-1/2 (A + I) D^-1/2`` of the undirected graph as a sparse CSR
+    matrix; masks are ``[N, splits]`` (one column for a single official/public split).
+    """
+
+    name: str
+    setting: str
+    x: Tensor
+    adj: Tensor
+    y: Tensor
+    train_mask: Tensor
+    val_mask: Tensor
+    test_mask: Tensor
+    num_classes: int
+    num_edges: int  # directed edges of the loaded graph, before symmetrisation
+
+    @property
+    def num_nodes(self) -> int:
+        return self.x.shape[0]
+
+    @property
+    def num_splits(self) -> int:
+        return self.train_mask.shape[1]
+
+    def masks(self, splits: Sequence[int]) -> tuple[Tensor, Tensor, Tensor]:
+        """``[N, len(splits)]`` train/val/test masks for the given split columns."""
+        for split in splits:
+            if not 0 <= split < self.num_splits:
+                raise OrthotuneError(
+                    f"split={split} must lie in [0, {self.num_splits - 1}] for "
+                    f"{self.name} ({self.setting})"
+                )
+        columns = list(splits)
+        return self.train_mask[:, columns], self.val_mask[:, columns], self.test_mask[:, columns]
+
+    def to(self, device: torch.device) -> NodeData:
+        moved = {
+            key: getattr(self, key).to(device)
+            for key in ("x", "adj", "y", "train_mask", "val_mask", "test_mask")
+        }
+        return replace(self, **moved)
+
+
+def load_node_data(
+    name: str, setting: str | None = None, data_root: DataRoot | None = None
+) -> NodeData:
+    info = DATASETS.get(name)
+    if info.task != "node":
+        raise OrthotuneError(f"dataset {name!r} is a graph-classification dataset")
+    setting = setting or info.default_setting
+    dataset = load_dataset(name, setting, data_root)
+    data: Data = dataset[0]
+    num_edges = data.num_edges
+    if setting == "official":
+        train, val, test = _official_masks(dataset, data.num_nodes)
+        y = data.y.view(-1)
+    else:
+        data = T.NormalizeFeatures()(data)
+        train, val, test = (_as_columns(m) for m in (data.train_mask, data.val_mask, data.test_mask))
+        y = data.y
+    return NodeData(
+        name=info.name,
+        setting=setting,
+        x=data.x.float(),
+        adj=normalised_adjacency(data.edge_index, data.num_nodes),
+        y=y,
+        train_mask=train,
+        val_mask=val,
+        test_mask=test,
+        num_classes=int(y.max()) + 1,
+        num_edges=num_edges,
+    )
+
+
+@lru_cache(maxsize=8)
+def cached_node_data(name: str, setting: str, data_root: str | None) -> NodeData:
+    """Load once per process: Ray workers are reused, so each loads a dataset once."""
+    return load_node_data(name, setting, DataRoot.resolve(data_root))
+
+
+def normalised_adjacency(edge_index: Tensor, num_nodes: int) -> Tensor:
+    """GCN's ``A_hat`` of the symmetrised graph, via PyG's ``ToUndirected`` and ``GCNNorm``."""
+    graph = T.ToUndirected()(Data(edge_index=edge_index, num_nodes=num_nodes))
+    graph = T.GCNNorm()(graph)
+    return to_torch_csr_tensor(graph.edge_index, graph.edge_weight, size=(num_nodes, num_nodes))
+
+
+def _as_columns(mask: Tensor) -> Tensor:
+    return mask.view(-1, 1) if mask.dim() == 1 else mask
+
+
+def _official_masks(dataset, num_nodes: int) -> tuple[Tensor, Tensor, Tensor]:
+    split = dataset.get_idx_split()
+    masks = []
+    for key in ("train", "valid", "test"):
+        mask = torch.zeros(num_nodes, 1, dtype=torch.bool)
+        mask[split[key], 0] = True
+        masks.append(mask)
+    return tuple(masks)
