@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
@@ -258,7 +259,9 @@ def normalised_adjacency(edge_index: Tensor, num_nodes: int) -> Tensor:
     """GCN's ``A_hat`` of the symmetrised graph, via PyG's ``ToUndirected`` and ``GCNNorm``."""
     graph = T.ToUndirected()(Data(edge_index=edge_index, num_nodes=num_nodes))
     graph = T.GCNNorm()(graph)
-    return to_torch_csr_tensor(graph.edge_index, graph.edge_weight, size=(num_nodes, num_nodes))
+    with warnings.catch_warnings():  # torch flags sparse CSR as beta on every construction
+        warnings.simplefilter("ignore", UserWarning)
+        return to_torch_csr_tensor(graph.edge_index, graph.edge_weight, (num_nodes, num_nodes))
 
 
 def _as_columns(mask: Tensor) -> Tensor:

@@ -1,0 +1,5 @@
+import sys
+
+from orthotune.cli import main
+
+sys.exit(main())

@@ -1,0 +1,20 @@
+"""Data, training and (to come) Ray Tune searches."""
+
+from search._config import SETTING_DEFAULTS, TrainConfig
+from search._data import DATASETS, DataRoot, NodeData, load_dataset, load_node_data
+from search._train import ConfigResult, EpochReport, RunResult, choose_device, train_node
+
+__all__ = [
+    "DATASETS",
+    "SETTING_DEFAULTS",
+    "ConfigResult",
+    "DataRoot",
+    "EpochReport",
+    "NodeData",
+    "RunResult",
+    "TrainConfig",
+    "choose_device",
+    "load_dataset",
+    "load_node_data",
+    "train_node",
+]

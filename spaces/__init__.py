@@ -1,0 +1,1 @@
+"""Search spaces (to come)."""

@@ -1,0 +1,73 @@
+import pytest
+import torch
+
+from models import (
+    OrthoSettings,
+    PackedLinear,
+    distance_to_orthogonality,
+    hybrid_init_,
+    newton_orthogonalise,
+)
+from orthotune import ConfigError
+
+
+def exact_reference(q: torch.Tensor) -> torch.Tensor:
+    """M^-1/2 Q_hat by eigendecomposition."""
+    q_hat = q / torch.linalg.matrix_norm(q)
+    vals, vecs = torch.linalg.eigh(q_hat @ q_hat.T)
+    return vecs @ torch.diag(vals.rsqrt()) @ vecs.T @ q_hat
+
+
+def test_newton_converges_to_exact_reference_where_stable():
+    q = hybrid_init_(torch.empty(16, 16, dtype=torch.float64), beta=0.0)
+    reference = exact_reference(q)
+    errors = [float((newton_orthogonalise(q, t) - reference).abs().max()) for t in (2, 6, 10, 14)]
+    assert errors[-1] < 1e-6
+    assert errors == sorted(errors, reverse=True)
+
+
+def test_distance_to_orthogonality_falls_as_T_grows():
+    torch.manual_seed(0)
+    q = hybrid_init_(torch.empty(64, 64, dtype=torch.float64), beta=0.4)
+    distances = [distance_to_orthogonality(newton_orthogonalise(q, t)) for t in (1, 2, 4, 6, 10)]
+    assert all(a > b for a, b in zip(distances, distances[1:]))
+    assert distances[-1] < 0.05
+
+
+def test_beta_zero_is_identity_start():
+    w = hybrid_init_(torch.empty(8, 8), beta=0.0)
+    assert torch.equal(w, torch.eye(8))
+
+
+def test_per_matrix_steps_equal_separate_iterations():
+    torch.manual_seed(1)
+    q = torch.randn(3, 8, 8, dtype=torch.float64)
+    batched = newton_orthogonalise(q, torch.tensor([1, 3, 5]))
+    for p, t in enumerate((1, 3, 5)):
+        torch.testing.assert_close(batched[p], newton_orthogonalise(q[p], t))
+
+
+def test_centred_variant_is_rank_deficient_and_groups_orthogonalise_separately():
+    torch.manual_seed(2)
+    q = torch.randn(8, 8, dtype=torch.float64)
+    centred = newton_orthogonalise(q, 6, centre_rows=True)
+    assert torch.linalg.svdvals(centred).min() < 1e-6
+    grouped = newton_orthogonalise(q, 4, norm_groups=2)
+    torch.testing.assert_close(grouped[:4], newton_orthogonalise(q[:4], 4))
+
+
+def test_gradients_reach_c_and_weight():
+    layer = PackedLinear(8, 8, packs=2, ortho=[OrthoSettings(T=3)] * 2)
+    out = layer(torch.randn(5, 8)).sum() + layer.regularisation().sum()
+    out.backward()
+    assert layer.c.grad is not None and bool((layer.c.grad != 0).all())
+    assert layer.weight.grad is not None and bool((layer.weight.grad != 0).any())
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [(dict(T=-1), "T=-1"), (dict(beta=1.5), "beta=1.5"), (dict(lam=-1.0), "lam=-1.0")],
+)
+def test_settings_reject_out_of_range(kwargs, message):
+    with pytest.raises(ConfigError, match=message):
+        OrthoSettings(**kwargs)

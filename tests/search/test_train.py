@@ -1,0 +1,50 @@
+import math
+
+import torch
+
+from search import TrainConfig, train_node
+
+CPU = torch.device("cpu")
+
+
+def test_training_learns_and_selects_on_validation(cora):
+    config = TrainConfig("cora", depth=2, ortho=True, epochs=60, splits=(0, 1))
+    result = train_node(config, cora, CPU)[0]
+    assert result.status == "completed"
+    for run in result.runs:
+        assert run.val_acc > 0.6
+        assert 1 <= run.best_epoch <= run.epochs <= 60
+        assert len(run.grad_norms) == 2 and math.isfinite(run.m_sig)
+
+
+def test_training_is_deterministic(cora):
+    config = TrainConfig("cora", depth=4, epochs=15)
+    first = train_node(config, cora, CPU)[0].runs[0]
+    second = train_node(config, cora, CPU)[0].runs[0]
+    assert (first.val_acc, first.test_acc, first.best_epoch) == (
+        second.val_acc, second.test_acc, second.best_epoch)
+    assert first.grad_norms == second.grad_norms
+
+
+def test_packed_configs_equal_lone_configs_without_dropout(cora):
+    configs = [TrainConfig("cora", depth=4, T=t, beta=b, dropout=0.0, epochs=12, seeds=(s,))
+               for t, b, s in ((2, 0.3, 0), (5, 0.8, 1))]
+    packed = train_node(configs, cora, CPU)
+    for config, result in zip(configs, packed):
+        alone = train_node(config, cora, CPU)[0].runs[0]
+        assert math.isclose(result.runs[0].val_acc, alone.val_acc, abs_tol=1e-6)
+        assert math.isclose(result.runs[0].test_acc, alone.test_acc, abs_tol=1e-6)
+
+
+def test_divergence_is_a_failed_run_with_reason(cora):
+    config = TrainConfig("cora", depth=4, T=60, beta=1.0, epochs=5)
+    result = train_node(config, cora, CPU)[0]
+    assert result.status == "failed"
+    assert "non-finite" in result.reason
+
+
+def test_callback_sees_every_epoch(cora):
+    seen = []
+    train_node(TrainConfig("cora", epochs=5, patience=50), cora, CPU, seen.append)
+    assert [r.epoch for r in seen] == [1, 2, 3, 4, 5]
+    assert all(0.0 <= r.best_val[0] <= 1.0 for r in seen)
