@@ -106,8 +106,13 @@ def _tudataset(name: str) -> Callable[[Path, str], object]:
 
 def _ogbn_arxiv(root: Path, setting: str):
     from ogb.nodeproppred import PygNodePropPredDataset
+    from torch_geometric.data.data import DataEdgeAttr, DataTensorAttr
+    from torch_geometric.data.storage import GlobalStorage
 
-    return PygNodePropPredDataset("ogbn-arxiv", root=str(root))
+    # OGB 1.3.6 reloads its processed file with torch.load's weights-only default (torch
+    # >= 2.6), which refuses PyG's data classes unless they are allowed explicitly.
+    with torch.serialization.safe_globals([DataEdgeAttr, DataTensorAttr, GlobalStorage]):
+        return PygNodePropPredDataset("ogbn-arxiv", root=str(root))
 
 
 for _name in ("Cora", "CiteSeer", "PubMed"):

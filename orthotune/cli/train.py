@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 
-import torch
-
 from search._config import TrainConfig
 from search._data import DataRoot, load_node_data
 from search._train import ConfigResult, choose_device, train_node
@@ -42,7 +40,6 @@ def run(args: argparse.Namespace) -> int:
         seeds=tuple(args.seed), **values,
     )
     device = choose_device(args.device)
-    torch.set_num_threads(max(1, torch.get_num_threads()))
     data = load_node_data(config.dataset, config.setting, DataRoot.resolve(args.data_root))
     result = train_node(config, data.to(device), device)[0]
     summary = summarise(result)
