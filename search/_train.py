@@ -14,6 +14,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import torch
 import torch.nn.functional as F
@@ -203,9 +204,7 @@ class _PackTrainer:
 
     def _ogb_accuracy(self, predicted: Tensor, mask: Tensor) -> Tensor:
         """Accuracy per pack through OGB's own Evaluator (official OGB splits)."""
-        from ogb.nodeproppred import Evaluator
-
-        evaluator = Evaluator(f"ogbn-{self.data.name.removeprefix('ogbn-')}")
+        evaluator = _ogb_evaluator(self.data.name)
         scores = [
             evaluator.eval({"y_true": self.data.y[mask[:, p]].view(-1, 1).cpu(),
                             "y_pred": predicted[mask[:, p], p].view(-1, 1).cpu()})["acc"]
@@ -271,6 +270,13 @@ class _PackTrainer:
             )
             for i, config in enumerate(self.configs)
         ]
+
+
+@lru_cache(maxsize=4)
+def _ogb_evaluator(name: str):
+    from ogb.nodeproppred import Evaluator
+
+    return Evaluator(name)
 
 
 def _accuracy(correct: Tensor, mask: Tensor) -> Tensor:
