@@ -6,8 +6,8 @@ import argparse
 import json
 
 from search._config import TrainConfig
-from search._data import DataRoot, load_node_data
-from search._train import ConfigResult, choose_device, train_node
+from search._run import run_configs
+from search._train import ConfigResult, choose_device
 
 FIELDS = ("setting", "backbone", "depth", "T", "beta", "lam", "hidden", "lr",
           "weight_decay", "dropout", "epochs", "patience")
@@ -40,8 +40,7 @@ def run(args: argparse.Namespace) -> int:
         seeds=tuple(args.seed), **values,
     )
     device = choose_device(args.device)
-    data = load_node_data(config.dataset, config.setting, DataRoot.resolve(args.data_root))
-    result = train_node(config, data.to(device), device)[0]
+    result = run_configs([config], device, args.data_root)[0]
     summary = summarise(result)
     print(json.dumps(summary) if args.json else format_text(summary))
     return 0 if result.status != "failed" else 1

@@ -1,0 +1,53 @@
+"""One entry point to train configs of any task: load the data once per process, dispatch.
+
+Node classification (``train_node``) and graph classification register a :class:`Task`
+here; the CLI, the Ray trainable and the benchmarks call :func:`run_configs` and never
+branch on the task themselves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import torch
+
+from orthotune.registry import Registry
+from search._config import TrainConfig
+from search._data import DATASETS, DataRoot, load_node_data
+from search._train import ConfigResult, EpochCallback, train_node
+
+
+@dataclass(frozen=True)
+class Task:
+    """How one kind of dataset is loaded (once per process) and trained."""
+
+    load: Callable[[str, str, DataRoot], Any]
+    train: Callable[[Sequence[TrainConfig], Any, torch.device, EpochCallback | None], list[ConfigResult]]
+
+
+TASKS: Registry[Task] = Registry("task")
+TASKS.add("node", Task(load_node_data, train_node))
+
+
+@lru_cache(maxsize=8)
+def task_data(dataset: str, setting: str, data_root: str | None, device: str) -> Any:
+    """The dataset ready on ``device``, loaded once per process (Ray workers are reused)."""
+    task = TASKS.get(DATASETS.get(dataset).task)
+    data = task.load(dataset, setting, DataRoot.resolve(data_root))
+    return data.to(torch.device(device))
+
+
+def run_configs(
+    configs: Sequence[TrainConfig],
+    device: torch.device,
+    data_root: str | None = None,
+    on_epoch: EpochCallback | None = None,
+) -> list[ConfigResult]:
+    """Train configs that share a pack key as one packed model on ``device``."""
+    first = configs[0]
+    task = TASKS.get(DATASETS.get(first.dataset).task)
+    data = task_data(first.dataset, first.setting, data_root, str(device))
+    return task.train(list(configs), data, device, on_epoch)
