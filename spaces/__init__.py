@@ -1,1 +1,24 @@
-"""Search spaces (to come)."""
+"""Search spaces as data: the ``quick`` and ``paper`` presets, or a user's YAML file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from orthotune.registry import Registry
+from spaces._dimension import Dimension
+from spaces._space import SearchSpace, load_space_file, parse_space
+
+PRESET_DIR = Path(__file__).parent / "presets"
+PRESETS: Registry[Path] = Registry("space preset")
+for _file in sorted(PRESET_DIR.glob("*.yaml")):
+    PRESETS.add(_file.stem, _file)
+
+
+def resolve_space(name_or_path: str) -> SearchSpace:
+    """A preset by name (``quick``, ``paper``) or a YAML file by path."""
+    if name_or_path.endswith((".yaml", ".yml")) or "/" in name_or_path:
+        return load_space_file(name_or_path)
+    return load_space_file(PRESETS.get(name_or_path))
+
+
+__all__ = ["PRESETS", "Dimension", "SearchSpace", "load_space_file", "parse_space", "resolve_space"]

@@ -6,10 +6,10 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from orthotune.cli import train
+from orthotune.cli import best, launch, report, status, train
 from orthotune.errors import OrthotuneError
 
-SUBCOMMANDS = {"train": train}
+SUBCOMMANDS = {"train": train, "launch": launch, "status": status, "best": best, "report": report}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,0 +1,239 @@
+"""Launch and resume searches with Ray Tune's Tuner, its schedulers and Optuna's samplers.
+
+Trials run on a local embedded Ray by default, or on a cluster given its address. Every
+trial is written to the store by :class:`~search._recorder.StoreRecorder`; Ray Tune's own
+experiment lives in the store too (``tune/NAME``), which is what ``--resume`` restores.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from orthotune.errors import OrthotuneError, check
+from orthotune.registry import Registry
+from search._recorder import ProgressLine, StoreRecorder, ended_status
+from search._store import Store, check_search_name, now
+from search._trainable import OBJECTIVE, TIME_ATTR, TrialContext, train_trial
+from spaces import SearchSpace, parse_space
+
+SEARCHERS: Registry[Callable[[SearchSpace, int], Any]] = Registry("search algorithm")
+SCHEDULERS: Registry[Callable[[SearchSpace], Any]] = Registry("scheduler")
+
+
+@SEARCHERS.register("optuna")
+def _optuna(space: SearchSpace, seed: int):
+    return _optuna_search(space, "TPESampler", seed=seed)
+
+
+@SEARCHERS.register("random")
+def _random(space: SearchSpace, seed: int):
+    return _optuna_search(space, "RandomSampler", seed=seed)
+
+
+@SEARCHERS.register("grid")
+def _grid(space: SearchSpace, seed: int):
+    from ray.tune.search import BasicVariantGenerator
+
+    return BasicVariantGenerator(points_to_evaluate=space.grid(), max_concurrent=0)
+
+
+def _optuna_search(space: SearchSpace, sampler: str, **kwargs):
+    import optuna
+    from ray.tune.search.optuna import OptunaSearch
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    return OptunaSearch(space=space.define_by_run, metric=OBJECTIVE, mode="max",
+                        sampler=getattr(optuna.samplers, sampler)(**kwargs))
+
+
+@SCHEDULERS.register("asha")
+def _asha(space: SearchSpace):
+    from ray.tune.schedulers import ASHAScheduler
+
+    # stop_last_trials=False: a trial that reaches max_t completes on its own report
+    return ASHAScheduler(time_attr=TIME_ATTR, metric=OBJECTIVE, mode="max", max_t=space.max_epochs(),
+                         grace_period=space.grace_period, reduction_factor=space.reduction_factor,
+                         stop_last_trials=False)
+
+
+@SCHEDULERS.register("fifo")
+def _fifo(space: SearchSpace):
+    from ray.tune.schedulers import FIFOScheduler
+
+    return FIFOScheduler()
+
+
+@dataclass(frozen=True)
+class LaunchOptions:
+    """How to run one search; validated here, typed afterwards."""
+
+    store: str
+    name: str
+    space: SearchSpace
+    samples: int | None = None
+    searcher: str = "optuna"
+    scheduler: str = "asha"
+    address: str | None = None
+    cpus_per_trial: float = 1.0
+    gpus_per_trial: float = 0.0
+    concurrency: int | None = None
+    data_root: str | None = None
+    seed: int = 0
+    report_every: int = 10
+
+    def __post_init__(self) -> None:
+        check_search_name(self.name)
+        SEARCHERS.get(self.searcher)
+        SCHEDULERS.get(self.scheduler)
+        check(self.samples is None or self.samples >= 1, f"samples={self.samples!r} must be >= 1")
+        check(self.cpus_per_trial > 0, f"cpus_per_trial={self.cpus_per_trial!r} must be > 0")
+        check(self.gpus_per_trial >= 0, f"gpus_per_trial={self.gpus_per_trial!r} must be >= 0")
+        check(self.gpus_per_trial <= 1 or float(self.gpus_per_trial).is_integer(),
+              f"gpus_per_trial={self.gpus_per_trial!r} must be a fraction <= 1 or a whole number")
+        check(self.concurrency is None or self.concurrency >= 1,
+              f"concurrency={self.concurrency!r} must be >= 1")
+        check(self.report_every >= 1, f"report_every={self.report_every!r} must be >= 1")
+
+    def to_meta(self) -> dict[str, Any]:
+        values = asdict(self)
+        values["space"] = self.space.to_dict()
+        return values
+
+    @classmethod
+    def from_meta(cls, values: dict[str, Any]) -> LaunchOptions:
+        values = dict(values)
+        values["space"] = parse_space(values["space"])
+        return cls(**values)
+
+
+@dataclass
+class SearchOutcome:
+    """What a finished (or interrupted) search left: counts by status and the best trial."""
+
+    name: str
+    counts: dict[str, int] = field(default_factory=dict)
+    best_config: dict[str, Any] | None = None
+    best_objective: float | None = None
+
+
+def launch(options: LaunchOptions, progress: bool = True) -> SearchOutcome:
+    store = Store.open(options.store, create=True)
+    if store.exists(f"searches/{options.name}.json"):
+        raise OrthotuneError(f"search {options.name!r} already exists in store {options.store!r}; "
+                             f"resume it with --resume {options.name} or pick another --name")
+    _start_ray(options)
+    tuner = _tuner(options, store, progress)
+    store.save_search_meta(options.name, {"options": options.to_meta(), "state": "running",
+                                          "created_at": now().isoformat()})
+    return _fit(tuner, store, options)
+
+
+def resume(store_uri: str, name: str, address: str | None = None, progress: bool = True) -> SearchOutcome:
+    """Continue a search whose driver died: finished trials are kept, the rest run."""
+    from ray import tune
+
+    store = Store.open(store_uri)
+    meta = store.search_meta(name)
+    options = LaunchOptions.from_meta({**meta["options"], "store": store_uri,
+                                       "address": address or meta["options"].get("address")})
+    path = f"{store.tune_path()}/{name}"
+    if not tune.Tuner.can_restore(path):
+        raise OrthotuneError(f"search {name!r} has no Ray Tune state at {path!r} to resume from")
+    _start_ray(options)
+    tuner = tune.Tuner.restore(path, trainable=_trainable(options), resume_unfinished=True,
+                               resume_errored=False, restart_errored=False)
+    store.save_search_meta(name, {**meta, "state": "running", "resumed_at": now().isoformat()})
+    return _fit(tuner, store, options)
+
+
+def _fit(tuner, store: Store, options: LaunchOptions) -> SearchOutcome:
+    meta = store.search_meta(options.name)
+    try:
+        grid = tuner.fit()
+    except KeyboardInterrupt:
+        store.save_search_meta(options.name, {**meta, "state": "interrupted"})
+        raise
+    outcome = _outcome(options.name, grid)
+    store.save_search_meta(options.name, {**meta, "state": "finished", "finished_at": now().isoformat(),
+                                          "counts": outcome.counts})
+    return outcome
+
+
+def _tuner(options: LaunchOptions, store: Store, progress: bool):
+    from ray import tune
+
+    samples = options.samples or options.space.samples
+    if options.searcher == "grid":
+        samples = len(options.space.grid())
+    callbacks = [StoreRecorder(options.store, options.name)] + ([ProgressLine()] if progress else [])
+    return tune.Tuner(
+        _trainable(options),
+        tune_config=tune.TuneConfig(
+            search_alg=SEARCHERS.get(options.searcher)(options.space, options.seed),
+            scheduler=SCHEDULERS.get(options.scheduler)(options.space),
+            num_samples=samples,
+            max_concurrent_trials=options.concurrency,
+            reuse_actors=True,  # a fresh worker spends seconds importing torch and PyG
+        ),
+        run_config=tune.RunConfig(
+            name=options.name, storage_path=store.tune_path(), callbacks=callbacks, verbose=0,
+            failure_config=tune.FailureConfig(max_failures=0),
+            checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
+        ),
+    )
+
+
+def _trainable(options: LaunchOptions):
+    from ray import tune
+
+    threads = max(1, int(options.cpus_per_trial))
+    context = TrialContext(_absolute(options.data_root), options.report_every, threads)
+    resources = {"cpu": options.cpus_per_trial, "gpu": options.gpus_per_trial}
+    return tune.with_resources(tune.with_parameters(train_trial, context=context), resources)
+
+
+def _start_ray(options: LaunchOptions) -> None:
+    """A local embedded Ray (dashboard off, bound to localhost), or the given cluster."""
+    import ray
+
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # our progress line replaces Tune's tables
+    os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
+    os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "5")  # how much a killed driver replays
+    if ray.is_initialized():
+        return
+    if options.address:
+        ray.init(address=options.address, log_to_driver=False)
+    else:
+        ray.init(include_dashboard=False, dashboard_host="127.0.0.1", log_to_driver=False,
+                 configure_logging=True, logging_level="ERROR")
+    if options.gpus_per_trial and not ray.cluster_resources().get("GPU"):
+        raise OrthotuneError(f"gpus_per_trial={options.gpus_per_trial} but the Ray cluster has no GPU")
+
+
+def _absolute(path: str | None) -> str | None:
+    if path is None:
+        path = os.environ.get("ORTHOTUNE_DATA_ROOT") or None
+    return os.path.abspath(path) if path and "://" not in path else path
+
+
+def _outcome(name: str, grid) -> SearchOutcome:
+    from collections import Counter
+
+    trials = [result for result in grid]
+    counts = Counter()
+    for result in trials:
+        counts[_status_of(result)] += 1
+    outcome = SearchOutcome(name, dict(counts))
+    try:
+        best = grid.get_best_result(metric=OBJECTIVE, mode="max", scope="all")
+    except RuntimeError:
+        return outcome
+    outcome.best_config, outcome.best_objective = best.config, best.metrics.get(OBJECTIVE)
+    return outcome
+
+
+def _status_of(result) -> str:
+    return ended_status(result.metrics or {}, errored=result.error is not None)

@@ -1,0 +1,88 @@
+"""The Ray Tune trainable: a plain function of a config, as in Ray Tune's own examples.
+
+A trial trains one config (all its repeats as one packed model) or, with packing, several
+configs that share a pack key. It reports every ``report_every`` epochs: the objective
+(``val_acc``: mean over the repeats of each repeat's best validation accuracy so far), the
+epoch (ASHA's time attribute), the per-epoch history since the last report, and at the end
+the full result of every config. Test accuracy is in the history for the store, never in
+the objective.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
+from ray import tune
+
+from search._config import TrainConfig
+from search._run import run_configs
+from search._train import FAILED, ConfigResult, EpochReport, choose_device
+
+OBJECTIVE = "val_acc"
+TIME_ATTR = "epoch"
+
+
+@dataclass(frozen=True)
+class TrialContext:
+    """What every trial of a search shares (handed over once via ``tune.with_parameters``)."""
+
+    data_root: str | None
+    report_every: int = 10
+    threads: int = 1
+    device: str | None = None
+
+
+def member_configs(config: dict[str, Any]) -> list[dict[str, Any]]:
+    """The configs a trial trains: ``config["pack"]`` when packed, else the config itself."""
+    return list(config["pack"]) if "pack" in config else [config]
+
+
+def train_trial(config: dict[str, Any], context: TrialContext) -> None:
+    torch.set_num_threads(context.threads)
+    configs = [TrainConfig.from_dict(values) for values in member_configs(config)]
+    reporter = _Reporter(context.report_every)
+    results = run_configs(configs, choose_device(context.device), context.data_root, reporter)
+    tune.report(reporter.final_metrics(results))
+
+
+class _Reporter:
+    """Collects per-epoch values and hands them to Tune at the report cadence."""
+
+    def __init__(self, every: int) -> None:
+        self.every = every
+        self.pending: list[list[float]] = []
+        self.objective = [0.0]
+        self.epoch = 0
+
+    def __call__(self, report: EpochReport) -> None:
+        self.epoch = report.epoch
+        self.objective = report.best_val
+        for member, runs in enumerate(report.val_acc):
+            for repeat in range(len(runs)):
+                self.pending.append([member, repeat, report.epoch, report.train_loss[member][repeat],
+                                     report.val_acc[member][repeat], report.test_acc[member][repeat]])
+        # the last epoch goes out with the final report, so ASHA never sees a trial end twice
+        if report.epoch % self.every == 0 and any(report.active):
+            tune.report(self._metrics(final=False, members=report.best_val))
+
+    def _metrics(self, final: bool, members: list[float], extra: dict | None = None) -> dict[str, Any]:
+        history, self.pending = self.pending, []
+        return {OBJECTIVE: max(members), TIME_ATTR: self.epoch, "member_val_acc": list(members),
+                "history": history, "final": final, **(extra or {})}
+
+    def final_metrics(self, results: list[ConfigResult]) -> dict[str, Any]:
+        objectives = [_objective(r) for r in results]
+        return self._metrics(True, objectives, {"results": [result_to_dict(r) for r in results]})
+
+
+def _objective(result: ConfigResult) -> float:
+    value = result.mean("val_acc")
+    return value if result.status != FAILED and math.isfinite(value) else 0.0
+
+
+def result_to_dict(result: ConfigResult) -> dict[str, Any]:
+    return {"runs": [asdict(r) for r in result.runs], "seconds": result.seconds,
+            "seconds_per_epoch": result.seconds_per_epoch, "device": result.device}

@@ -1,0 +1,281 @@
+"""Search spaces as data: a YAML file (or a preset) validated once, typed afterwards.
+
+A space file::
+
+    name: quick                 # optional; defaults to the file's stem
+    datasets: [cora]            # required
+    setting: full               # optional; each dataset's default otherwise
+    repeats: [0, 1, 2, 3, 4]    # optional; splits (full), seeds (semi/official), folds (cv10)
+    backbones: [gcn, jknet]     # required
+    depths: [2, 4, 8]           # required
+    original: true              # the original backbone as its own arm (no T/beta/lambda)
+    ortho:                      # the Ortho-GConv arm; leave out for the original alone
+      T: {low: 1, high: 6}
+      beta: {low: 0.1, high: 1.0, step: 0.1}
+      lam: [1.0e-4, 5.0e-4]
+    train:                      # optional: training values, fixed or searched
+      lr: {low: 0.001, high: 0.1, log: true}
+      epochs: 200
+    asha: {grace_period: 10, reduction_factor: 3}   # optional
+    samples: 16                 # optional: default number of trials
+
+Every value is a scalar (fixed), a list (a choice) or a range ``{low, high, step, log}``.
+Unknown keys, empty lists, inverted ranges and values a config would reject are refused
+with one line naming the key and the rule.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from orthotune.errors import ConfigError, OrthotuneError
+from search._config import TrainConfig
+from search._data import DATASETS
+from spaces._dimension import Dimension
+
+TOP_KEYS = {"name", "datasets", "setting", "repeats", "backbones", "depths", "original", "ortho",
+            "train", "asha", "samples"}
+ORTHO_KEYS = {"T", "beta", "lam", "centre_rows", "norm_groups", "squared_norm"}
+TRAIN_KEYS = {"hidden", "lr", "weight_decay", "dropout", "epochs", "patience", "alpha", "theta", "jk",
+              "batch_size"}
+ASHA_KEYS = {"grace_period", "reduction_factor"}
+#: Which config field holds the repeats, and the protocol's default repeats, per setting.
+REPEATS = {"full": ("splits", range(5)), "semi": ("seeds", range(10)),
+           "official": ("seeds", range(5)), "cv10": ("splits", range(10))}
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    name: str
+    datasets: tuple[str, ...]
+    backbones: tuple[str, ...]
+    depths: tuple[int, ...]
+    setting: str | None = None
+    repeats: tuple[int, ...] | None = None
+    original: bool = True
+    ortho: Mapping[str, Dimension] | None = None
+    train: Mapping[str, Dimension] = field(default_factory=dict)
+    grace_period: int = 10
+    reduction_factor: int = 3
+    samples: int = 16
+
+    def __post_init__(self) -> None:
+        if not self.original and self.ortho is None:
+            raise ConfigError("space: 'original' is false and there is no 'ortho' arm; nothing to search")
+        for dataset, backbone, depth in itertools.product(self.datasets, self.backbones, self.depths):
+            for values in self._corner_configs(dataset, backbone, depth):
+                _validate(values)
+
+    # -- sampling --------------------------------------------------------------------------
+
+    def define_by_run(self, trial: Any) -> dict[str, Any]:
+        """Optuna define-by-run: the conditional space (T/beta/lambda only in the ortho arm).
+
+        Returns the fixed values; Optuna adds the sampled ones to the trial's config.
+        """
+        fixed: dict[str, Any] = {}
+        for name, values in (("dataset", self.datasets), ("backbone", self.backbones), ("depth", self.depths)):
+            fixed.update(_pick(trial, Dimension(name, "choice", values)))
+        arms = [a for a, on in ((True, self.ortho is not None), (False, self.original)) if on]
+        fixed.update(_pick(trial, Dimension("ortho", "choice", tuple(arms))))
+        ortho = fixed.get("ortho", trial.params.get("ortho"))
+        for dimension in [*(self.ortho or {}).values()] if ortho else []:
+            fixed.update(_pick(trial, dimension))
+        for dimension in self.train.values():
+            fixed.update(_pick(trial, dimension))
+        dataset = fixed.get("dataset", trial.params.get("dataset"))
+        return {**fixed, **self.protocol(dataset)}
+
+    def grid(self) -> list[dict[str, Any]]:
+        """Every config of the space (ranges need a step): the grid searcher's points."""
+        train = _product(self.train.values())
+        arms = ([_product(self.ortho.values(), ortho=True)] if self.ortho is not None else [])
+        arms += [[{"ortho": False}]] if self.original else []
+        points = []
+        for dataset, backbone, depth in itertools.product(self.datasets, self.backbones, self.depths):
+            base = {"dataset": dataset, "backbone": backbone, "depth": depth, **self.protocol(dataset)}
+            for arm in arms:
+                points += [{**base, **a, **t} for a, t in itertools.product(arm, train)]
+        return points
+
+    def protocol(self, dataset: str) -> dict[str, Any]:
+        """The setting and repeats a config of ``dataset`` trains with."""
+        setting = self.setting or DATASETS.get(dataset).default_setting
+        key, default = REPEATS[setting]
+        repeats = list(self.repeats if self.repeats is not None else default)
+        return {"setting": setting, key: repeats}
+
+    def max_epochs(self) -> int:
+        """The longest a trial can train (ASHA's ``max_t``)."""
+        epochs = self.train.get("epochs")
+        if epochs is not None:
+            return int(max(epochs.corners()))
+        from search._config import SETTING_DEFAULTS
+
+        return max(int(SETTING_DEFAULTS[self.protocol(d)["setting"]]["epochs"]) for d in self.datasets)
+
+    def with_datasets(self, datasets: Sequence[str]) -> SearchSpace:
+        return replace(self, datasets=_names("datasets", list(datasets), DATASETS))
+
+    def to_dict(self) -> dict[str, Any]:
+        """A YAML-able form that :func:`parse_space` reads back to an equal space."""
+        def dims(group: Mapping[str, Dimension]) -> dict[str, Any]:
+            return {name: _dump(d) for name, d in group.items()}
+
+        out: dict[str, Any] = {
+            "name": self.name, "datasets": list(self.datasets), "backbones": list(self.backbones),
+            "depths": list(self.depths), "original": self.original, "train": dims(self.train),
+            "asha": {"grace_period": self.grace_period, "reduction_factor": self.reduction_factor},
+            "samples": self.samples,
+        }
+        if self.setting is not None:
+            out["setting"] = self.setting
+        if self.repeats is not None:
+            out["repeats"] = list(self.repeats)
+        if self.ortho is not None:
+            out["ortho"] = dims(self.ortho)
+        return out
+
+    def _corner_configs(self, dataset: str, backbone: str, depth: int) -> list[dict[str, Any]]:
+        base = {"dataset": dataset, "backbone": backbone, "depth": depth, **self.protocol(dataset)}
+        values = [{**base, "ortho": False}] if self.original else []
+        groups = [*(self.ortho or {}).values(), *self.train.values()]
+        for dimension in groups:
+            for corner in dimension.corners():
+                values.append({**base, "ortho": dimension.name in ORTHO_KEYS, dimension.name: corner})
+        return values or [{**base, "ortho": True}]
+
+
+def parse_space(values: Any, default_name: str = "space") -> SearchSpace:
+    """Validate a mapping (parsed YAML) into a :class:`SearchSpace`."""
+    if not isinstance(values, dict):
+        raise ConfigError(f"space: expected a mapping of keys, got {type(values).__name__}")
+    _known("space", values, TOP_KEYS)
+    for key in ("datasets", "backbones", "depths"):
+        if key not in values:
+            raise ConfigError(f"space: key {key!r} is required")
+    asha = values.get("asha") or {}
+    _known("asha", asha, ASHA_KEYS)
+    ortho = values.get("ortho")
+    if ortho is not None:
+        _known("ortho", ortho, ORTHO_KEYS)
+    train = values.get("train") or {}
+    _known("train", train, TRAIN_KEYS)
+    from models import BACKBONES
+
+    return SearchSpace(
+        name=str(values.get("name", default_name)),
+        datasets=_names("datasets", values["datasets"], DATASETS),
+        backbones=_names("backbones", values["backbones"], BACKBONES, _graph_backbones()),
+        depths=tuple(_ints("depths", values["depths"], minimum=1)),
+        setting=values.get("setting"),
+        repeats=tuple(_ints("repeats", values["repeats"], minimum=0)) if "repeats" in values else None,
+        original=_bool("original", values.get("original", True)),
+        ortho=None if ortho is None else _dimensions("ortho", ortho),
+        train=_dimensions("train", train),
+        grace_period=_ints("asha.grace_period", [asha.get("grace_period", 10)], minimum=1)[0],
+        reduction_factor=_ints("asha.reduction_factor", [asha.get("reduction_factor", 3)], minimum=2)[0],
+        samples=_ints("samples", [values.get("samples", 16)], minimum=1)[0],
+    )
+
+
+def load_space_file(path: str | Path) -> SearchSpace:
+    path = Path(path)
+    if not path.is_file():
+        raise OrthotuneError(f"space file {str(path)!r} does not exist")
+    try:
+        values = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"space file {path.name}: not valid YAML{where}") from None
+    return parse_space(values, default_name=path.stem)
+
+
+def _dimensions(group: str, specs: dict[str, Any]) -> dict[str, Dimension]:
+    try:
+        return {name: Dimension.parse(name, spec) for name, spec in specs.items()}
+    except ConfigError as error:
+        raise ConfigError(f"space: {group}.{error}") from None
+
+
+def _validate(values: dict[str, Any]) -> None:
+    try:
+        TrainConfig.from_dict(values)
+    except OrthotuneError as error:
+        raise ConfigError(f"space: {error}") from None
+
+
+def _known(where: str, values: Any, known: set[str]) -> None:
+    if not isinstance(values, dict):
+        raise ConfigError(f"{where}: expected a mapping, got {type(values).__name__}")
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise ConfigError(f"{where}: unknown key {unknown[0]!r}; valid: {', '.join(sorted(known))}")
+
+
+def _names(key: str, values: Any, *registries: Any) -> tuple[str, ...]:
+    if isinstance(values, str):
+        values = [values]
+    if not isinstance(values, list) or not values:
+        raise ConfigError(f"space: {key} must be a non-empty list, got {values!r}")
+    names = []
+    for value in values:
+        if not any(value in registry for registry in registries):
+            valid = sorted({n for registry in registries for n in registry})
+            raise ConfigError(f"space: unknown {key[:-1]} {value!r} in {key}; valid: {', '.join(valid)}")
+        names.append(str(value).lower())
+    return tuple(dict.fromkeys(names))
+
+
+def _ints(key: str, values: Any, minimum: int) -> list[int]:
+    values = values if isinstance(values, list) else [values]
+    if not values:
+        raise ConfigError(f"space: {key} must be a non-empty list")
+    for value in values:
+        if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+            raise ConfigError(f"space: {key} value {value!r} must be an integer >= {minimum}")
+    return values
+
+
+def _bool(key: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"space: {key}={value!r} must be true or false")
+    return value
+
+
+def _graph_backbones() -> Any:
+    import models
+
+    return getattr(models, "GRAPH_BACKBONES", ())
+
+
+def _pick(trial: Any, dimension: Dimension) -> dict[str, Any]:
+    """Fixed values are returned; searched ones are suggested (Optuna records them)."""
+    value = dimension.suggest(trial) if dimension.searched() else dimension.values[0]
+    return {} if dimension.searched() else {dimension.name: value}
+
+
+def _product(dimensions: Any, **extra: Any) -> list[dict[str, Any]]:
+    dimensions = list(dimensions)
+    grids = [d.grid() for d in dimensions]
+    return [{**extra, **{d.name: v for d, v in zip(dimensions, combo)}} for combo in itertools.product(*grids)]
+
+
+def _dump(dimension: Dimension) -> Any:
+    if dimension.kind == "fixed":
+        return dimension.values[0]
+    if dimension.kind == "choice":
+        return list(dimension.values)
+    out: dict[str, Any] = {"low": dimension.low, "high": dimension.high}
+    if dimension.step is not None:
+        out["step"] = dimension.step
+    if dimension.log:
+        out["log"] = True
+    return out
