@@ -1,0 +1,102 @@
+import optuna
+import pytest
+import yaml
+
+from orthotune.cli import main
+from orthotune.errors import ConfigError
+from spaces import PRESETS, parse_space, resolve_space
+
+BASE = {"datasets": ["cora"], "backbones": ["gcn"], "depths": [2]}
+
+
+def test_paper_preset_is_the_papers_grid():
+    space = resolve_space("paper")
+    assert space.datasets == ("cora", "citeseer", "pubmed", "cornell", "texas", "wisconsin")
+    assert space.backbones == ("gcn", "jknet", "gcnii") and space.depths == (2, 4, 8)
+    assert space.ortho["T"].grid() == [1, 2, 3, 4, 5, 6]
+    assert space.ortho["beta"].grid() == [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0]
+    assert space.ortho["lam"].grid() == [1e-4, 5e-4]
+    grid = space.grid()
+    originals = [p for p in grid if not p["ortho"]]
+    assert len(grid) == 6 * 3 * 3 * (6 * 10 * 2 + 1) and len(originals) == 6 * 3 * 3
+    assert all("T" not in p and "beta" not in p and "lam" not in p for p in originals)
+    assert all(p["splits"] == [0, 1, 2, 3, 4] and p["setting"] == "full" for p in grid)
+
+
+def test_presets_are_listed_and_unknown_names_list_them():
+    assert {"quick", "paper"} <= set(PRESETS.names())
+    with pytest.raises(ConfigError, match="unknown space preset 'nope'; valid: .*paper.*quick"):
+        resolve_space("nope")
+
+
+def test_define_by_run_samples_the_ortho_arm_conditionally():
+    space = resolve_space("quick")
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=1))
+    arms = set()
+    for _ in range(20):
+        trial = study.ask()
+        fixed = space.define_by_run(trial)
+        config = {**fixed, **trial.params}
+        arms.add(config["ortho"])
+        assert ("T" in config) == config["ortho"] and ("beta" in config) == config["ortho"]
+        assert config["dataset"] == "cora" and config["splits"] == [0, 1, 2, 3, 4]
+        study.tell(trial, 0.0)
+    assert arms == {True, False}
+
+
+def test_space_round_trips_through_its_dict():
+    space = resolve_space("quick")
+    assert parse_space(space.to_dict()) == space
+
+
+def test_repeats_default_per_setting():
+    semi = parse_space({**BASE, "setting": "semi"})
+    assert semi.protocol("cora") == {"setting": "semi", "seeds": list(range(10))}
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"colour": 1}, "unknown key 'colour'"),
+        ({"ortho": {"T": {"low": 1, "high": 6}, "gamma": [1]}}, "ortho: unknown key 'gamma'"),
+        ({"train": {"momentum": 0.9}}, "train: unknown key 'momentum'"),
+        ({"ortho": {"beta": []}}, "ortho.beta: the list of values is empty"),
+        ({"ortho": {"T": {"low": 6, "high": 1}}}, "ortho.T: range low=6 > high=1"),
+        ({"ortho": {"T": {"low": 1}}}, "ortho.T: a range needs both 'low' and 'high'"),
+        ({"ortho": {"beta": {"low": 0.1, "high": 2.0}}}, "beta=2.0 must lie in [0, 1]"),
+        ({"datasets": ["imagenet"]}, "unknown dataset 'imagenet' in datasets; valid: citeseer"),
+        ({"backbones": ["gat"]}, "unknown backbone 'gat' in backbones; valid:"),
+        ({"datasets": []}, "datasets must be a non-empty list"),
+        ({"depths": [1]}, "depth=1 must be an integer >= 2"),
+        ({"setting": "semi", "datasets": ["texas"]}, "setting 'semi' is not available for texas"),
+        ({"original": False}, "nothing to search"),
+        ({"train": {"lr": {"low": 0.1, "high": 0.01, "log": True}}}, "train.lr: range low=0.1 > high=0.01"),
+    ],
+)
+def test_bad_spaces_are_rejected_naming_key_and_rule(change, message):
+    with pytest.raises(ConfigError) as error:
+        parse_space({**BASE, **change})
+    assert message in str(error.value)
+    assert "\n" not in str(error.value)
+
+
+def test_bad_space_file_through_the_cli_is_one_line(tmp_path, capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({**BASE, "ortho": {"T": {"low": 6, "high": 1}}}))
+    assert main(["launch", "--space", str(bad), "--store", str(tmp_path / "store")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "ortho.T: range low=6 > high=1" in err[0]
+    assert not (tmp_path / "store").exists()  # nothing is created for a rejected space
+
+
+def test_malformed_yaml_is_one_line(tmp_path, capsys):
+    bad = tmp_path / "broken.yaml"
+    bad.write_text("datasets: [cora\nbackbones: gcn\n")
+    assert main(["launch", "--space", str(bad), "--store", str(tmp_path / "store")]) == 2
+    assert "not valid YAML" in capsys.readouterr().err
+
+
+def test_grid_needs_a_step_for_float_ranges():
+    space = parse_space({**BASE, "ortho": {"beta": {"low": 0.1, "high": 0.9}}})
+    with pytest.raises(ConfigError, match="beta: grid search needs a 'step'"):
+        space.grid()
