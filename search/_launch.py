@@ -8,15 +8,17 @@ experiment lives in the store too (``tune/NAME``), which is what ``--resume`` re
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from orthotune.errors import OrthotuneError, check
 from orthotune.registry import Registry
-from search._recorder import ProgressLine, StoreRecorder, ended_status
+from search._packing import PackSearcher, RungBoard, pack_points
+from search._recorder import ProgressLine, StoreRecorder, member_statuses
 from search._store import Store, check_search_name, now
-from search._trainable import OBJECTIVE, TIME_ATTR, TrialContext, train_trial
+from search._trainable import OBJECTIVE, TIME_ATTR, TrialContext, member_configs, train_trial
 from spaces import SearchSpace, parse_space
 
 SEARCHERS: Registry[Callable[[SearchSpace, int], Any]] = Registry("search algorithm")
@@ -35,9 +37,13 @@ def _random(space: SearchSpace, seed: int):
 
 @SEARCHERS.register("grid")
 def _grid(space: SearchSpace, seed: int):
+    return _grid_search(space.grid())
+
+
+def _grid_search(points: list[dict[str, Any]]):
     from ray.tune.search import BasicVariantGenerator
 
-    return BasicVariantGenerator(points_to_evaluate=space.grid(), max_concurrent=0)
+    return BasicVariantGenerator(points_to_evaluate=points, max_concurrent=0)
 
 
 def _optuna_search(space: SearchSpace, sampler: str, **kwargs):
@@ -83,6 +89,7 @@ class LaunchOptions:
     data_root: str | None = None
     seed: int = 0
     report_every: int = 10
+    pack: int = 1
 
     def __post_init__(self) -> None:
         check_search_name(self.name)
@@ -96,6 +103,7 @@ class LaunchOptions:
         check(self.concurrency is None or self.concurrency >= 1,
               f"concurrency={self.concurrency!r} must be >= 1")
         check(self.report_every >= 1, f"report_every={self.report_every!r} must be >= 1")
+        check(isinstance(self.pack, int) and self.pack >= 1, f"pack={self.pack!r} must be an integer >= 1")
 
     def to_meta(self) -> dict[str, Any]:
         values = asdict(self)
@@ -165,16 +173,12 @@ def _fit(tuner, store: Store, options: LaunchOptions) -> SearchOutcome:
 def _tuner(options: LaunchOptions, store: Store, progress: bool):
     from ray import tune
 
-    samples = options.samples or options.space.samples
-    if options.searcher == "grid":
-        samples = len(options.space.grid())
+    search_alg, scheduler, samples = _plan(options)
     callbacks = [StoreRecorder(options.store, options.name)] + ([ProgressLine()] if progress else [])
     return tune.Tuner(
         _trainable(options),
         tune_config=tune.TuneConfig(
-            search_alg=SEARCHERS.get(options.searcher)(options.space, options.seed),
-            scheduler=SCHEDULERS.get(options.scheduler)(options.space),
-            num_samples=samples,
+            search_alg=search_alg, scheduler=scheduler, num_samples=samples,
             max_concurrent_trials=options.concurrency,
             reuse_actors=True,  # a fresh worker spends seconds importing torch and PyG
         ),
@@ -186,11 +190,34 @@ def _tuner(options: LaunchOptions, store: Store, progress: bool):
     )
 
 
+def _plan(options: LaunchOptions) -> tuple[Any, Any, int]:
+    """Search algorithm, Tune-level scheduler and number of Tune trials.
+
+    Packed, Tune runs packs FIFO and ASHA decides per config on the rung board.
+    """
+    space, pack = options.space, options.pack
+    samples = options.samples or space.samples
+    if options.searcher == "grid":
+        points = space.grid()
+        if pack == 1:
+            return _grid_search(points), SCHEDULERS.get(options.scheduler)(space), len(points)
+        packs = pack_points(points, pack)
+        return _grid_search(packs), SCHEDULERS.get("fifo")(space), len(packs)
+    searcher = SEARCHERS.get(options.searcher)(space, options.seed)
+    if pack == 1:
+        return searcher, SCHEDULERS.get(options.scheduler)(space), samples
+    packed = PackSearcher(searcher, pack, samples, metric=OBJECTIVE, mode="max")
+    return packed, SCHEDULERS.get("fifo")(space), samples
+
+
 def _trainable(options: LaunchOptions):
     from ray import tune
 
     threads = max(1, int(options.cpus_per_trial))
-    context = TrialContext(_absolute(options.data_root), options.report_every, threads)
+    board = None
+    if options.pack > 1 and options.scheduler == "asha":
+        board = RungBoard.remote(SCHEDULERS.get("asha")(options.space))
+    context = TrialContext(_absolute(options.data_root), options.report_every, threads, rung_board=board)
     resources = {"cpu": options.cpus_per_trial, "gpu": options.gpus_per_trial}
     return tune.with_resources(tune.with_parameters(train_trial, context=context), resources)
 
@@ -220,20 +247,17 @@ def _absolute(path: str | None) -> str | None:
 
 
 def _outcome(name: str, grid) -> SearchOutcome:
-    from collections import Counter
-
-    trials = [result for result in grid]
-    counts = Counter()
-    for result in trials:
-        counts[_status_of(result)] += 1
+    """Counts by status and the best config, per config (packs unpacked), as Ray Tune saw them."""
+    counts: Counter = Counter()
+    best: tuple[float, dict] | None = None
+    for result in grid:
+        members = member_configs(result.config)
+        last = result.metrics or {}
+        counts.update(member_statuses(last, result.error is not None, len(members)))
+        for config, objective in zip(members, last.get("member_val_acc") or []):
+            if best is None or objective > best[0]:
+                best = (objective, config)
     outcome = SearchOutcome(name, dict(counts))
-    try:
-        best = grid.get_best_result(metric=OBJECTIVE, mode="max", scope="all")
-    except RuntimeError:
-        return outcome
-    outcome.best_config, outcome.best_objective = best.config, best.metrics.get(OBJECTIVE)
+    if best is not None:
+        outcome.best_objective, outcome.best_config = best
     return outcome
-
-
-def _status_of(result) -> str:
-    return ended_status(result.metrics or {}, errored=result.error is not None)

@@ -22,13 +22,9 @@ from search._config import TrainConfig
 from search._records import epoch_rows, trial_row
 from search._store import Store
 from search._train import COMPLETED, FAILED, ConfigResult, RunResult
-from search._trainable import OBJECTIVE, member_configs
+from search._trainable import OBJECTIVE, member_configs, member_trial_id
 
 STOPPED = "stopped"
-
-
-def member_trial_id(tune_trial_id: str, member: int, members: int) -> str:
-    return tune_trial_id if members == 1 else f"{tune_trial_id}-{member}"
 
 
 class StoreRecorder(Callback):
@@ -69,10 +65,11 @@ class StoreRecorder(Callback):
             own = {(r, e): v for (m, r, e), v in history.items() if m == member}
             if last.get("final") and error is None:
                 result = _final_result(config, last["results"][member])
-                status, reason = result.status, result.reason
+                status = config_status([run.status for run in result.runs])
+                reason = result.reason or ("stopped by ASHA" if status == STOPPED else "")
             else:
                 result = _partial_result(config, own)
-                status, reason = (FAILED, error) if error else (STOPPED, "stopped by the scheduler")
+                status, reason = (FAILED, error) if error else (STOPPED, "stopped by ASHA")
             trial_id = member_trial_id(trial.trial_id, member, len(members))
             row = trial_row(self.search, trial_id, result, status, reason, trial.trial_id)
             self.store.write_trial(row, epoch_rows(own, result.runs))
@@ -100,21 +97,32 @@ def _error_line(trial) -> str:
     return text[-1][:500] if text else "the trial raised an error"
 
 
-def trial_status(trial) -> str | None:
-    """completed | stopped | failed for an ended trial; None while it runs or waits."""
+def trial_statuses(trial) -> list[str] | None:
+    """Each config's status in an ended trial; None while it runs or waits."""
     if trial.status not in ("ERROR", "TERMINATED"):
         return None
-    return ended_status(trial.last_result or {}, errored=trial.status == "ERROR")
+    members = len(member_configs(trial.config))
+    return member_statuses(trial.last_result or {}, trial.status == "ERROR", members)
 
 
-def ended_status(last: dict[str, Any], errored: bool) -> str:
-    """An ended trial's status from its last report (a final report only when it finished)."""
+def member_statuses(last: dict[str, Any], errored: bool, members: int) -> list[str]:
+    """completed | stopped | failed per config, from the trial's last report.
+
+    Only a trial that finished sends a final report; without one, Tune's scheduler
+    stopped it. Inside a pack, a config the rung board stopped has stopped runs.
+    """
     if errored:
-        return FAILED
+        return [FAILED] * members
     if not last.get("final"):
-        return STOPPED
-    failed = any(run["status"] == FAILED for result in last["results"] for run in result["runs"])
-    return FAILED if failed else COMPLETED
+        return [STOPPED] * members
+    return [config_status([run["status"] for run in result["runs"]]) for result in last["results"]]
+
+
+def config_status(run_statuses: list[str]) -> str:
+    for status in (FAILED, STOPPED):
+        if status in run_statuses:
+            return status
+    return COMPLETED
 
 
 class ProgressLine(Callback):
@@ -129,7 +137,9 @@ class ProgressLine(Callback):
                 "_last_counts": None, "_start": time.monotonic()}
 
     def on_step_end(self, iteration, trials, **info) -> None:
-        counts = Counter(trial_status(t) or t.status.lower() for t in trials)
+        counts = Counter()
+        for trial in trials:
+            counts.update(trial_statuses(trial) or [trial.status.lower()])
         now = time.monotonic()
         if counts == self._last_counts and now - self._last_print < self.every_s:
             return
@@ -142,6 +152,6 @@ class ProgressLine(Callback):
         best = max((v for v in objectives if v is not None), default=None)
         done = counts[COMPLETED] + counts[STOPPED] + counts[FAILED]
         best_text = f"{best:.4f}" if best is not None else "-"
-        return (f"[{elapsed:6.0f}s] {done}/{len(trials)} done: {counts[COMPLETED]} completed, "
+        return (f"[{elapsed:6.0f}s] {done} configs done: {counts[COMPLETED]} completed, "
                 f"{counts[STOPPED]} stopped, {counts[FAILED]} failed; {counts['running']} running, "
                 f"{counts['pending']} pending; best {OBJECTIVE} {best_text}")

@@ -33,6 +33,7 @@ class TrialContext:
     report_every: int = 10
     threads: int = 1
     device: str | None = None
+    rung_board: Any = None  # a RungBoard actor: ASHA per config inside packs
 
 
 def member_configs(config: dict[str, Any]) -> list[dict[str, Any]]:
@@ -43,21 +44,29 @@ def member_configs(config: dict[str, Any]) -> list[dict[str, Any]]:
 def train_trial(config: dict[str, Any], context: TrialContext) -> None:
     torch.set_num_threads(context.threads)
     configs = [TrainConfig.from_dict(values) for values in member_configs(config)]
-    reporter = _Reporter(context.report_every)
+    ids = [member_trial_id(tune.get_context().get_trial_id() or "trial", k, len(configs))
+           for k in range(len(configs))]
+    reporter = _Reporter(context.report_every, context.rung_board, ids)
     results = run_configs(configs, choose_device(context.device), context.data_root, reporter)
     tune.report(reporter.final_metrics(results))
+
+
+def member_trial_id(tune_trial_id: str, member: int, members: int) -> str:
+    """The store's trial id of a config: the Tune trial's, suffixed inside a pack."""
+    return tune_trial_id if members == 1 else f"{tune_trial_id}-{member}"
 
 
 class _Reporter:
     """Collects per-epoch values and hands them to Tune at the report cadence."""
 
-    def __init__(self, every: int) -> None:
-        self.every = every
+    def __init__(self, every: int, rung_board: Any = None, member_ids: list[str] | None = None) -> None:
+        self.every, self.rung_board, self.member_ids = every, rung_board, member_ids or []
         self.pending: list[list[float]] = []
         self.objective = [0.0]
         self.epoch = 0
 
-    def __call__(self, report: EpochReport) -> None:
+    def __call__(self, report: EpochReport) -> list[int]:
+        """Returns the configs to stop now (ASHA's per-config verdicts inside a pack)."""
         self.epoch = report.epoch
         self.objective = report.best_val
         for member, runs in enumerate(report.val_acc):
@@ -65,8 +74,20 @@ class _Reporter:
                 self.pending.append([member, repeat, report.epoch, report.train_loss[member][repeat],
                                      report.val_acc[member][repeat], report.test_acc[member][repeat]])
         # the last epoch goes out with the final report, so ASHA never sees a trial end twice
-        if report.epoch % self.every == 0 and any(report.active):
-            tune.report(self._metrics(final=False, members=report.best_val))
+        if report.epoch % self.every != 0 or not any(report.active):
+            return []
+        tune.report(self._metrics(final=False, members=report.best_val))
+        return self._verdicts(report)
+
+    def _verdicts(self, report: EpochReport) -> list[int]:
+        if self.rung_board is None:
+            return []
+        import ray
+
+        live = [k for k, active in enumerate(report.active) if active]
+        asks = [(self.member_ids[k], report.epoch, report.best_val[k]) for k in live]
+        stops = ray.get(self.rung_board.decide.remote(asks))
+        return [k for k, stop in zip(live, stops) if stop]
 
     def _metrics(self, final: bool, members: list[float], extra: dict | None = None) -> dict[str, Any]:
         history, self.pending = self.pending, []

@@ -26,6 +26,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--concurrency", type=int, help="most trials at once (default: as resources allow)")
     parser.add_argument("--report-every", type=int, default=10, help="epochs between reports to Tune")
     parser.add_argument("--seed", type=int, default=0, help="the search algorithm's seed")
+    parser.add_argument("--pack", type=int, default=1,
+                        help="configs trained together as one batched model per trial (see README)")
     parser.add_argument("--data-root", help="raw data folder (default: $ORTHOTUNE_DATA_ROOT)")
     parser.add_argument("--quiet", action="store_true", help="no progress line")
 
@@ -48,7 +50,7 @@ def _options(args: argparse.Namespace) -> LaunchOptions:
         store=args.store, name=name, space=space, samples=args.samples, searcher=args.searcher,
         scheduler=args.scheduler, address=args.address, cpus_per_trial=args.cpus_per_trial,
         gpus_per_trial=args.gpus_per_trial, concurrency=args.concurrency, data_root=args.data_root,
-        seed=args.seed, report_every=args.report_every,
+        seed=args.seed, report_every=args.report_every, pack=args.pack,
     )
 
 

@@ -1,0 +1,154 @@
+"""Packing: one Ray trial trains several configs as one batched model.
+
+How ASHA's per-config decisions survive packing:
+
+- **Suggesting.** :class:`PackSearcher` wraps the real searcher (Optuna's samplers). Each
+  config it is given is a trial of that searcher under its own id; configs wait in a small
+  buffer until ``pack_size`` of them share a pack key (dataset, backbone, depth, form and
+  the structural training values), and then go to Ray as one trial ``{"pack": [...]}``.
+  When a pack ends, each config's own objective goes back to the searcher under its own
+  id, so Optuna learns from every config, not from packs.
+- **Stopping.** Ray Tune's scheduler sees packs, so it runs them FIFO; ASHA runs one level
+  down, per config: :class:`RungBoard` is a Ray actor holding Ray's own
+  ``AsyncHyperBandScheduler``, fed each config's objective at the report cadence under
+  the config's id. A config it stops is frozen inside the pack at what it reached (the
+  trainer drops it from the active mask) and is stored as ``stopped``; the rest of the
+  pack trains on. A pack ends when its last config ends.
+- **Resuming.** Like Ray's own ASHA under ``Tuner.restore``, the board's rungs are not
+  restored; the searcher's state is (Tune checkpoints it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import ray
+from ray.tune.search import Searcher
+
+from search._config import TrainConfig
+from search._train import pack_key
+
+PackKey = Callable[[dict[str, Any]], tuple]
+
+
+def config_pack_key(values: dict[str, Any]) -> tuple:
+    return pack_key(TrainConfig.from_dict(values))
+
+
+class PackSearcher(Searcher):
+    """Groups the configs a searcher suggests into packs that share a pack key."""
+
+    def __init__(self, inner: Searcher, pack_size: int, samples: int, key: PackKey = config_pack_key,
+                 metric: str | None = None, mode: str | None = None) -> None:
+        super().__init__(metric=metric, mode=mode)
+        self.inner, self.pack_size, self.samples, self.key = inner, pack_size, samples, key
+        self.buffer: list[tuple[str, dict[str, Any]]] = []
+        self.members: dict[str, list[str]] = {}
+        self.asked, self.inner_done = 0, False
+
+    def set_search_properties(self, metric, mode, config, **spec) -> bool:
+        super().set_search_properties(metric, mode, config, **spec)
+        return self.inner.set_search_properties(metric, mode, config, **spec)
+
+    def suggest(self, trial_id: str) -> dict[str, Any] | str | None:
+        self._fill()
+        pack = self._next_pack()
+        if pack is None:
+            return Searcher.FINISHED if self.inner_done and not self.buffer else None
+        self.members[trial_id] = [member_id for member_id, _ in pack]
+        return {"pack": [config for _, config in pack]}
+
+    def _fill(self) -> None:
+        """Ask the real searcher until the buffer holds a few packs' worth of configs."""
+        while len(self.buffer) < 4 * self.pack_size and not self.inner_done:
+            if self.asked >= self.samples:
+                self.inner_done = True
+                break
+            member_id = f"config{self.asked:06d}"
+            suggestion = self.inner.suggest(member_id)
+            if suggestion == Searcher.FINISHED:
+                self.inner_done = True
+            elif suggestion is not None:
+                self.asked += 1
+                self.buffer.append((member_id, suggestion))
+            else:
+                break
+
+    def _next_pack(self) -> list[tuple[str, dict[str, Any]]] | None:
+        groups: dict[tuple, list[int]] = {}
+        for index, (_, config) in enumerate(self.buffer):
+            groups.setdefault(self.key(config), []).append(index)
+        if not groups:
+            return None
+        largest = max(groups.values(), key=len)
+        full = len(largest) >= self.pack_size
+        if not (full or self.inner_done or len(self.buffer) >= 4 * self.pack_size):
+            return None
+        chosen = largest[: self.pack_size]
+        pack = [self.buffer[i] for i in chosen]
+        self.buffer = [entry for i, entry in enumerate(self.buffer) if i not in set(chosen)]
+        return pack
+
+    def on_trial_result(self, trial_id: str, result: dict) -> None:
+        pass  # configs are judged per config on the rung board, not by the searcher
+
+    def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
+        members = self.members.pop(trial_id, [])
+        values = (result or {}).get("member_val_acc") or []
+        for index, member_id in enumerate(members):
+            own = {self.metric: values[index]} if index < len(values) else None
+            self.inner.on_trial_complete(member_id, own, error=error or own is None)
+
+    def save(self, checkpoint_path: str) -> None:
+        import cloudpickle
+
+        with open(checkpoint_path, "wb") as sink:
+            cloudpickle.dump(self.__dict__, sink)
+
+    def restore(self, checkpoint_path: str) -> None:
+        import cloudpickle
+
+        with open(checkpoint_path, "rb") as source:
+            self.__dict__.update(cloudpickle.load(source))
+
+
+def pack_points(points: list[dict[str, Any]], pack_size: int, key: PackKey = config_pack_key) -> list[dict]:
+    """Grid points grouped by pack key (in order) into packs of at most ``pack_size``."""
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    for point in points:
+        groups.setdefault(key(point), []).append(point)
+    return [{"pack": group[i:i + pack_size]} for group in groups.values()
+            for i in range(0, len(group), pack_size)]
+
+
+class _Member:
+    """What Ray's ASHA reads of a trial: its id."""
+
+    def __init__(self, trial_id: str) -> None:
+        self.trial_id = trial_id
+
+
+@ray.remote(num_cpus=0)
+class RungBoard:
+    """Ray's own ASHA, deciding per config for configs trained inside packs."""
+
+    def __init__(self, scheduler: Any) -> None:
+        self.scheduler = scheduler
+        self.known: set[str] = set()
+
+    def decide(self, reports: list[tuple[str, int, float]]) -> list[bool]:
+        """For each ``(config id, epoch, objective)``: should that config stop now?"""
+        from ray.tune.schedulers import TrialScheduler
+
+        from search._trainable import OBJECTIVE, TIME_ATTR
+
+        verdicts = []
+        for member_id, epoch, objective in reports:
+            member = _Member(member_id)
+            if member_id not in self.known:
+                self.known.add(member_id)
+                self.scheduler.on_trial_add(None, member)
+            action = self.scheduler.on_trial_result(None, member, {TIME_ATTR: epoch, OBJECTIVE: objective})
+            verdicts.append(action == TrialScheduler.STOP)
+        return verdicts
