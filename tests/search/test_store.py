@@ -133,3 +133,13 @@ def test_bad_search_names_are_refused(tmp_path, trained):
     with pytest.raises(OrthotuneError, match="search name '../x'"):
         write(store, "../x", "a", trained)
     assert isinstance(store.read("trials"), pa.Table)
+
+
+def test_readme_documents_every_column():
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme[readme.index("## The store"):readme.index("## Run on a cluster")]
+    for schema in (TRIALS_SCHEMA, EPOCHS_SCHEMA):
+        missing = [name for name in schema.names if f"`{name}`" not in section]
+        assert not missing, f"README's store section does not document {missing}"
