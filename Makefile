@@ -15,11 +15,24 @@ $(BIN)/orthotune: pyproject.toml
 
 setup: $(BIN)/orthotune
 
-demo: setup
-	$(BIN)/orthotune train --dataset cora --setting full --split 0 --backbone gcn --depth 8 --ortho --T 4 --beta 0.4 --lam 5e-4 --seed 0
+STORE ?= runs/store
+SEARCH ?= quick-$(shell date +%Y%m%d-%H%M%S)
 
-test: setup
+# A real search (the quick preset) on the local embedded Ray; prints the best config and
+# writes the report (Markdown with its plots, and one self-contained HTML file).
+demo: setup
+	$(BIN)/orthotune launch --space quick --store $(STORE) --name $(SEARCH)
+	$(BIN)/orthotune report --store $(STORE) --search $(SEARCH) --format md -o runs/$(SEARCH)/report.md
+	$(BIN)/orthotune report --store $(STORE) --search $(SEARCH) --format html -o runs/$(SEARCH)/report.html
+	@echo "report: runs/$(SEARCH)/report.md and runs/$(SEARCH)/report.html"
+
+test: setup browser
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q
 
-.PHONY: setup demo test
+# The HTML report test opens the report in Debian's chromium (headless); CI runs as root.
+browser:
+	command -v chromium >/dev/null 2>&1 || { apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
+
+.PHONY: setup demo test browser

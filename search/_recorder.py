@@ -128,7 +128,7 @@ def config_status(run_statuses: list[str]) -> str:
 class ProgressLine(Callback):
     """One concise line: trials by status and the best objective so far."""
 
-    def __init__(self, every_s: float = 10.0, stream=None) -> None:
+    def __init__(self, every_s: float = 30.0, stream=None) -> None:
         self.every_s, self.stream = every_s, stream
         self._last_print, self._last_counts, self._start = 0.0, None, time.monotonic()
 
@@ -141,9 +141,10 @@ class ProgressLine(Callback):
         for trial in trials:
             counts.update(trial_statuses(trial) or [trial.status.lower()])
         now = time.monotonic()
-        if counts == self._last_counts and now - self._last_print < self.every_s:
-            return
-        self._last_counts, self._last_print = counts, now
+        finished = tuple(counts[s] for s in (COMPLETED, STOPPED, FAILED))
+        if finished == self._last_counts and now - self._last_print < self.every_s:
+            return  # a line when a config ends, else every ``every_s`` seconds
+        self._last_counts, self._last_print = finished, now
         print(self.line(trials, counts, now - self._start), file=self.stream or sys.stdout, flush=True)
 
     @staticmethod
