@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -23,6 +24,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OrthotuneError as error:
         print(f"orthotune {args.command}: error: {error}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `orthotune best --json | head`: the reader left, not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except KeyboardInterrupt:
+        print(f"orthotune {args.command}: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

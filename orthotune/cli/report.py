@@ -1,0 +1,25 @@
+"""Write a report (paper-style table, paired comparison, plots) from a store: md, csv, latex, html."""
+
+from __future__ import annotations
+
+import argparse
+
+from orthotune.cli.best import add_filter_arguments, filters_from_args
+from reports import FORMATS, build_report, write_report
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_filter_arguments(parser)
+    parser.add_argument("--format", default="md", help=f"one of {', '.join(FORMATS.names())} (default: md)")
+    parser.add_argument("-o", "--output", metavar="OUT",
+                        help="file to write (md/latex put the plots beside it; html embeds them); "
+                             "default: print to stdout")
+
+
+def run(args: argparse.Namespace) -> int:
+    fmt = FORMATS.get(args.format)  # a bad format fails before any work
+    report = build_report(args.store, filters_from_args(args), plots=fmt.wants_figures(args.output))
+    text = write_report(report, args.format, args.output)
+    if text is not None:
+        print(text, end="" if text.endswith("\n") else "\n")
+    return 0

@@ -1,0 +1,319 @@
+"""Report formats (md, csv, latex, html), one registry entry each.
+
+md and latex written to a file put the figures beside it as ``STEM-NAME.png`` and link
+them; html is one self-contained file with the figures embedded as data URIs; csv is the
+per-pair table only (one row per setting, dataset, backbone and depth, full precision).
+Printed to stdout (no ``-o``), md and latex carry no figures and say so.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from orthotune.errors import OrthotuneError
+from orthotune.registry import Registry
+from reports._load import ORIGINAL, ORTHO
+from reports._report import Report
+
+SETTING_TITLES = {"full": "full-supervised", "semi": "semi-supervised",
+                  "official": "official split", "cv10": "10-fold cross-validation"}
+ARMS = ((ORIGINAL, "orig"), (ORTHO, "ortho"))
+
+#: ``{figure name: link}`` for figures written beside the report; ``None`` when there are none.
+Links = dict[str, str] | None
+
+
+@dataclass(frozen=True)
+class Format:
+    suffix: str
+    render: Callable[[Report, Links], str]
+    figures_beside: bool  # with -o, write the PNGs next to the file and link them
+    figures_embedded: bool = False  # the figures are part of the text itself
+
+    def wants_figures(self, out: str | Path | None) -> bool:
+        """Whether rendering to ``out`` (``None``: stdout) shows figures (so they are worth drawing)."""
+        return self.figures_embedded or (self.figures_beside and out is not None)
+
+
+FORMATS: Registry[Format] = Registry("report format")
+
+
+def write_report(report: Report, name: str, out: str | Path | None = None) -> str | None:
+    """Render ``report`` in format ``name``; return the text, or write it (and figures) to ``out``."""
+    fmt = FORMATS.get(name)
+    if out is None:
+        return fmt.render(report, None)
+    path = Path(out)
+    if path.is_dir():
+        raise OrthotuneError(f"-o {str(out)!r} is a folder; give a file name such as report{fmt.suffix}")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        links: Links = None
+        if fmt.figures_beside:
+            links = {}
+            for figure in report.figures:
+                image = path.with_name(f"{path.stem}-{figure.name}.png")
+                image.write_bytes(figure.png)
+                links[figure.name] = image.name
+        path.write_text(fmt.render(report, links), encoding="utf-8")
+    except OSError as error:
+        raise OrthotuneError(f"cannot write the report to {str(out)!r}: {error.strerror or error}") from None
+    return None
+
+
+# -- shared pieces -------------------------------------------------------------------------
+
+def _pct(value: object) -> str:
+    return f"{100 * float(value):.2f}" if _finite(value) else "—"
+
+
+def _finite(value: object) -> bool:
+    try:
+        return value is not None and math.isfinite(float(value))
+    except (TypeError, ValueError):
+        return False
+
+
+def _acc(row: pd.Series, prefix: str, pm: str = " ± ") -> str | None:
+    mean, std = row[f"{prefix}_test_acc"], row[f"{prefix}_test_acc_std"]
+    return f"{_pct(mean)}{pm}{_pct(std)}" if _finite(mean) else None
+
+
+def _p(value: object) -> str:
+    return f"{float(value):.3g}" if _finite(value) else "—"
+
+
+def _signed(value: object) -> str:
+    return f"{100 * float(value):+.2f}" if _finite(value) else "—"
+
+
+def _plain(value: object, digits: str = ".3g") -> str:
+    return format(float(value), digits) if _finite(value) else "—"
+
+
+def paper_grid(report: Report, setting: str) -> tuple[list[int], list[tuple[str, str, list[tuple[str | None, bool]]]]]:
+    """The paper-style table of one setting: its depths, and per (dataset, backbone) row the
+    cells in depth x {original, Ortho-GConv} order as ``(text or None, better)``."""
+    rows = report.summary[report.summary["setting"] == setting]
+    depths = sorted(int(d) for d in rows["depth"].unique())
+    out = []
+    for (dataset, backbone), group in rows.groupby(["dataset", "backbone"], sort=True):
+        by_depth = {int(r["depth"]): r for _, r in group.iterrows()}
+        cells = []
+        for depth in depths:
+            row = by_depth.get(depth)
+            for arm, prefix in ARMS:
+                if row is None:
+                    cells.append((None, False))
+                else:
+                    cells.append((_acc(row, prefix), row["better"] == arm))
+        out.append((dataset, backbone, cells))
+    return depths, out
+
+
+def settings(report: Report) -> list[str]:
+    return sorted(report.summary["setting"].unique())
+
+
+def _heading(report: Report) -> list[str]:
+    failed = f" ({report.failed} failed)" if report.failed else ""
+    return [
+        f"Store: {report.store}",
+        f"Searches: {', '.join(report.searches) or 'none'}; trials: {report.trials}{failed}; "
+        f"filters: {report.filters.describe()}; generated {report.generated_at:%Y-%m-%d %H:%M} UTC.",
+        f"Selection per cell (dataset, setting, backbone, depth, arm): {report.selection_rule}",
+    ]
+
+
+def _pair_rows(report: Report) -> list[list[str]]:
+    return [
+        [r["setting"], r["dataset"], r["backbone"], str(r["depth"]), r["repeat_kind"], str(r["n_pairs"]),
+         _signed(r["diff_mean"]), _signed(r["diff_std"]).lstrip("+"), _plain(r["t"]), _p(r["p"]), r["note"] or ""]
+        for _, r in report.summary.iterrows()
+    ]
+
+
+PAIR_HEADER = ["setting", "dataset", "backbone", "depth", "repeat", "pairs", "Δ mean (pts)", "Δ std (pts)",
+               "t", "p", "note"]
+ACC_NOTE = ("Test accuracy (%) of each cell's validation-selected config: mean ± std (population) over its "
+            "repeats. Bold: the better of the pair (higher mean test accuracy; a label, not a selection). "
+            "—: no winner (see Missing cells).")
+
+
+def _pair_note(report: Report) -> str:
+    return (f"Δ = Ortho-GConv − original test accuracy, matched repeat by repeat (split for full, fold for "
+            f"cv10, seed for semi/official), in percentage points (Δ std: sample std of the per-repeat "
+            f"differences); {report.test_name}. "
+            f"Few repeats make p-values coarse: read them with the number of pairs.")
+
+
+def _missing_rows(report: Report) -> list[list[str]]:
+    return [[r["setting"], r["dataset"], r["backbone"], str(r["depth"]), r["arm"], r["reason"]]
+            for _, r in report.missing.iterrows()]
+
+
+MISSING_HEADER = ["setting", "dataset", "backbone", "depth", "arm", "why"]
+
+
+# -- markdown ------------------------------------------------------------------------------
+
+def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
+    def line(cells: list[str]) -> str:
+        return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+
+    return [line(header), "|" + "---|" * len(header), *(line(r) for r in rows)]
+
+
+def render_md(report: Report, links: Links) -> str:
+    out = ["# orthotune report", "", *(f"{line}  " for line in _heading(report)), ""]
+    if report.summary.empty:
+        out += ["No trials match: nothing to report.", ""]
+    for setting in settings(report):
+        depths, rows = paper_grid(report, setting)
+        header = ["dataset", "backbone"] + [f"depth {d} {arm}" for d in depths for arm, _ in ARMS]
+        body = [[d, b] + [(f"**{t}**" if better else t) if t else "—" for t, better in cells]
+                for d, b, cells in rows]
+        out += [f"## Test accuracy, {SETTING_TITLES.get(setting, setting)}", "", *_md_table(header, body), ""]
+    if not report.summary.empty:
+        out += [ACC_NOTE, "", "## Paired comparison: Ortho-GConv − original", "",
+                *_md_table(PAIR_HEADER, _pair_rows(report)), "", _pair_note(report), ""]
+    out += ["## Missing cells", ""]
+    out += [*_md_table(MISSING_HEADER, _missing_rows(report)), ""] if len(report.missing) else ["None.", ""]
+    out += ["## Plots", ""]
+    if not report.figures:
+        out += ["No plots: no cell has a winner.", ""]
+    elif links is None:
+        out += [f"{len(report.figures)} figures; write the report to a file (`-o report.md`) to get them.", ""]
+    else:
+        for figure in report.figures:
+            out += [f"### {figure.title}", "", f"![{figure.title}]({links[figure.name]})", "", figure.caption, ""]
+    return "\n".join(out)
+
+
+# -- csv -----------------------------------------------------------------------------------
+
+def render_csv(report: Report, links: Links) -> str:
+    return report.summary.to_csv(index=False)
+
+
+# -- latex ---------------------------------------------------------------------------------
+
+_TEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+        "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
+        "−": "$-$", "Δ": r"$\Delta$", "—": "--", "±": r"$\pm$"}
+
+
+def tex(text: object) -> str:
+    return "".join(_TEX.get(c, c) for c in str(text))
+
+
+def render_latex(report: Report, links: Links) -> str:
+    out = ["% orthotune report: needs \\usepackage{booktabs} and \\usepackage{graphicx}",
+           *(f"% {line}" for line in _heading(report)), ""]
+    for setting in settings(report):
+        depths, rows = paper_grid(report, setting)
+        out += ["\\begin{table}[t]", "\\centering", "\\small",
+                f"\\caption{{Test accuracy (\\%), {tex(SETTING_TITLES.get(setting, setting))}: mean $\\pm$ std over "
+                f"repeats of the validation-selected config; bold: better of the pair.}}",
+                "\\begin{tabular}{ll" + "cc" * len(depths) + "}", "\\toprule",
+                " & & " + " & ".join(f"\\multicolumn{{2}}{{c}}{{depth {d}}}" for d in depths) + " \\\\",
+                " & ".join(["dataset", "backbone"] + [tex(arm) for _ in depths for arm, _ in ARMS]) + " \\\\",
+                "\\midrule"]
+        for dataset, backbone, cells in rows:
+            texts = [(f"\\textbf{{{tex(t)}}}" if better else tex(t)) if t else "--" for t, better in cells]
+            out.append(" & ".join([tex(dataset), tex(backbone), *texts]) + " \\\\")
+        out += ["\\bottomrule", "\\end{tabular}", "\\end{table}", ""]
+    if not report.summary.empty:
+        out += ["\\begin{table}[t]", "\\centering", "\\small",
+                f"\\caption{{{tex(_pair_note(report))}}}",
+                "\\begin{tabular}{" + "l" * len(PAIR_HEADER) + "}", "\\toprule",
+                " & ".join(tex(h) for h in PAIR_HEADER) + " \\\\", "\\midrule",
+                *(" & ".join(tex(c) for c in row) + " \\\\" for row in _pair_rows(report)),
+                "\\bottomrule", "\\end{tabular}", "\\end{table}", ""]
+    if len(report.missing):
+        out += ["% Missing cells:", *(f"% {' / '.join(row)}" for row in _missing_rows(report)), ""]
+    for figure in report.figures if links else []:
+        out += ["\\begin{figure}[t]", "\\centering",
+                f"\\includegraphics[width=\\linewidth]{{{links[figure.name]}}}",
+                f"\\caption{{{tex(figure.title)}. {tex(figure.caption)}}}", "\\end{figure}", ""]
+    return "\n".join(out)
+
+
+# -- html ----------------------------------------------------------------------------------
+
+_CSS = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 72em; color: #222; }
+table { border-collapse: collapse; margin: 1em 0; font-size: 0.9em; }
+th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; }
+th { background: #f3f3f3; } td.name { text-align: left; }
+b { color: #000; } figure { margin: 1.5em 0; } figure img { max-width: 100%; }
+figcaption, p.note { color: #555; font-size: 0.9em; }
+"""
+# Lets a reader's browser, or the headless test, see that every figure decoded.
+_SCRIPT = """
+window.addEventListener('load', function () {
+  var images = Array.prototype.slice.call(document.images);
+  var loaded = images.filter(function (i) { return i.complete && i.naturalWidth > 0; });
+  document.body.setAttribute('data-images', String(images.length));
+  document.body.setAttribute('data-images-loaded', String(loaded.length));
+});
+"""
+
+
+def _html_table(header: list[str], rows: list[list[str]], classes: str = "") -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(rows_cell for rows_cell in row) + "</tr>" for row in rows)
+    return f'<table class="{classes}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def _td(text: str, name: bool = False, bold: bool = False) -> str:
+    inner = f"<b>{html.escape(text)}</b>" if bold else html.escape(text)
+    return f'<td class="name">{inner}</td>' if name else f"<td>{inner}</td>"
+
+
+def render_html(report: Report, links: Links) -> str:
+    parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+             "<title>orthotune report</title>", f"<style>{_CSS}</style>",
+             f"<script>{_SCRIPT}</script></head><body>", "<h1>orthotune report</h1>",
+             *(f"<p>{html.escape(line)}</p>" for line in _heading(report))]
+    if report.summary.empty:
+        parts.append("<p>No trials match: nothing to report.</p>")
+    for setting in settings(report):
+        depths, rows = paper_grid(report, setting)
+        header = ["dataset", "backbone"] + [f"depth {d} {arm}" for d in depths for arm, _ in ARMS]
+        body = [[_td(d, True), _td(b, True)] + [_td(t or "—", bold=better) for t, better in cells]
+                for d, b, cells in rows]
+        parts += [f"<h2>Test accuracy, {html.escape(SETTING_TITLES.get(setting, setting))}</h2>",
+                  _html_table(header, body, "paper")]
+    if not report.summary.empty:
+        pair_rows = [[_td(c, i < 5) for i, c in enumerate(row)] for row in _pair_rows(report)]
+        parts += [f'<p class="note">{html.escape(ACC_NOTE)}</p>',
+                  "<h2>Paired comparison: Ortho-GConv − original</h2>",
+                  _html_table(PAIR_HEADER, pair_rows, "paired"),
+                  f'<p class="note">{html.escape(_pair_note(report))}</p>']
+    parts.append("<h2>Missing cells</h2>")
+    missing = [[_td(c, True) for c in row] for row in _missing_rows(report)]
+    parts.append(_html_table(MISSING_HEADER, missing, "missing") if missing else "<p>None.</p>")
+    parts.append("<h2>Plots</h2>")
+    if not report.figures:
+        parts.append("<p>No plots: no cell has a winner.</p>")
+    for figure in report.figures:
+        data = base64.b64encode(figure.png).decode("ascii")
+        parts.append(f'<figure id="{html.escape(figure.name)}"><img alt="{html.escape(figure.title)}" '
+                     f'src="data:image/png;base64,{data}"><figcaption>{html.escape(figure.title)}. '
+                     f"{html.escape(figure.caption)}</figcaption></figure>")
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+FORMATS.add("md", Format(".md", render_md, figures_beside=True))
+FORMATS.add("csv", Format(".csv", render_csv, figures_beside=False))
+FORMATS.add("latex", Format(".tex", render_latex, figures_beside=True))
+FORMATS.add("html", Format(".html", render_html, figures_beside=False, figures_embedded=True))

@@ -1,0 +1,110 @@
+"""`orthotune best` and `orthotune report` end to end, and `train --config` rerunning a best config."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "reports"))  # the shared store builders
+from report_stores import build_real_store, hand_row, hand_store  # noqa: E402
+
+from orthotune.cli import main  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def real_store(tmp_path_factory, data_root):
+    return build_real_store(tmp_path_factory.getbasetemp() / "real-store")
+
+
+def run_cli(capsys, *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_best_prints_a_table_of_winners(real_store, capsys):
+    code, out, _ = run_cli(capsys, "best", "--store", real_store.uri)
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].split()[:5] == ["dataset", "setting", "backbone", "depth", "arm"]
+    assert len(lines) == 1 + 4 and all("texas" in line for line in lines[1:])
+
+
+def test_best_json_reruns_exactly_with_train_config(real_store, capsys, tmp_path):
+    code, out, _ = run_cli(capsys, "best", "--store", real_store.uri, "--depth", "4", "--ortho", "--json")
+    assert code == 0
+    configs = json.loads(out)
+    assert len(configs) == 1 and configs[0]["depth"] == 4 and configs[0]["ortho"] is True
+    file = tmp_path / "best.json"
+    file.write_text(out)
+    code, out, _ = run_cli(capsys, "train", "--config", str(file), "--json")
+    assert code == 0
+    rerun = json.loads(out)
+    stored = real_store.read("trials").to_pandas()
+    row = stored[(stored["depth"] == 4) & stored["ortho"] & (stored["T"] == configs[0]["T"])].iloc[0]
+    assert rerun["config"] == configs[0]
+    assert (rerun["val_acc"], rerun["test_acc"]) == (row["val_acc"], row["test_acc"])
+
+
+def test_best_yaml_is_the_same_configs_as_json(real_store, capsys, tmp_path):
+    _, as_json, _ = run_cli(capsys, "best", "--store", real_store.uri, "--json")
+    _, as_yaml, _ = run_cli(capsys, "best", "--store", real_store.uri, "--yaml")
+    assert yaml.safe_load(as_yaml) == json.loads(as_json)
+    assert len(json.loads(as_json)) == 4
+
+
+def test_train_config_is_exclusive_with_flags_and_needs_one_config(real_store, capsys, tmp_path):
+    _, as_yaml, _ = run_cli(capsys, "best", "--store", real_store.uri, "--yaml")
+    file = tmp_path / "all.yaml"
+    file.write_text(as_yaml)
+    code, _, err = run_cli(capsys, "train", "--config", str(file))
+    assert code == 2 and "holds 4 configs; it must hold one" in err
+    code, _, err = run_cli(capsys, "train", "--config", str(file), "--depth", "8")
+    assert code == 2 and "--config is exclusive with the config flags; also given: depth" in err
+    (tmp_path / "bad.yaml").write_text("dataset: cora\nlayers: 3\n")
+    code, _, err = run_cli(capsys, "train", "--config", str(tmp_path / "bad.yaml"))
+    assert code == 2 and "unknown config key 'layers'" in err
+
+
+def test_report_md_to_stdout_and_to_a_file(real_store, capsys, tmp_path):
+    code, out, _ = run_cli(capsys, "report", "--store", real_store.uri)
+    assert code == 0 and out.startswith("# orthotune report") and "| texas | gcn |" in out
+    code, out, _ = run_cli(capsys, "report", "--store", real_store.uri, "--format", "html", "-o",
+                           str(tmp_path / "r.html"))
+    assert code == 0 and out == "" and (tmp_path / "r.html").read_text().count("data:image/png;base64,") == 4
+
+
+def test_report_filters_by_search(tmp_path, capsys):
+    store = hand_store(tmp_path / "s", [hand_row("a", search="one", test=[0.5, 0.5]),
+                                        hand_row("b", search="two", val=[0.9, 0.9], test=[0.4, 0.4])])
+    _, out, _ = run_cli(capsys, "report", "--store", str(tmp_path / "s"), "--format", "csv")
+    assert "two,b," in out
+    _, out, _ = run_cli(capsys, "report", "--store", store.uri, "--format", "csv", "--search", "one")
+    assert "one,a," in out and "two" not in out
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["best", "--store", "{tmp}/absent"], "no orthotune store at"),
+        (["report", "--store", "{tmp}/folder"], "is not an orthotune store"),
+        (["best", "--store", "{tmp}/s", "--dataset", "coraa"], "unknown dataset 'coraa'; valid:"),
+        (["report", "--store", "{tmp}/s", "--format", "pdf"], "unknown report format 'pdf'; valid: md, csv"),
+        (["best", "--store", "{tmp}/s", "--search", "nope"], "no search 'nope' in store"),
+        (["best", "--store", "{tmp}/s", "--dataset", "texas"], "no trial in store"),
+        (["report", "--store", "{tmp}/s", "--format", "csv", "-o", "{tmp}/folder"], "is a folder"),
+        (["report", "--store", "{tmp}/s", "-o", "{tmp}/folder/data.csv/r.md"], "cannot write the report"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, args, message):
+    hand_store(tmp_path / "s", [hand_row("a")])
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "folder" / "data.csv").write_text("x\n")
+    code, out, err = run_cli(capsys, *[a.replace("{tmp}", str(tmp_path)) for a in args])
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 2 and len(lines) == 1 and message in lines[0], err
+
