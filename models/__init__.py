@@ -1,7 +1,16 @@
 """Ortho-GConv models: the orthogonalisation module, the backbones and the metrics."""
 
-from models._backbones import BACKBONES, GCN, GCNII, JKNet, OrthoGNN, Pass
-from models._layers import PackedLinear
+from models._backbones import BACKBONES, GCN, GCNII, JKNet, OrthoGNN, Pass, adjacency
+from models._graph_unet import (
+    GRAPH_BACKBONES,
+    GraphPass,
+    GraphUNet,
+    OrthoGraphNet,
+    augment_adjacency,
+    pool_ratios,
+    unpool,
+)
+from models._layers import PackedLinear, SparseFeatures, dropout, node_features
 from models._metrics import layer_gradient_norms, signal_magnification, smoothness
 from models._ortho import (
     OrthoSettings,
@@ -13,18 +22,29 @@ from models._ortho import (
 
 __all__ = [
     "BACKBONES",
+    "GRAPH_BACKBONES",
     "GCN",
     "GCNII",
+    "GraphPass",
+    "GraphUNet",
     "JKNet",
     "OrthoGNN",
+    "OrthoGraphNet",
     "OrthoSettings",
     "PackedLinear",
+    "SparseFeatures",
     "Pass",
+    "adjacency",
     "distance_to_orthogonality",
+    "dropout",
+    "augment_adjacency",
     "hybrid_init_",
     "layer_gradient_norms",
     "newton_orthogonalise",
+    "node_features",
     "orthogonality_penalty",
+    "pool_ratios",
     "signal_magnification",
     "smoothness",
+    "unpool",
 ]

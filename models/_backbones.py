@@ -6,10 +6,16 @@ projection to ``hidden`` channels, ``depth`` graph convolutions each with a
 an output projection. This is the authors' layout (``--layer L`` hidden convolutions plus
 an input and an output layer), so every depth >= 2 has ``depth`` orthogonalisable
 transformations. Propagation is PyG's ``SimpleConv`` over the symmetrically normalised
-adjacency with self-loops (``A_hat``), computed once by the data module.
+adjacency with self-loops (``A_hat``), computed once by the data module; passed as
+PyG's :class:`~torch_geometric.EdgeIndex` (see :func:`adjacency`) it is a sparse matmul
+whose backward pass reuses a transposed layout cached once instead of transposing the
+sparse matrix every epoch.
 
 All models carry a leading *pack* dimension: ``packs`` independent models (own seeds,
-own Ortho-GConv settings) trained as one; hidden states are ``[N, packs, hidden]``.
+own Ortho-GConv settings, own dropout masks) trained as one; hidden states are
+``[N, packs, hidden]``. Node features may be dense ``[N, in]`` or
+:class:`~models._layers.SparseFeatures` (the trainer passes sparse bag-of-words features
+that way: the input projection is then a sparse matmul and dropout masks the non-zeros).
 """
 
 from __future__ import annotations
@@ -21,13 +27,29 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch_geometric import EdgeIndex
 from torch_geometric.nn.conv import SimpleConv
 from torch_geometric.typing import Adj, OptTensor
+from torch_geometric.utils import to_edge_index
 
-from models._layers import PackedLinear
+from models._layers import (
+    PackedLinear,
+    SparseFeatures,
+    dropout,
+    effective_weights,
+    regularisation,
+)
 from models._ortho import OrthoSettings
 from orthotune.errors import check
 from orthotune.registry import Registry
+
+
+def adjacency(adj: Tensor) -> tuple[EdgeIndex, Tensor]:
+    """A sparse CSR ``A_hat`` as a row-sorted ``EdgeIndex`` and its edge weights, the
+    form :meth:`OrthoGNN.propagate` multiplies fastest (PyG caches its transpose)."""
+    edge_index, edge_weight = to_edge_index(adj)
+    size = (adj.shape[0], adj.shape[1])
+    return EdgeIndex(edge_index, sparse_size=size, sort_order="row"), edge_weight
 
 
 class Pass(NamedTuple):
@@ -87,9 +109,21 @@ class OrthoGNN(nn.Module):
             transform.reset_parameters(generators)
         self.output.reset_parameters(generators)
 
+    def embed(self, x: Tensor | SparseFeatures) -> Tensor:
+        """Dropout and the input projection, ``[N, packs, hidden]``; each pack draws its
+        own dropout mask, as it would trained alone."""
+        if isinstance(x, SparseFeatures):
+            values = x.values.expand(self.packs, -1)
+            return self.input.sparse(x, dropout(values, self.dropout, self.training))
+        if self.training and self.dropout > 0 and self.packs > 1:
+            x = x.unsqueeze(1).expand(-1, self.packs, -1)
+        return self.input(dropout(x, self.dropout, self.training))
+
     def propagate(self, h: Tensor, edge_index: Adj, edge_weight: OptTensor) -> Tensor:
         """``A_hat h`` for ``[N, packs, d]`` states, one sparse product for all packs."""
         flat = h.reshape(h.shape[0], -1)
+        if isinstance(edge_index, EdgeIndex):  # SimpleConv would scatter edge by edge
+            return edge_index.matmul(flat, edge_weight).view_as(h)
         return self.propagation(flat, edge_index, edge_weight).view_as(h)
 
     def convolve(
@@ -101,18 +135,20 @@ class OrthoGNN(nn.Module):
     def readout(self, states: list[Tensor]) -> Tensor:
         return states[-1]
 
-    def run(self, x: Tensor, edge_index: Adj, edge_weight: OptTensor = None) -> Pass:
-        weights = [t.effective_weight() for t in self.transforms]
-        h = F.relu(self.input(F.dropout(x, self.dropout, self.training)))
+    def run(
+        self, x: Tensor | SparseFeatures, edge_index: Adj, edge_weight: OptTensor = None
+    ) -> Pass:
+        weights = effective_weights(self.transforms)
+        h = F.relu(self.embed(x))
         first, states = h, []
         for layer, weight in enumerate(weights):
             h = self.convolve(layer, h, first, weight, edge_index, edge_weight)
             states.append(h)
-        head = F.dropout(self.readout(states), self.dropout, self.training)
-        penalty = sum(t.regularisation(w) for t, w in zip(self.transforms, weights))
+        head = dropout(self.readout(states), self.dropout, self.training)
+        penalty = regularisation(self.transforms, weights)
         return Pass(self.output(head), first, h, weights, self.lam * penalty)
 
-    def forward(self, x: Tensor, edge_index: Adj, edge_weight: OptTensor = None) -> Tensor:
+    def forward(self, x: Tensor | SparseFeatures, edge_index: Adj, edge_weight: OptTensor = None) -> Tensor:
         return self.run(x, edge_index, edge_weight).logits
 
     def __repr__(self) -> str:
@@ -127,7 +163,7 @@ class GCN(OrthoGNN):
     """Kipf & Welling: ``H(l) = ReLU(A_hat H(l-1) W(l))``."""
 
     def convolve(self, layer, h, h0, weight, edge_index, edge_weight):
-        h = F.dropout(h, self.dropout, self.training)
+        h = dropout(h, self.dropout, self.training)
         transformed = self.transforms[layer].apply_weight(h, weight)
         return F.relu(self.propagate(transformed, edge_index, edge_weight))
 
@@ -165,7 +201,7 @@ class GCNII(OrthoGNN):
         super().__init__(*args, **kwargs)
 
     def convolve(self, layer, h, h0, weight, edge_index, edge_weight):
-        h = F.dropout(h, self.dropout, self.training)
+        h = dropout(h, self.dropout, self.training)
         support = (1 - self.alpha) * self.propagate(h, edge_index, edge_weight)
         support = support + self.alpha * h0
         beta = math.log(self.theta / (layer + 1) + 1)

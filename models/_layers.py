@@ -1,8 +1,17 @@
-"""Linear transformations for P packed models, with optional Ortho-GConv."""
+"""Linear transformations for P packed models, with optional Ortho-GConv.
+
+Also the input side of every backbone: :class:`SparseFeatures` (sparse node features with
+their transpose's layout computed once) and :func:`dropout`. Bag-of-words features such as
+Cora's are about 1% non-zero, so the input projection runs as sparse matmuls and dropout
+masks only the stored values: dropping a zero leaves it zero, so masking the non-zeros
+draws the dropped-out ``X`` with exactly the distribution of dense dropout.
+"""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 import torch
 from torch import Tensor, nn
@@ -15,6 +24,103 @@ from models._ortho import (
     orthogonality_penalty,
 )
 from orthotune.errors import check
+
+#: Node features at most this dense are kept sparse (above it dense matmuls are faster).
+SPARSE_MAX_DENSITY = 0.1
+
+
+def dropout(x: Tensor, p: float, training: bool) -> Tensor:
+    """``F.dropout``'s result: zero each element with probability ``p``, scale the rest.
+
+    The mask comes from ``torch.rand``: on CPU it is about twice as fast as the
+    ``bernoulli_`` kernel behind ``F.dropout`` (Ortho-GConv's dropout draws a mask per
+    pack, so this is a large share of an epoch). Same distribution, other random stream.
+    """
+    if not training or p == 0.0:
+        return x
+    return x * ((torch.rand_like(x) >= p) * (1.0 / (1.0 - p)))
+
+
+@dataclass(frozen=True)
+class SparseFeatures:
+    """Node features ``[N, in]`` as CSR (``crow``, ``col``, ``values``) plus the CSR
+    layout of the transpose (``crow_t``, ``col_t``; ``order_t`` maps values into it), so
+    the backward pass of the input projection needs no per-epoch transposition."""
+
+    crow: Tensor
+    col: Tensor
+    values: Tensor
+    crow_t: Tensor
+    col_t: Tensor
+    order_t: Tensor
+    shape: tuple[int, int]
+
+    @classmethod
+    def from_dense(cls, x: Tensor) -> SparseFeatures:
+        csr = _quietly(x.to_sparse_csr)
+        crow, col = csr.crow_indices(), csr.col_indices()
+        rows = torch.repeat_interleave(torch.arange(x.shape[0], device=x.device), crow.diff())
+        order_t = torch.sort(col, stable=True).indices  # column-major, rows ascending
+        counts = torch.bincount(col, minlength=x.shape[1])
+        crow_t = torch.cat([counts.new_zeros(1), counts.cumsum(0)])
+        return cls(crow, col, csr.values(), crow_t, rows[order_t], order_t, tuple(x.shape))
+
+    @property
+    def density(self) -> float:
+        return self.values.numel() / max(self.shape[0] * self.shape[1], 1)
+
+    def matrix(self, values: Tensor) -> Tensor:
+        """The ``[N, in]`` CSR matrix with this pattern and ``values``."""
+        return _csr(self.crow, self.col, values, self.shape)
+
+    def transposed(self, values: Tensor) -> Tensor:
+        """The ``[in, N]`` CSR transpose of :meth:`matrix` ``(values)``."""
+        return _csr(self.crow_t, self.col_t, values[self.order_t], self.shape[::-1])
+
+    def to(self, device: torch.device) -> SparseFeatures:
+        moved = {k: getattr(self, k).to(device) for k in
+                 ("crow", "col", "values", "crow_t", "col_t", "order_t")}
+        return replace(self, **moved)
+
+
+def node_features(x: Tensor, max_density: float = SPARSE_MAX_DENSITY) -> Tensor | SparseFeatures:
+    """``x`` as :class:`SparseFeatures` when it is sparse enough to profit, else as is."""
+    nonzero = int(torch.count_nonzero(x))
+    return SparseFeatures.from_dense(x) if nonzero <= max_density * x.numel() else x
+
+
+def _csr(crow: Tensor, col: Tensor, values: Tensor, shape: Sequence[int]) -> Tensor:
+    return _quietly(torch.sparse_csr_tensor, crow, col, values, tuple(shape),
+                    check_invariants=False)
+
+
+def _quietly(fn, *args, **kwargs):
+    with warnings.catch_warnings():  # torch flags sparse CSR as beta on first construction
+        warnings.simplefilter("ignore", UserWarning)
+        return fn(*args, **kwargs)
+
+
+class _PackedSparseMatmul(torch.autograd.Function):
+    """``Y[:, p] = X_p W_p`` for sparse ``X_p`` sharing one pattern (values ``[P, nnz]``)
+    and ``W`` ``[P, in, out]``; the gradient flows to ``W`` only."""
+
+    @staticmethod
+    def forward(ctx, features: SparseFeatures, values: Tensor, weight: Tensor) -> Tensor:
+        ctx.features = features
+        ctx.save_for_backward(values)
+        return torch.stack(
+            [torch.sparse.mm(features.matrix(v), w) for v, w in zip(values, weight)], dim=1
+        )
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        (values,) = ctx.saved_tensors
+        features: SparseFeatures = ctx.features
+        grad_weight = torch.stack(
+            [torch.sparse.mm(features.transposed(v), grad[:, p].contiguous())
+             for p, v in enumerate(values)]
+        )
+        return None, None, grad_weight
 
 
 class PackedLinear(nn.Module):
@@ -66,11 +172,22 @@ class PackedLinear(nn.Module):
             return self.weight
         first = self.ortho[0]
         return newton_orthogonalise(
-            self.weight, self.steps, first.centre_rows, first.norm_groups
+            self.weight, self.newton_steps(), first.centre_rows, first.norm_groups
         )
+
+    def newton_steps(self) -> int | Tensor:
+        """``T`` per pack; a plain int when all packs share it (no per-matrix freezing)."""
+        steps = {s.T for s in self.ortho}
+        return steps.pop() if len(steps) == 1 else self.steps
 
     def forward(self, x: Tensor) -> Tensor:
         return self.apply_weight(x, self.effective_weight())
+
+    def sparse(self, features: SparseFeatures, values: Tensor) -> Tensor:
+        """``[N, packs, out]`` for sparse inputs: pack ``p`` sees ``values[p]`` (``[P, nnz]``)."""
+        weight = self.effective_weight().transpose(1, 2).contiguous()
+        y = _PackedSparseMatmul.apply(features, values, weight)
+        return y if self.bias is None else y + self.bias
 
     def apply_weight(self, x: Tensor, weight: Tensor) -> Tensor:
         if x.dim() == 2:  # one input shared by every pack: a single matmul
@@ -92,3 +209,35 @@ class PackedLinear(nn.Module):
             f"{self.in_channels}, {self.out_channels}, packs={self.packs}, "
             f"ortho={self.ortho is not None}"
         )
+
+
+def effective_weights(layers: Sequence[PackedLinear]) -> list[Tensor]:
+    """Every layer's ``[packs, out, in]`` effective weight.
+
+    The Ortho-GConv layers of one model share their settings, so their Newton iterations
+    run as one batch ``[layers, packs, d, d]``: a deep model costs the small-matrix
+    kernel calls of one layer (they dominated a Cora epoch at depth 8).
+    """
+    ortho = [layer for layer in layers if layer.ortho is not None]
+    if len(ortho) < 2 or len({(layer.ortho, layer.weight.shape) for layer in ortho}) != 1:
+        return [layer.effective_weight() for layer in layers]
+    settings = ortho[0].ortho[0]
+    stacked = newton_orthogonalise(
+        torch.stack([layer.weight for layer in ortho]), ortho[0].newton_steps(),
+        settings.centre_rows, settings.norm_groups,
+    )
+    batched = iter(stacked.unbind(0))
+    return [next(batched) if layer.ortho is not None else layer.weight for layer in layers]
+
+
+def regularisation(layers: Sequence[PackedLinear], weights: Sequence[Tensor]) -> Tensor:
+    """``sum_l ||W(l) W(l)^T - c(l) I||_F`` per pack, batched over layers like
+    :func:`effective_weights`."""
+    ortho = [(layer, w) for layer, w in zip(layers, weights) if layer.ortho is not None]
+    if len(ortho) < 2 or len({(layer.ortho, w.shape) for layer, w in ortho}) != 1:
+        return sum(layer.regularisation(w) for layer, w in zip(layers, weights))
+    penalty = orthogonality_penalty(
+        torch.stack([w for _, w in ortho]), torch.stack([layer.c for layer, _ in ortho]),
+        ortho[0][0].ortho[0].squared_norm,
+    )
+    return penalty.sum(0)

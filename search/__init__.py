@@ -1,25 +1,32 @@
 """Data, training and Ray Tune searches."""
 
-from search._config import SETTING_DEFAULTS, TrainConfig
+from search._config import DATASET_DEFAULTS, SETTING_DEFAULTS, TrainConfig
 from search._data import DATASETS, DataRoot, NodeData, load_dataset, load_node_data
+from search._graph import Fold, GraphData, load_graph_data, make_folds, train_graph
 from search._run import TASKS, Task, run_configs, task_data
 from search._train import ConfigResult, EpochReport, RunResult, choose_device, train_node
 
 __all__ = [
     "DATASETS",
+    "DATASET_DEFAULTS",
     "SETTING_DEFAULTS",
     "TASKS",
     "ConfigResult",
     "DataRoot",
     "EpochReport",
+    "Fold",
+    "GraphData",
     "NodeData",
     "RunResult",
     "Task",
     "TrainConfig",
     "choose_device",
     "load_dataset",
+    "load_graph_data",
     "load_node_data",
+    "make_folds",
     "run_configs",
     "task_data",
+    "train_graph",
     "train_node",
 ]

@@ -8,18 +8,29 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from models import BACKBONES, OrthoSettings
+from models import BACKBONES, GRAPH_BACKBONES, OrthoSettings
 from orthotune.errors import ConfigError, check
 from search._data import DATASETS, check_setting
 
 #: Training defaults per setting (GCNII's full-/semi-supervised protocol; OGB's arxiv GCN;
 #: Graph U-Nets' protocol for the TU datasets).
 SETTING_DEFAULTS: dict[str, dict[str, Any]] = {
-    "full": dict(hidden=64, lr=0.01, weight_decay=5e-4, dropout=0.5, epochs=1000, patience=100),
-    "semi": dict(hidden=64, lr=0.01, weight_decay=5e-4, dropout=0.5, epochs=1000, patience=100),
-    "official": dict(hidden=256, lr=0.01, weight_decay=0.0, dropout=0.5, epochs=500, patience=100),
-    "cv10": dict(hidden=512, lr=1e-3, weight_decay=0.0, dropout=0.3, epochs=200, patience=200),
+    "full": dict(depth=2, hidden=64, lr=0.01, weight_decay=5e-4, dropout=0.5, epochs=1000, patience=100),
+    "semi": dict(depth=2, hidden=64, lr=0.01, weight_decay=5e-4, dropout=0.5, epochs=1000, patience=100),
+    "official": dict(depth=2, hidden=256, lr=0.01, weight_decay=0.0, dropout=0.5, epochs=500, patience=100),
+    # Graph U-Nets: three pooling levels, 200 epochs (patience = epochs: no early stop).
+    "cv10": dict(depth=3, hidden=64, lr=1e-3, weight_decay=0.0, dropout=0.3, epochs=200, patience=200),
 }
+
+#: Per-dataset defaults that take precedence over the setting's (Graph U-Nets' GCN width
+#: ``l_dim`` and batch size; its classifier's 512 is ``models.CLASSIFIER_CHANNELS``).
+DATASET_DEFAULTS: dict[str, dict[str, Any]] = {
+    "proteins": dict(hidden=64, batch_size=64),
+    "dd": dict(hidden=128, batch_size=32),
+}
+
+#: The backbone a dataset's task uses when none is given, and where its names live.
+TASK_BACKBONES = {"node": ("gcn", BACKBONES), "graph": ("gunet", GRAPH_BACKBONES)}
 
 
 @dataclass(frozen=True)
@@ -34,8 +45,8 @@ class TrainConfig:
 
     dataset: str
     setting: str | None = None
-    backbone: str = "gcn"
-    depth: int = 2
+    backbone: str | None = None  # default: gcn for node datasets, gunet for graph datasets
+    depth: int | None = None  # graph convolutions (node backbones) or pooling levels (gunet)
     ortho: bool = True
     T: int = 4
     beta: float = 0.4
@@ -62,10 +73,17 @@ class TrainConfig:
         set_(self, "dataset", info.name)
         set_(self, "setting", self.setting or info.default_setting)
         check_setting(info, self.setting)
-        set_(self, "backbone", self.backbone.lower())
-        if info.task == "node":
-            BACKBONES.get(self.backbone)
-        for key, value in SETTING_DEFAULTS[self.setting].items():
+        default_backbone, backbones = TASK_BACKBONES[info.task]
+        set_(self, "backbone", (self.backbone or default_backbone).lower())
+        other = [r for task, (_, r) in TASK_BACKBONES.items() if task != info.task]
+        check(
+            self.backbone in backbones or not any(self.backbone in r for r in other),
+            f"backbone {self.backbone!r} does not apply to {info.task}-classification dataset "
+            f"{info.name}; valid: {', '.join(backbones.names())}",
+        )
+        backbones.get(self.backbone)  # an unknown name fails listing the valid ones
+        defaults = {**SETTING_DEFAULTS[self.setting], **DATASET_DEFAULTS.get(info.name, {})}
+        for key, value in defaults.items():
             if getattr(self, key) is None:
                 set_(self, key, value)
         set_(self, "splits", tuple(int(s) for s in self.splits))

@@ -90,6 +90,7 @@ class LaunchOptions:
     seed: int = 0
     report_every: int = 10
     pack: int = 1
+    points: tuple[dict[str, Any], ...] | None = None  # explicit configs for the grid searcher
 
     def __post_init__(self) -> None:
         check_search_name(self.name)
@@ -104,6 +105,8 @@ class LaunchOptions:
               f"concurrency={self.concurrency!r} must be >= 1")
         check(self.report_every >= 1, f"report_every={self.report_every!r} must be >= 1")
         check(isinstance(self.pack, int) and self.pack >= 1, f"pack={self.pack!r} must be an integer >= 1")
+        check(self.points is None or self.searcher == "grid",
+              f"explicit points need searcher='grid', got searcher={self.searcher!r}")
 
     def to_meta(self) -> dict[str, Any]:
         values = asdict(self)
@@ -114,6 +117,8 @@ class LaunchOptions:
     def from_meta(cls, values: dict[str, Any]) -> LaunchOptions:
         values = dict(values)
         values["space"] = parse_space(values["space"])
+        if values.get("points") is not None:
+            values["points"] = tuple(values["points"])
         return cls(**values)
 
 
@@ -198,7 +203,7 @@ def _plan(options: LaunchOptions) -> tuple[Any, Any, int]:
     space, pack = options.space, options.pack
     samples = options.samples or space.samples
     if options.searcher == "grid":
-        points = space.grid()
+        points = list(options.points) if options.points is not None else space.grid()
         if pack == 1:
             return _grid_search(points), SCHEDULERS.get(options.scheduler)(space), len(points)
         packs = pack_points(points, pack)

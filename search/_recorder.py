@@ -10,7 +10,6 @@ are keyed by trial id, so a trial written twice replaces its files.
 
 from __future__ import annotations
 
-import math
 import sys
 import time
 from collections import Counter
@@ -21,10 +20,8 @@ from ray.tune import Callback
 from search._config import TrainConfig
 from search._records import epoch_rows, trial_row
 from search._store import Store
-from search._train import COMPLETED, FAILED, ConfigResult, RunResult
+from search._train import COMPLETED, FAILED, STOPPED, ConfigResult, RunResult
 from search._trainable import OBJECTIVE, member_configs, member_trial_id
-
-STOPPED = "stopped"
 
 
 class StoreRecorder(Callback):
@@ -68,7 +65,8 @@ class StoreRecorder(Callback):
                 status = config_status([run.status for run in result.runs])
                 reason = result.reason or ("stopped by ASHA" if status == STOPPED else "")
             else:
-                result = _partial_result(config, own)
+                so_far = last.get("runs") or []
+                result = _partial_result(config, so_far[member] if member < len(so_far) else [])
                 status, reason = (FAILED, error) if error else (STOPPED, "stopped by ASHA")
             trial_id = member_trial_id(trial.trial_id, member, len(members))
             row = trial_row(self.search, trial_id, result, status, reason, trial.trial_id)
@@ -80,14 +78,11 @@ def _final_result(config: TrainConfig, values: dict[str, Any]) -> ConfigResult:
     return ConfigResult(config, runs, values["seconds"], values["seconds_per_epoch"], values["device"])
 
 
-def _partial_result(config: TrainConfig, history: dict[tuple[int, int], dict[str, float]]) -> ConfigResult:
-    """What a stopped trial reached: each repeat at its validation-best epoch so far."""
-    runs = [RunResult(split, seed, status=STOPPED) for split, seed in config.runs()]
-    for (repeat, epoch), values in sorted(history.items()):
-        run = runs[repeat]
-        run.epochs = epoch
-        if values["val_acc"] > run.val_acc or math.isnan(run.val_acc):  # first best epoch wins
-            run.val_acc, run.test_acc, run.best_epoch = values["val_acc"], values["test_acc"], epoch
+def _partial_result(config: TrainConfig, runs_so_far: list[dict[str, Any]]) -> ConfigResult:
+    """What a trial the scheduler stopped had reached, from its last report."""
+    runs = [RunResult(**run) for run in runs_so_far] or [RunResult(s, seed) for s, seed in config.runs()]
+    for run in runs:
+        run.status = STOPPED
     return ConfigResult(config, runs)
 
 

@@ -17,6 +17,7 @@ import torch
 from orthotune.registry import Registry
 from search._config import TrainConfig
 from search._data import DATASETS, DataRoot, load_node_data
+from search._graph import load_graph_data, train_graph
 from search._train import ConfigResult, EpochCallback, train_node
 
 
@@ -30,6 +31,7 @@ class Task:
 
 TASKS: Registry[Task] = Registry("task")
 TASKS.add("node", Task(load_node_data, train_node))
+TASKS.add("graph", Task(load_graph_data, train_graph))
 
 
 @lru_cache(maxsize=8)

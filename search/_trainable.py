@@ -76,7 +76,8 @@ class _Reporter:
         # the last epoch goes out with the final report, so ASHA never sees a trial end twice
         if report.epoch % self.every != 0 or not any(report.active):
             return []
-        tune.report(self._metrics(final=False, members=report.best_val))
+        so_far = [[asdict(run) for run in runs] for runs in report.runs]
+        tune.report(self._metrics(final=False, members=report.best_val, extra={"runs": so_far}))
         return self._verdicts(report)
 
     def _verdicts(self, report: EpochReport) -> list[int]:

@@ -160,3 +160,25 @@ def _kill_after_some_trials(driver, store: Path, name: str, deadline_s: float = 
         time.sleep(0.2)
     os.killpg(driver.pid, signal.SIGKILL)
     raise AssertionError("no trial finished in time")
+
+
+def test_packed_search_decides_per_config_and_stores_each(tmp_path, space_file):
+    store = tmp_path / "store"
+    out = finish(orthotune("launch", "--space", str(space_file), "--store", str(store), "--name", "packed",
+                           "--pack", "4", "--concurrency", "2", "--report-every", "2", "--seed", "0"))
+    trials = Store.open(str(store)).read("trials").to_pylist()
+    counts = printed_counts(out)
+    assert sum(counts.values()) == len(trials) == SPACE["samples"]
+    assert Counter(t["status"] for t in trials) == counts
+    packs = Counter(t["tune_trial_id"] for t in trials)
+    assert max(packs.values()) > 1 and len(packs) < len(trials)  # several configs per Ray trial
+    assert counts["stopped"] >= 1, out  # ASHA's per-config verdicts reach configs inside packs
+    for trial in trials:
+        if trial["status"] == "stopped":
+            assert trial["epochs"] < SPACE["train"]["epochs"] and "ASHA" in trial["reason"]
+        if trial["status"] == "failed":
+            assert trial["T"] == 60
+    mates = {}
+    for trial in trials:  # members of one pack differ in lr/T but share the pack key
+        mates.setdefault(trial["tune_trial_id"], set()).add((trial["depth"], trial["ortho"], trial["hidden"]))
+    assert all(len(keys) == 1 for keys in mates.values())

@@ -1,0 +1,205 @@
+"""Throughput: the same N Cora configs trained three ways, wall seconds and trials per minute.
+
+(a) compute floor: every config trained alone (no packing), back to back in this process,
+    one torch thread, no Ray; total training wall divided by the number of cores;
+(b) plain Ray Tune: one trial per config with Ray's defaults (function trainable that loads
+    the data itself and reports every epoch with ``tune.report``; fresh worker per trial,
+    one CPU per trial);
+(c) orthotune's launch path (:func:`run_orthotune`).
+
+The configs are identical in every part: Cora full-supervised split 0, one backbone and
+depth, T/beta/lambda/lr drawn from a seeded generator, own seeds, a fixed number of epochs
+and ``patience >= epochs`` (no early stopping), so every part does the same work.
+
+    .venv/bin/python bench/throughput.py --data-root ../shared/data [--quick] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import random
+import sys
+import tempfile
+import time
+from typing import Any
+
+import torch
+
+from search import DataRoot, TrainConfig, load_node_data, train_node
+
+QUICK = dict(configs=8, epochs=20)
+
+
+def make_configs(count: int, epochs: int, depth: int, backbone: str, seed: int) -> list[TrainConfig]:
+    """``count`` packable configs (T, beta, lambda, lr vary; nothing stops early)."""
+    rng = random.Random(seed)
+    return [
+        TrainConfig(
+            "cora", "full", backbone, depth, ortho=True, T=rng.randint(1, 6),
+            beta=rng.choice([b / 10 for b in range(1, 11)]), lam=rng.choice([1e-4, 5e-4]),
+            lr=10 ** rng.uniform(-3, -1.3), epochs=epochs, patience=epochs,
+            splits=(0,), seeds=(i,),
+        )
+        for i in range(count)
+    ]
+
+
+def run_floor(configs: list[TrainConfig], args: argparse.Namespace) -> float:
+    """(a) Each config alone, back to back, one thread; training wall / cores."""
+    torch.set_num_threads(1)
+    data = load_node_data("cora", "full", DataRoot.resolve(args.data_root))
+    device = torch.device("cpu")
+    start = time.perf_counter()
+    for config in configs:
+        train_node(config, data, device)
+    return (time.perf_counter() - start) / args.cores
+
+
+def plain_trial(params: dict[str, Any], data_root: str | None) -> None:
+    """What a Ray Tune user writes: load the data, train one config, report every epoch."""
+    from ray import tune
+
+    torch.set_num_threads(1)
+    config = TrainConfig.from_dict(params)
+    data = load_node_data(config.dataset, config.setting, DataRoot.resolve(data_root))
+
+    def report(epoch) -> None:
+        tune.report({"val_acc": epoch.best_val[0], "epoch": epoch.epoch})
+
+    train_node(config, data, torch.device("cpu"), report)
+
+
+def run_plain_ray(configs: list[TrainConfig], args: argparse.Namespace) -> float:
+    """(b) One trial per config, Ray Tune's defaults; the wall of ``Tuner.fit``."""
+    import ray
+    from ray import tune
+
+    data_root = str(DataRoot.resolve(args.data_root).path) if args.data_root else None
+    ray.init(num_cpus=args.cores, include_dashboard=False)
+    try:
+        with tempfile.TemporaryDirectory(prefix="throughput-") as storage:
+            tuner = tune.Tuner(
+                tune.with_resources(tune.with_parameters(plain_trial, data_root=data_root),
+                                    {"cpu": 1}),
+                param_space=tune.grid_search([c.to_dict() for c in configs]),
+                tune_config=tune.TuneConfig(metric="val_acc", mode="max"),
+                run_config=tune.RunConfig(storage_path=storage, verbose=0),
+            )
+            start = time.perf_counter()
+            with contextlib.redirect_stdout(sys.stderr):  # Tune's banners; stdout is the result
+                results = tuner.fit()
+            wall = time.perf_counter() - start
+    finally:
+        ray.shutdown()
+    if results.errors or len(results) != len(configs):
+        raise RuntimeError(f"plain Ray Tune: {len(results.errors)} of {len(configs)} trials failed")
+    return wall
+
+
+def run_orthotune(configs: list[TrainConfig], args: argparse.Namespace) -> float:
+    """(c) The same configs through orthotune's launch path (grid over exactly these
+    points, FIFO, packs of ``--pack`` configs, reused workers); the wall of the search."""
+    import ray
+
+    from search._launch import LaunchOptions, launch
+    from spaces import parse_space
+
+    space = parse_space({"datasets": ["cora"], "backbones": [args.backbone], "depths": [args.depth]})
+    pack = args.pack or -(-len(configs) // args.cores)  # one pack per core by default
+    ray.init(num_cpus=args.cores, include_dashboard=False, log_to_driver=False)
+    try:
+        with tempfile.TemporaryDirectory(prefix="throughput-") as store:
+            options = LaunchOptions(
+                store=f"{store}/store", name="throughput", space=space, searcher="grid",
+                scheduler="fifo", data_root=args.data_root, pack=pack, report_every=args.epochs,
+                points=tuple(c.to_dict() for c in configs),
+            )
+            start = time.perf_counter()
+            with contextlib.redirect_stdout(sys.stderr):
+                outcome = launch(options, progress=False)
+            wall = time.perf_counter() - start
+    finally:
+        ray.shutdown()
+    if outcome.counts.get("completed", 0) != len(configs):
+        raise RuntimeError(f"orthotune: {outcome.counts} for {len(configs)} configs")
+    return wall
+
+
+def summarise(args: argparse.Namespace, floor: float | None, plain: float | None,
+              ours: float | None) -> dict[str, Any]:
+    def ratio(a: float | None, b: float | None) -> float | None:
+        return a / b if a is not None and b else None
+
+    return {
+        "configs": args.configs, "epochs": args.epochs, "depth": args.depth,
+        "backbone": args.backbone, "cores": args.cores,
+        "floor_s": floor, "plain_s": plain, "orthotune_s": ours,
+        "orthotune_over_floor": ratio(ours, floor),
+        "plain_over_orthotune": ratio(plain, ours),
+        "plain_over_floor": ratio(plain, floor),
+    }
+
+
+def markdown(summary: dict[str, Any]) -> str:
+    n = summary["configs"]
+    rows = [("(a) compute floor (no Ray, alone, / cores)", summary["floor_s"]),
+            ("(b) plain Ray Tune (trial per config)", summary["plain_s"]),
+            ("(c) orthotune", summary["orthotune_s"])]
+    lines = [
+        f"Cora full, {n} configs x {summary['epochs']} epochs, {summary['backbone']} depth "
+        f"{summary['depth']}, {summary['cores']} cores",
+        "",
+        "| part | wall s | trials/min | / floor |",
+        "|---|---|---|---|",
+    ]
+    for name, wall in rows:
+        if wall is None:
+            lines.append(f"| {name} | not run | | |")
+        else:
+            over = ratio_text(wall, summary["floor_s"])
+            lines.append(f"| {name} | {wall:.2f} | {60 * n / wall:.1f} | {over} |")
+    lines.append("")
+    for key, label in (("orthotune_over_floor", "c/a"), ("plain_over_orthotune", "b/c"),
+                       ("plain_over_floor", "b/a")):
+        lines.append(f"{label}: {ratio_text(summary[key], 1.0)}")
+    return "\n".join(lines)
+
+
+def ratio_text(value: float | None, base: float | None) -> str:
+    return "n/a" if value is None or not base else f"{value / base:.2f}"
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data-root", default=os.environ.get("ORTHOTUNE_DATA_ROOT"))
+    parser.add_argument("--configs", type=int, default=64)
+    parser.add_argument("--epochs", type=int, default=200)
+    parser.add_argument("--depth", type=int, default=2)
+    parser.add_argument("--backbone", default="gcn")
+    parser.add_argument("--cores", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--pack", type=int, help="(c): configs per Ray trial (default: configs / cores)")
+    parser.add_argument("--parts", nargs="+", choices=["a", "b", "c"], default=["a", "b", "c"])
+    parser.add_argument("--quick", action="store_true", help="few configs and epochs")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.configs, args.epochs = QUICK["configs"], QUICK["epochs"]
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    configs = make_configs(args.configs, args.epochs, args.depth, args.backbone, args.seed)
+    floor = run_floor(configs, args) if "a" in args.parts else None
+    plain = run_plain_ray(configs, args) if "b" in args.parts else None
+    ours = run_orthotune(configs, args) if "c" in args.parts else None
+    summary = summarise(args, floor, plain, ours)
+    print(json.dumps(summary) if args.json else markdown(summary))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,79 @@
+"""The fast input side (sparse features, per-pack dropout) and batched orthogonalisation."""
+
+import pytest
+import torch
+
+from models import (
+    BACKBONES,
+    OrthoSettings,
+    SparseFeatures,
+    adjacency,
+    dropout,
+    node_features,
+)
+from models._layers import effective_weights
+
+
+def test_cora_features_are_kept_sparse_and_round_trip(cora):
+    features = node_features(cora.x)
+    assert isinstance(features, SparseFeatures) and features.density < 0.05
+    torch.testing.assert_close(features.matrix(features.values).to_dense(), cora.x)
+    torch.testing.assert_close(features.transposed(features.values).to_dense(), cora.x.T)
+    dense = torch.randn(50, 8)
+    assert node_features(dense) is dense
+
+
+@pytest.mark.parametrize("name", ["gcn", "jknet", "gcnii"])
+def test_sparse_input_and_cached_adjacency_match_the_dense_model(cora, name):
+    settings = [OrthoSettings(T=2, beta=0.3), OrthoSettings(T=5, beta=0.7)]
+    model = BACKBONES.get(name)(cora.x.shape[1], 16, 7, 3, dropout=0.0, ortho=settings,
+                                seeds=(3, 4))
+    dense = model.run(cora.x, cora.adj)
+    dense_grads = torch.autograd.grad(dense.logits.square().sum() + dense.penalty.sum(), list(model.parameters()))
+    fast = model.run(node_features(cora.x), *adjacency(cora.adj))
+    fast_grads = torch.autograd.grad(fast.logits.square().sum() + fast.penalty.sum(), list(model.parameters()))
+    torch.testing.assert_close(fast.logits, dense.logits, rtol=1e-4, atol=1e-5)
+    for got, expected in zip(fast_grads, dense_grads):
+        torch.testing.assert_close(got, expected, rtol=1e-3, atol=1e-5)
+
+
+def test_each_pack_draws_its_own_input_dropout_mask(cora):
+    torch.manual_seed(0)
+    model = BACKBONES.get("gcn")(cora.x.shape[1], 16, 7, 2, dropout=0.5, seeds=(0, 0))
+    features = node_features(cora.x)
+    for x in (features, cora.x):
+        h = model.embed(x)  # identical weights in both packs: only the masks differ
+        assert not torch.allclose(h[:, 0], h[:, 1])
+    model.eval()
+    h = model.embed(features)
+    torch.testing.assert_close(h[:, 0], h[:, 1])
+
+
+def test_dropout_keeps_one_minus_p_and_rescales():
+    torch.manual_seed(0)
+    x = torch.ones(200_000)
+    dropped = dropout(x, 0.3, True)
+    kept = dropped != 0
+    assert abs(kept.float().mean().item() - 0.7) < 0.01
+    torch.testing.assert_close(dropped[kept], torch.full_like(dropped[kept], 1 / 0.7))
+    assert dropout(x, 0.3, False) is x
+
+
+@pytest.mark.parametrize("name", ["gcn", "jknet", "gcnii"])
+@pytest.mark.parametrize("ortho", [False, True])
+def test_no_parameter_is_shared_between_packs(name, ortho):
+    settings = [OrthoSettings(T=t) for t in (1, 2, 3)] if ortho else None
+    model = BACKBONES.get(name)(20, 8, 3, 4, ortho=settings, seeds=(0, 1, 2))
+    for parameter_name, parameter in model.named_parameters():
+        assert parameter.shape[0] == 3, parameter_name
+
+
+def test_batched_newton_over_layers_equals_each_layer_alone():
+    settings = [OrthoSettings(T=1, beta=0.2), OrthoSettings(T=6, beta=0.9)]
+    model = BACKBONES.get("gcn")(20, 16, 3, 5, ortho=settings, seeds=(5, 6))
+    batched = effective_weights(model.transforms)
+    for layer, weight in zip(model.transforms, batched):
+        torch.testing.assert_close(weight, layer.effective_weight(), rtol=1e-5, atol=1e-6)
+    penalty = model.run(torch.randn(10, 20), torch.eye(10).to_sparse_csr()).penalty
+    alone = sum(t.regularisation() for t in model.transforms) * model.lam
+    torch.testing.assert_close(penalty, alone, rtol=1e-5, atol=1e-7)
