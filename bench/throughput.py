@@ -21,6 +21,7 @@ import contextlib
 import json
 import os
 import random
+import statistics
 import sys
 import tempfile
 import time
@@ -47,15 +48,14 @@ def make_configs(count: int, epochs: int, depth: int, backbone: str, seed: int) 
     ]
 
 
-def run_floor(configs: list[TrainConfig], args: argparse.Namespace) -> float:
-    """(a) Each config alone, back to back, one thread; training wall / cores."""
+def run_floor(configs: list[TrainConfig], args: argparse.Namespace) -> tuple[float, list[float]]:
+    """(a) Each config alone, back to back, one thread; training wall / cores, test accuracies."""
     torch.set_num_threads(1)
     data = load_node_data("cora", "full", DataRoot.resolve(args.data_root))
     device = torch.device("cpu")
     start = time.perf_counter()
-    for config in configs:
-        train_node(config, data, device)
-    return (time.perf_counter() - start) / args.cores
+    accuracies = [train_node(config, data, device)[0].mean("test_acc") for config in configs]
+    return (time.perf_counter() - start) / args.cores, accuracies
 
 
 def plain_trial(params: dict[str, Any], data_root: str | None) -> None:
@@ -99,12 +99,13 @@ def run_plain_ray(configs: list[TrainConfig], args: argparse.Namespace) -> float
     return wall
 
 
-def run_orthotune(configs: list[TrainConfig], args: argparse.Namespace) -> float:
+def run_orthotune(configs: list[TrainConfig], args: argparse.Namespace) -> tuple[float, list[float]]:
     """(c) The same configs through orthotune's launch path (grid over exactly these
     points, FIFO, packs of ``--pack`` configs, reused workers); the wall of the search."""
     import ray
 
     from search._launch import LaunchOptions, launch
+    from search._store import Store
     from spaces import parse_space
 
     space = parse_space({"datasets": ["cora"], "backbones": [args.backbone], "depths": [args.depth]})
@@ -121,19 +122,22 @@ def run_orthotune(configs: list[TrainConfig], args: argparse.Namespace) -> float
             with contextlib.redirect_stdout(sys.stderr):
                 outcome = launch(options, progress=False)
             wall = time.perf_counter() - start
+            accuracies = Store.open(f"{store}/store").read("trials")["test_acc"].to_pylist()
     finally:
         ray.shutdown()
     if outcome.counts.get("completed", 0) != len(configs):
         raise RuntimeError(f"orthotune: {outcome.counts} for {len(configs)} configs")
-    return wall
+    return wall, accuracies
 
 
 def summarise(args: argparse.Namespace, floor: float | None, plain: float | None,
-              ours: float | None) -> dict[str, Any]:
+              ours: float | None, unpacked: list[float], packed: list[float]) -> dict[str, Any]:
     def ratio(a: float | None, b: float | None) -> float | None:
         return a / b if a is not None and b else None
 
     return {
+        # with dropout the random streams differ: packing must agree within the spread
+        "unpacked_test_acc": _mean_std(unpacked), "packed_test_acc": _mean_std(packed),
         "configs": args.configs, "epochs": args.epochs, "depth": args.depth,
         "backbone": args.backbone, "cores": args.cores,
         "floor_s": floor, "plain_s": plain, "orthotune_s": ours,
@@ -141,6 +145,10 @@ def summarise(args: argparse.Namespace, floor: float | None, plain: float | None
         "plain_over_orthotune": ratio(plain, ours),
         "plain_over_floor": ratio(plain, floor),
     }
+
+
+def _mean_std(values: list[float]) -> dict[str, float] | None:
+    return {"mean": statistics.fmean(values), "std": statistics.pstdev(values)} if values else None
 
 
 def markdown(summary: dict[str, Any]) -> str:
@@ -165,6 +173,10 @@ def markdown(summary: dict[str, Any]) -> str:
     for key, label in (("orthotune_over_floor", "c/a"), ("plain_over_orthotune", "b/c"),
                        ("plain_over_floor", "b/a")):
         lines.append(f"{label}: {ratio_text(summary[key], 1.0)}")
+    for key, label in (("unpacked_test_acc", "(a) unpacked"), ("packed_test_acc", "(c) packed")):
+        if summary[key]:
+            lines.append(f"{label} test accuracy over the configs: {summary[key]['mean']:.4f} "
+                         f"+- {summary[key]['std']:.4f}")
     return "\n".join(lines)
 
 
@@ -194,10 +206,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     configs = make_configs(args.configs, args.epochs, args.depth, args.backbone, args.seed)
-    floor = run_floor(configs, args) if "a" in args.parts else None
+    floor, unpacked = run_floor(configs, args) if "a" in args.parts else (None, [])
     plain = run_plain_ray(configs, args) if "b" in args.parts else None
-    ours = run_orthotune(configs, args) if "c" in args.parts else None
-    summary = summarise(args, floor, plain, ours)
+    ours, packed = run_orthotune(configs, args) if "c" in args.parts else (None, [])
+    summary = summarise(args, floor, plain, ours, unpacked, packed)
     print(json.dumps(summary) if args.json else markdown(summary))
 
 
