@@ -66,7 +66,8 @@ class StoreRecorder(Callback):
                 reason = result.reason or ("stopped by ASHA" if status == STOPPED else "")
             else:
                 so_far = last.get("runs") or []
-                result = _partial_result(config, so_far[member] if member < len(so_far) else [])
+                result = _partial_result(config, so_far[member] if member < len(so_far) else [],
+                                         float(last.get("time_total_s") or 0.0))
                 status, reason = (FAILED, error) if error else (STOPPED, "stopped by ASHA")
             trial_id = member_trial_id(trial.trial_id, member, len(members))
             row = trial_row(self.search, trial_id, result, status, reason, trial.trial_id)
@@ -78,12 +79,14 @@ def _final_result(config: TrainConfig, values: dict[str, Any]) -> ConfigResult:
     return ConfigResult(config, runs, values["seconds"], values["seconds_per_epoch"], values["device"])
 
 
-def _partial_result(config: TrainConfig, runs_so_far: list[dict[str, Any]]) -> ConfigResult:
-    """What a trial the scheduler stopped had reached, from its last report."""
+def _partial_result(config: TrainConfig, runs_so_far: list[dict[str, Any]], seconds: float) -> ConfigResult:
+    """What a trial the scheduler stopped had reached, from its last report (Tune's
+    ``time_total_s`` is its time so far, start-up included)."""
     runs = [RunResult(**run) for run in runs_so_far] or [RunResult(s, seed) for s, seed in config.runs()]
     for run in runs:
         run.status = STOPPED
-    return ConfigResult(config, runs)
+    epochs = max((run.epochs for run in runs), default=0)
+    return ConfigResult(config, runs, seconds, seconds / epochs if epochs else 0.0)
 
 
 def _error_line(trial) -> str:
