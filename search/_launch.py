@@ -15,7 +15,7 @@ from typing import Any
 
 from orthotune.errors import OrthotuneError, check
 from orthotune.registry import Registry
-from search._packing import PackSearcher, RungBoard, pack_points
+from search._packing import PackSearcher, PointSearcher, RungBoard, pack_points
 from search._recorder import ProgressLine, StoreRecorder, member_statuses
 from search._store import Store, check_search_name, now
 from search._trainable import OBJECTIVE, TIME_ATTR, TrialContext, member_configs, train_trial
@@ -41,9 +41,7 @@ def _grid(space: SearchSpace, seed: int):
 
 
 def _grid_search(points: list[dict[str, Any]]):
-    from ray.tune.search import BasicVariantGenerator
-
-    return BasicVariantGenerator(points_to_evaluate=points, max_concurrent=0)
+    return PointSearcher(points, metric=OBJECTIVE, mode="max")
 
 
 def _optuna_search(space: SearchSpace, sampler: str, **kwargs):

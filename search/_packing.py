@@ -20,6 +20,7 @@ How ASHA's per-config decisions survive packing:
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from typing import Any
 
@@ -34,6 +35,33 @@ PackKey = Callable[[dict[str, Any]], tuple]
 
 def config_pack_key(values: dict[str, Any]) -> tuple:
     return pack_key(TrainConfig.from_dict(values))
+
+
+class PointSearcher(Searcher):
+    """Suggests given configs in order, each once (the grid: every point of a space).
+
+    Ray's ``BasicVariantGenerator`` resolves ``points_to_evaluate`` against a parameter
+    space and cannot take packs (lists of configs) as points, hence this.
+    """
+
+    def __init__(self, points: list[dict[str, Any]], metric: str | None = None, mode: str | None = None) -> None:
+        super().__init__(metric=metric, mode=mode)
+        self.points, self.given = list(points), 0
+
+    def suggest(self, trial_id: str) -> dict[str, Any] | str:
+        if self.given >= len(self.points):
+            return Searcher.FINISHED
+        self.given += 1
+        return copy.deepcopy(self.points[self.given - 1])
+
+    def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
+        pass
+
+    def save(self, checkpoint_path: str) -> None:
+        _save(self.__dict__, checkpoint_path)
+
+    def restore(self, checkpoint_path: str) -> None:
+        self.__dict__.update(_load(checkpoint_path))
 
 
 class PackSearcher(Searcher):
@@ -101,16 +129,24 @@ class PackSearcher(Searcher):
             self.inner.on_trial_complete(member_id, own, error=error or own is None)
 
     def save(self, checkpoint_path: str) -> None:
-        import cloudpickle
-
-        with open(checkpoint_path, "wb") as sink:
-            cloudpickle.dump(self.__dict__, sink)
+        _save(self.__dict__, checkpoint_path)
 
     def restore(self, checkpoint_path: str) -> None:
-        import cloudpickle
+        self.__dict__.update(_load(checkpoint_path))
 
-        with open(checkpoint_path, "rb") as source:
-            self.__dict__.update(cloudpickle.load(source))
+
+def _save(state: dict[str, Any], path: str) -> None:
+    import cloudpickle
+
+    with open(path, "wb") as sink:
+        cloudpickle.dump(state, sink)
+
+
+def _load(path: str) -> dict[str, Any]:
+    import cloudpickle
+
+    with open(path, "rb") as source:
+        return cloudpickle.load(source)
 
 
 def pack_points(points: list[dict[str, Any]], pack_size: int, key: PackKey = config_pack_key) -> list[dict]:

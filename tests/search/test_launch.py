@@ -182,3 +182,17 @@ def test_packed_search_decides_per_config_and_stores_each(tmp_path, space_file):
     for trial in trials:  # members of one pack differ in lr/T but share the pack key
         mates.setdefault(trial["tune_trial_id"], set()).add((trial["depth"], trial["ortho"], trial["hidden"]))
     assert all(len(keys) == 1 for keys in mates.values())
+
+
+def test_grid_search_packed_trains_every_point_once(tmp_path):
+    space = {**SPACE, "ortho": {"T": [2, 3], "beta": 0.5, "lam": 5.0e-4},
+             "train": {"lr": 0.05, "epochs": 4, "patience": 4, "hidden": 16}}
+    space_file = tmp_path / "grid.yaml"
+    space_file.write_text(yaml.safe_dump(space))
+    store = tmp_path / "store"
+    out = finish(orthotune("launch", "--space", str(space_file), "--store", str(store), "--name", "grid",
+                           "--searcher", "grid", "--scheduler", "fifo", "--pack", "2"))
+    trials = Store.open(str(store)).read("trials").to_pylist()
+    assert sorted((t["ortho"], t["T"]) for t in trials) == [(False, None), (True, 2), (True, 3)], out
+    assert len({t["tune_trial_id"] for t in trials}) == 2  # the two ortho points share a pack
+    assert all(t["status"] == "completed" for t in trials)

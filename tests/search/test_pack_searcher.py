@@ -72,3 +72,12 @@ def test_grid_points_pack_by_key_in_order():
     points = [{"depth": d, "i": i} for i, d in enumerate([2, 4, 2, 2, 4])]
     packs = pack_points(points, 2, key=key)
     assert [[c["i"] for c in p["pack"]] for p in packs] == [[0, 2], [3], [1, 4]]
+
+
+def test_point_searcher_gives_each_point_once_then_finishes():
+    from search._packing import PointSearcher
+
+    points = [{"pack": [{"depth": 2}, {"depth": 2}]}, {"depth": 4}]
+    searcher = PointSearcher(points, metric="val_acc", mode="max")
+    assert [searcher.suggest("a"), searcher.suggest("b")] == points
+    assert searcher.suggest("c") == Searcher.FINISHED
