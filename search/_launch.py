@@ -233,14 +233,21 @@ def _start_ray(options: LaunchOptions) -> None:
     os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
     os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "5")  # how much a killed driver replays
     if ray.is_initialized():
-        return
-    if options.address:
+        pass
+    elif options.address:
         ray.init(address=options.address, log_to_driver=False)
     else:
         ray.init(include_dashboard=False, dashboard_host="127.0.0.1", log_to_driver=False,
                  configure_logging=True, logging_level="ERROR")
-    if options.gpus_per_trial and not ray.cluster_resources().get("GPU"):
+    resources = ray.cluster_resources()
+    if options.gpus_per_trial and not resources.get("GPU"):
         raise OrthotuneError(f"gpus_per_trial={options.gpus_per_trial} but the Ray cluster has no GPU")
+    # Tune lets a non-random searcher have one pending trial at a time, which (measured)
+    # ran one trial at a time on 2 CPUs; allow as many as the cluster can start at once.
+    fits = int(resources.get("CPU", 1) // options.cpus_per_trial)
+    if options.gpus_per_trial:
+        fits = min(fits, int(resources.get("GPU", 0) // options.gpus_per_trial))
+    os.environ.setdefault("TUNE_MAX_PENDING_TRIALS_PG", str(max(2, options.concurrency or fits)))
 
 
 def _absolute(path: str | None) -> str | None:
