@@ -232,11 +232,9 @@ def _start_ray(options: LaunchOptions) -> None:
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # our progress line replaces Tune's tables
     os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
     os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "5")  # how much a killed driver replays
-    if ray.is_initialized():
-        pass
-    elif options.address:
+    if not ray.is_initialized() and options.address:
         ray.init(address=options.address, log_to_driver=False)
-    else:
+    elif not ray.is_initialized():
         ray.init(include_dashboard=False, dashboard_host="127.0.0.1", log_to_driver=False,
                  configure_logging=True, logging_level="ERROR")
     resources = ray.cluster_resources()
