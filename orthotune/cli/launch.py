@@ -23,7 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--address", help="Ray cluster address (default: a local embedded Ray)")
     parser.add_argument("--cpus-per-trial", type=float, default=1.0)
     parser.add_argument("--gpus-per-trial", type=float, default=0.0, help="fractions share a GPU")
-    parser.add_argument("--concurrency", type=int, help="most trials at once (default: as resources allow)")
+    parser.add_argument("--concurrency", type=int, help="most trials at once (default: what the cluster fits)")
     parser.add_argument("--report-every", type=int, default=10, help="epochs between reports to Tune")
     parser.add_argument("--seed", type=int, default=0, help="the search algorithm's seed")
     parser.add_argument("--pack", type=int, default=1,
