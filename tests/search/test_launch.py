@@ -196,3 +196,37 @@ def test_grid_search_packed_trains_every_point_once(tmp_path):
     assert sorted((t["ortho"], t["T"]) for t in trials) == [(False, None), (True, 2), (True, 3)], out
     assert len({t["tune_trial_id"] for t in trials}) == 2  # the two ortho points share a pack
     assert all(t["status"] == "completed" for t in trials)
+
+
+def test_report_and_best_read_a_real_search(finished_search, tmp_path):
+    store, _ = finished_search
+    cli = [sys.executable, "-m", "orthotune.cli"]
+    report = subprocess.run([*cli, "report", "--store", str(store), "--search", "asha", "--format", "md",
+                             "-o", str(tmp_path / "report.md")], capture_output=True, text=True)
+    assert report.returncode == 0, report.stderr
+    text = (tmp_path / "report.md").read_text()
+    assert "| cora | gcn |" in text and "Paired comparison" in text
+    best = subprocess.run([*cli, "best", "--store", str(store), "--json"], capture_output=True, text=True)
+    assert best.returncode == 0, best.stderr
+    winners = json.loads(best.stdout)
+    trials = Store.open(str(store)).read("trials").to_pylist()
+    for arm in (True, False):  # each arm's winner is its best validation objective, not test
+        candidates = [t for t in trials if t["ortho"] is arm and t["status"] != "failed"]
+        chosen = next(w for w in winners if w["ortho"] is arm)
+        top = max(t["val_acc"] for t in candidates)
+        assert any(t["val_acc"] == top and t["lr"] == chosen["lr"] for t in candidates)
+
+
+def test_graph_classification_searches_like_node_classification(tmp_path):
+    space = {"name": "proteins", "datasets": ["proteins"], "repeats": [0, 1], "backbones": ["gunet"],
+             "depths": [2], "original": True, "ortho": {"T": 4, "beta": 0.4, "lam": 5.0e-4},
+             "train": {"epochs": 2, "patience": 2, "hidden": 16}, "samples": 2}
+    space_file = tmp_path / "proteins.yaml"
+    space_file.write_text(yaml.safe_dump(space))
+    store = tmp_path / "store"
+    out = finish(orthotune("launch", "--space", str(space_file), "--store", str(store), "--name", "g",
+                           "--searcher", "grid", "--scheduler", "fifo"))
+    trials = Store.open(str(store)).read("trials").to_pylist()
+    assert sorted(t["ortho"] for t in trials) == [False, True], out
+    assert all(t["setting"] == "cv10" and t["repeat_split"] == [0, 1] for t in trials)  # folds
+    assert all(t["status"] == "completed" and 0 <= t["test_acc"] <= 1 for t in trials)
