@@ -15,6 +15,7 @@ from typing import Any
 
 from orthotune.errors import OrthotuneError, check
 from orthotune.registry import Registry
+from search._data import DataRoot
 from search._packing import PackSearcher, PointSearcher, RungBoard, pack_points
 from search._recorder import ProgressLine, StoreRecorder, member_statuses
 from search._store import Store, check_search_name, now
@@ -131,6 +132,7 @@ class SearchOutcome:
 
 
 def launch(options: LaunchOptions, progress: bool = True) -> SearchOutcome:
+    _data_root(options.data_root)  # a missing data root fails here, not in every trial
     store = Store.open(options.store, create=True)
     if store.exists(f"searches/{options.name}.json"):
         raise OrthotuneError(f"search {options.name!r} already exists in store {options.store!r}; "
@@ -220,7 +222,7 @@ def _trainable(options: LaunchOptions):
     board = None
     if options.pack > 1 and options.scheduler == "asha":
         board = RungBoard.remote(SCHEDULERS.get("asha")(options.space))
-    context = TrialContext(_absolute(options.data_root), options.report_every, threads, rung_board=board)
+    context = TrialContext(_data_root(options.data_root), options.report_every, threads, rung_board=board)
     resources = {"cpu": options.cpus_per_trial, "gpu": options.gpus_per_trial}
     return tune.with_resources(tune.with_parameters(train_trial, context=context), resources)
 
@@ -251,10 +253,10 @@ def _start_ray(options: LaunchOptions) -> int:
     return max(1, fits)
 
 
-def _absolute(path: str | None) -> str | None:
-    if path is None:
-        path = os.environ.get("ORTHOTUNE_DATA_ROOT") or None
-    return os.path.abspath(path) if path and "://" not in path else path
+def _data_root(option: str | None) -> str | None:
+    """The data root the workers read (absolute), or None to let their loaders download."""
+    root = DataRoot.resolve(option)
+    return str(root.path) if root.explicit else None
 
 
 def _outcome(name: str, grid) -> SearchOutcome:

@@ -25,6 +25,7 @@ import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -273,8 +274,6 @@ def _filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
             return pafs.FileSystem.from_uri(str(uri))
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError) as error:
             raise OrthotuneError(f"store URI {uri!r} is not usable: {error}") from None
-    from pathlib import Path
-
     return pafs.LocalFileSystem(), str(Path(uri).expanduser().resolve())
 
 

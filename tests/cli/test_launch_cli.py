@@ -17,6 +17,7 @@ from orthotune.cli import main
         (["--space", "quick", "--pack", "0"], "pack=0 must be an integer >= 1"),
         (["--space", "nonexistent.yaml"], "space file 'nonexistent.yaml' does not exist"),
         (["--resume", "nothing"], "no orthotune store"),
+        (["--space", "quick", "--data-root", "no-such-data-root"], "data root 'no-such-data-root' is not a directory"),
     ],
 )
 def test_bad_launch_input_is_one_line(tmp_path, capsys, args, message):
