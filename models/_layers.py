@@ -29,16 +29,27 @@ from orthotune.errors import check
 SPARSE_MAX_DENSITY = 0.1
 
 
+#: Random bits per dropout decision; ``p`` is applied as ``round(p * 2**15) / 2**15``.
+DROPOUT_BITS = 15
+
+
 def dropout(x: Tensor, p: float, training: bool) -> Tensor:
     """``F.dropout``'s result: zero each element with probability ``p``, scale the rest.
 
-    The mask comes from ``torch.rand``: on CPU it is about twice as fast as the
-    ``bernoulli_`` kernel behind ``F.dropout`` (Ortho-GConv's dropout draws a mask per
-    pack, so this is a large share of an epoch). Same distribution, other random stream.
+    Ortho-GConv's packs draw a mask per pack, so drawing masks is a large share of an
+    epoch. ``F.dropout`` (``bernoulli_``) and ``torch.rand`` draw one 32-bit number per
+    element; here each 31-bit draw of ``random_`` gives two 15-bit uniforms (the low
+    16 bits and the high 15, each masked to 15 bits), about twice as fast end to end.
+    The drop probability is ``p`` rounded to a multiple of ``2**-15`` (exact for 0.5;
+    off by at most ``1.6e-5`` otherwise); a different random stream from torch's.
     """
     if not training or p == 0.0:
         return x
-    return x * ((torch.rand_like(x) >= p) * (1.0 / (1.0 - p)))
+    count = x.numel()
+    draws = torch.empty((count + 1) // 2, dtype=torch.int32, device=x.device).random_()
+    uniform = draws.view(torch.int16)[:count].bitwise_and_((1 << DROPOUT_BITS) - 1)
+    keep = uniform >= round(p * (1 << DROPOUT_BITS))
+    return x * (keep.view_as(x) * (1.0 / (1.0 - p)))
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,7 @@ from models import GRAPH_BACKBONES, OrthoGraphNet, layer_gradient_norms, signal_
 from orthotune.errors import OrthotuneError, check
 from search._config import TrainConfig
 from search._data import DATASETS, DataRoot, load_dataset
+from search._memory import retain_freed_memory
 from search._train import FAILED, STOPPED, ConfigResult, EpochCallback, EpochReport, RunResult
 
 NUM_FOLDS = 10
@@ -268,6 +269,7 @@ def train_graph(
     configs = [configs] if isinstance(configs, TrainConfig) else list(configs)
     check(all(c.dataset == data.name for c in configs),
           f"configs for {sorted({c.dataset for c in configs})} cannot train on {data.name}")
+    retain_freed_memory()
     data = data.to(device)
     runs = [[_GraphRun(c, split, seed, data) for split, seed in c.runs()] for c in configs]
     epoch = 0

@@ -52,6 +52,7 @@ from models import (
 from orthotune.errors import OrthotuneError, check
 from search._config import TrainConfig
 from search._data import NodeData
+from search._memory import retain_freed_memory
 
 COMPLETED, STOPPED, FAILED = "completed", "stopped", "failed"
 
@@ -160,6 +161,7 @@ def train_node(
     if len({pack_key(c) for c in configs}) != 1:
         raise OrthotuneError("configs packed together must share dataset, backbone, depth, "
                              "form, hidden width, dropout and backbone switches")
+    retain_freed_memory()
     return _PackTrainer(configs, data, device).fit(on_epoch)
 
 

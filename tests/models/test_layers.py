@@ -59,6 +59,18 @@ def test_dropout_keeps_one_minus_p_and_rescales():
     assert dropout(x, 0.3, False) is x
 
 
+@pytest.mark.parametrize("p", [0.1, 0.5, 0.9])
+def test_dropout_masks_are_independent_of_position(p):
+    """Both 15-bit halves of each random draw decide an element: even and odd positions
+    (low and high halves) each keep ``1 - p``, and neighbours are uncorrelated."""
+    torch.manual_seed(1)
+    kept = (dropout(torch.ones(3, 100_001), p, True) != 0).float().flatten()  # odd count
+    for half in (kept[0::2], kept[1::2]):
+        assert abs(half.mean().item() - (1 - p)) < 0.006
+    pairs = kept[0:-1:2] * kept[1::2]
+    assert abs(pairs.mean().item() - (1 - p) ** 2) < 0.006
+
+
 @pytest.mark.parametrize("name", ["gcn", "jknet", "gcnii"])
 @pytest.mark.parametrize("ortho", [False, True])
 def test_no_parameter_is_shared_between_packs(name, ortho):
