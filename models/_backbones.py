@@ -12,8 +12,11 @@ whose backward pass reuses a transposed layout cached once instead of transposin
 sparse matrix every epoch.
 
 All models carry a leading *pack* dimension: ``packs`` independent models (own seeds,
-own Ortho-GConv settings, own dropout masks) trained as one; hidden states are
-``[N, packs, hidden]``. Node features may be dense ``[N, in]`` or
+own Ortho-GConv settings, own dropout masks) trained as one. Hidden states are
+pack-major, ``[packs, N, hidden]``: each pack's transformation is one matrix of a
+batched matmul, and propagation multiplies all packs at once by a block-diagonal
+``A_hat`` (one copy per pack, built once per adjacency; as fast as one product over
+``[N, packs * hidden]``, without the copies between layouts). Node features may be dense ``[N, in]`` or
 :class:`~models._layers.SparseFeatures` (the trainer passes sparse bag-of-words features
 that way: the input projection is then a sparse matmul and dropout masks the non-zeros).
 """
@@ -52,8 +55,24 @@ def adjacency(adj: Tensor) -> tuple[EdgeIndex, Tensor]:
     return EdgeIndex(edge_index, sparse_size=size, sort_order="row"), edge_weight
 
 
+def block_diagonal(
+    edge_index: EdgeIndex, edge_weight: OptTensor, copies: int
+) -> tuple[EdgeIndex, OptTensor]:
+    """``copies`` copies of a row-sorted ``N x N`` adjacency on the diagonal of one
+    ``copies*N`` square adjacency: its product with ``[copies * N, d]`` states
+    propagates every pack's ``[N, d]`` states at once."""
+    nodes = edge_index.sparse_size(0)
+    pairs = edge_index.as_tensor()
+    offsets = torch.arange(copies, device=pairs.device).repeat_interleave(pairs.shape[1]) * nodes
+    stacked = pairs.repeat(1, copies) + offsets
+    size = (copies * nodes, copies * nodes)
+    blocks = EdgeIndex(stacked, sparse_size=size, sort_order="row")
+    return blocks, None if edge_weight is None else edge_weight.repeat(copies)
+
+
 class Pass(NamedTuple):
-    """One forward pass with what training and the steadiness metrics need."""
+    """One forward pass with what training and the steadiness metrics need; node-major
+    views of the pack-major states."""
 
     logits: Tensor  # [N, packs, out]
     first: Tensor  # h(0): input of the first convolution, [N, packs, hidden]
@@ -96,6 +115,7 @@ class OrthoGNN(nn.Module):
         )
         self.output = PackedLinear(self.head_channels(), out_channels, self.packs)
         self.propagation = SimpleConv(aggr="sum")
+        self._blocks: tuple[EdgeIndex, OptTensor, EdgeIndex, OptTensor] | None = None
         self.reset_parameters()
 
     def head_channels(self) -> int:
@@ -110,21 +130,33 @@ class OrthoGNN(nn.Module):
         self.output.reset_parameters(generators)
 
     def embed(self, x: Tensor | SparseFeatures) -> Tensor:
-        """Dropout and the input projection, ``[N, packs, hidden]``; each pack draws its
+        """Dropout and the input projection, ``[packs, N, hidden]``; each pack draws its
         own dropout mask, as it would trained alone."""
         if isinstance(x, SparseFeatures):
             values = x.values.expand(self.packs, -1)
             return self.input.sparse(x, dropout(values, self.dropout, self.training))
         if self.training and self.dropout > 0 and self.packs > 1:
-            x = x.unsqueeze(1).expand(-1, self.packs, -1)
+            x = x.unsqueeze(0).expand(self.packs, -1, -1)
         return self.input(dropout(x, self.dropout, self.training))
 
     def propagate(self, h: Tensor, edge_index: Adj, edge_weight: OptTensor) -> Tensor:
-        """``A_hat h`` for ``[N, packs, d]`` states, one sparse product for all packs."""
-        flat = h.reshape(h.shape[0], -1)
+        """``A_hat h`` for ``[packs, N, d]`` states, one sparse product for all packs."""
         if isinstance(edge_index, EdgeIndex):  # SimpleConv would scatter edge by edge
-            return edge_index.matmul(flat, edge_weight).view_as(h)
-        return self.propagation(flat, edge_index, edge_weight).view_as(h)
+            if self.packs == 1:
+                return edge_index.matmul(h[0], edge_weight).unsqueeze(0)
+            blocks, weight = self._block_adjacency(edge_index, edge_weight)
+            return blocks.matmul(h.reshape(-1, h.shape[-1]), weight).view_as(h)
+        flat = h.transpose(0, 1).reshape(h.shape[1], -1)  # [N, packs * d]
+        out = self.propagation(flat, edge_index, edge_weight)
+        return out.view(h.shape[1], self.packs, -1).transpose(0, 1).contiguous()
+
+    def _block_adjacency(self, edge_index: EdgeIndex, edge_weight: OptTensor) -> tuple[EdgeIndex, OptTensor]:
+        """``A_hat`` once per pack on the diagonal, kept while the same adjacency is used."""
+        cached = self._blocks
+        if cached is None or cached[0] is not edge_index or cached[1] is not edge_weight:
+            blocks = block_diagonal(edge_index, edge_weight, self.packs)
+            self._blocks = cached = (edge_index, edge_weight, *blocks)
+        return cached[2], cached[3]
 
     def convolve(
         self, layer: int, h: Tensor, h0: Tensor, weight: Tensor, edge_index: Adj,
@@ -146,7 +178,9 @@ class OrthoGNN(nn.Module):
             states.append(h)
         head = dropout(self.readout(states), self.dropout, self.training)
         penalty = regularisation(self.transforms, weights)
-        return Pass(self.output(head), first, h, weights, self.lam * penalty)
+        logits = self.output(head)
+        return Pass(logits.transpose(0, 1), first.transpose(0, 1), h.transpose(0, 1), weights,
+                    self.lam * penalty)
 
     def forward(self, x: Tensor | SparseFeatures, edge_index: Adj, edge_weight: OptTensor = None) -> Tensor:
         return self.run(x, edge_index, edge_weight).logits

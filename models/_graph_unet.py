@@ -138,7 +138,7 @@ class OrthoGraphNet(nn.Module):
     def gcn(self, h: Tensor, layer: PackedLinear, weight: Tensor, adj: Tensor) -> Tensor:
         """``ELU(A_hat dropout(h) W)`` for ``[N, d]`` states."""
         h = F.dropout(h, self.dropout, self.training)
-        h = layer.apply_weight(h, weight).squeeze(1)
+        h = layer.apply_weight(h, weight).squeeze(0)
         return F.elu(self.propagation(h, adj))
 
     def encode(

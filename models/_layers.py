@@ -119,16 +119,14 @@ class _PackedSparseMatmul(torch.autograd.Function):
     def forward(ctx, features: SparseFeatures, values: Tensor, weight: Tensor) -> Tensor:
         ctx.features = features
         ctx.save_for_backward(values)
-        return torch.stack(
-            [torch.sparse.mm(features.matrix(v), w) for v, w in zip(values, weight)], dim=1
-        )
+        return torch.stack([torch.sparse.mm(features.matrix(v), w) for v, w in zip(values, weight)])
 
     @staticmethod
     def backward(ctx, grad: Tensor):
         (values,) = ctx.saved_tensors
         features: SparseFeatures = ctx.features
         grad_weight = torch.stack(
-            [torch.sparse.mm(features.transposed(v), grad[:, p].contiguous())
+            [torch.sparse.mm(features.transposed(v), grad[p].contiguous())
              for p, v in enumerate(values)]
         )
         return None, None, grad_weight
@@ -140,8 +138,10 @@ class PackedLinear(nn.Module):
     With ``ortho`` (one :class:`OrthoSettings` per pack) the layer is an Ortho-GConv
     transformation: ``W_p`` is the Newton-orthogonalised form of a hybrid-initialised
     ``Q_p``, and :meth:`regularisation` gives ``||W_p W_p^T - c_p I||_F`` per pack.
-    Inputs are ``[N, in]`` (shared by all packs) or ``[N, packs, in]``; outputs
-    ``[N, packs, out]``.
+    Inputs are ``[N, in]`` (shared by all packs) or ``[packs, N, in]``; outputs
+    ``[packs, N, out]``. Pack-major states make each pack's transformation one
+    contiguous matrix of a batched matmul (``baddbmm``, bias included), with no
+    copies to and from a node-major layout in the forward or the backward pass.
     """
 
     def __init__(
@@ -195,18 +195,21 @@ class PackedLinear(nn.Module):
         return self.apply_weight(x, self.effective_weight())
 
     def sparse(self, features: SparseFeatures, values: Tensor) -> Tensor:
-        """``[N, packs, out]`` for sparse inputs: pack ``p`` sees ``values[p]`` (``[P, nnz]``)."""
+        """``[packs, N, out]`` for sparse inputs: pack ``p`` sees ``values[p]`` (``[P, nnz]``)."""
         weight = self.effective_weight().transpose(1, 2).contiguous()
         y = _PackedSparseMatmul.apply(features, values, weight)
-        return y if self.bias is None else y + self.bias
+        return y if self.bias is None else y + self.bias.unsqueeze(1)
 
     def apply_weight(self, x: Tensor, weight: Tensor) -> Tensor:
+        """``[packs, N, out]`` from ``x`` ``[N, in]`` or ``[packs, N, in]`` and ``weight``
+        ``[packs, out, in]``."""
         if x.dim() == 2:  # one input shared by every pack: a single matmul
             flat = weight.reshape(self.packs * self.out_channels, self.in_channels)
-            y = (x @ flat.T).view(x.shape[0], self.packs, self.out_channels)
-        else:
-            y = torch.einsum("npi,poi->npo", x, weight)
-        return y if self.bias is None else y + self.bias
+            y = (x @ flat.T).view(x.shape[0], self.packs, self.out_channels).transpose(0, 1)
+            return (y if self.bias is None else y + self.bias.unsqueeze(1)).contiguous()
+        if self.bias is None:
+            return torch.bmm(x, weight.mT)
+        return torch.baddbmm(self.bias.unsqueeze(1), x, weight.mT)
 
     def regularisation(self, weight: Tensor | None = None) -> Tensor:
         """Per-pack ``||W W^T - c I||_F`` (zeros for a non-orthogonal layer)."""
