@@ -7,6 +7,7 @@ experiment lives in the store too (``tune/NAME``), which is what ``--resume`` re
 
 from __future__ import annotations
 
+import logging
 import os
 from collections import Counter
 from collections.abc import Callable
@@ -239,6 +240,9 @@ def _start_ray(options: LaunchOptions) -> int:
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # our progress line replaces Tune's tables
     os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
     os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "5")  # how much a killed driver replays
+    # Without Tune's JSON/CSV loggers (the store is the record) its result grid warns once
+    # per trial that it found no metrics files: thousands of lines for a large search.
+    logging.getLogger("ray.tune.analysis.experiment_analysis").setLevel(logging.ERROR)
     if not ray.is_initialized() and options.address:
         ray.init(address=options.address, log_to_driver=False)
     elif not ray.is_initialized():
