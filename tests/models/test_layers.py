@@ -11,6 +11,7 @@ from models import (
     dropout,
     node_features,
 )
+from models._backbones import block_diagonal
 from models._layers import effective_weights
 
 
@@ -89,3 +90,22 @@ def test_batched_newton_over_layers_equals_each_layer_alone():
     penalty = model.run(torch.randn(10, 20), torch.eye(10).to_sparse_csr()).penalty
     alone = sum(t.regularisation() for t in model.transforms) * model.lam
     torch.testing.assert_close(penalty, alone, rtol=1e-5, atol=1e-7)
+
+
+def test_block_diagonal_adjacency_propagates_each_pack_alone(cora):
+    edge_index, edge_weight = adjacency(cora.adj)
+    blocks, weights = block_diagonal(edge_index, edge_weight, 3)
+    states = torch.randn(3, cora.x.shape[0], 5)
+    together = blocks.matmul(states.reshape(-1, 5), weights).view_as(states)
+    for p in range(3):
+        torch.testing.assert_close(together[p], cora.adj @ states[p])
+
+
+def test_packed_propagation_reuses_its_block_adjacency(cora):
+    model = BACKBONES.get("gcn")(cora.x.shape[1], 8, 7, 2, dropout=0.0, seeds=(0, 1))
+    adj = adjacency(cora.adj)
+    first = model.run(node_features(cora.x), *adj).logits
+    blocks = model._blocks[2]
+    second = model.run(node_features(cora.x), *adj).logits
+    assert model._blocks[2] is blocks
+    torch.testing.assert_close(first, second)
