@@ -16,9 +16,10 @@ own Ortho-GConv settings, own dropout masks) trained as one. Hidden states are
 pack-major, ``[packs, N, hidden]``: each pack's transformation is one matrix of a
 batched matmul, and propagation multiplies all packs at once by a block-diagonal
 ``A_hat`` (one copy per pack, built once per adjacency; as fast as one product over
-``[N, packs * hidden]``, without the copies between layouts). Node features may be dense ``[N, in]`` or
-:class:`~models._layers.SparseFeatures` (the trainer passes sparse bag-of-words features
-that way: the input projection is then a sparse matmul and dropout masks the non-zeros).
+``[N, packs * hidden]``, without the copies between layouts). Node features may be dense
+``[N, in]`` or :class:`~models._layers.SparseFeatures` (the trainer passes sparse
+bag-of-words features that way: the input projection is then a sparse matmul and
+dropout masks the non-zeros).
 """
 
 from __future__ import annotations
