@@ -25,8 +25,7 @@ NODES, EDGES, FEATURES, CLASSES = 169343, 1166243, 128, 40
 
 
 def synthetic_arxiv(seed: int = 0):
-    from search import NodeData
-    from search._data import normalised_adjacency
+    from orthotune.search.training import NodeData, normalised_adjacency
 
     generator = torch.Generator().manual_seed(seed)
     edge_index = torch.randint(0, NODES, (2, EDGES), generator=generator)
@@ -44,11 +43,12 @@ def peak_mib() -> float:
 
 
 def measure(backbone: str, ortho: bool, depth: int, hidden: int) -> dict:
-    from search import TrainConfig, train_node
+    from orthotune.core import TrainConfig
+    from orthotune.search.training import train_node
 
     torch.set_num_threads(1)
     data = synthetic_arxiv()
-    config = TrainConfig("ogbn-arxiv", backbone=backbone, depth=depth, ortho=ortho, hidden=hidden, epochs=1)
+    config = TrainConfig(dataset="ogbn-arxiv", backbone=backbone, depth=depth, ortho=ortho, hidden=hidden, epochs=1)
     before = peak_mib()
     result = train_node(config, data, torch.device("cpu"))[0]
     after = peak_mib()

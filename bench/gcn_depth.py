@@ -13,7 +13,8 @@ import argparse
 
 import torch
 
-from search import DataRoot, TrainConfig, choose_device, load_node_data, train_node
+from orthotune.core import TrainConfig
+from orthotune.search.training import DataRoot, choose_device, load_node_data, train_node
 
 
 def main() -> None:
@@ -36,7 +37,8 @@ def main() -> None:
     print("|---|---|---|---|---|---|")
     for depth in args.depths:
         for ortho in (False, True):
-            config = TrainConfig("cora", "full", "gcn", depth, ortho, args.T, args.beta, args.lam,
+            config = TrainConfig(dataset="cora", setting="full", backbone="gcn", depth=depth, ortho=ortho, T=args.T,
+                                 beta=args.beta, lam=args.lam,
                                  epochs=args.epochs, splits=tuple(args.splits))
             result = train_node(config, data, device)[0]
             form = "Ortho-GConv" if ortho else "original"

@@ -16,7 +16,8 @@ import argparse
 
 import torch
 
-from search import TrainConfig, choose_device, run_configs
+from orthotune.core import TrainConfig
+from orthotune.search.training import choose_device, run_configs
 
 
 def main() -> None:
@@ -38,7 +39,7 @@ def main() -> None:
     print("| form | folds | test acc mean | std | val acc mean | best epoch mean | s/epoch (one fold) |")
     print("|---|---|---|---|---|---|---|")
     for ortho in (False, True):
-        config = TrainConfig("proteins", backbone="gunet", ortho=ortho, T=args.T, beta=args.beta, lam=args.lam,
+        config = TrainConfig(dataset="proteins", backbone="gunet", ortho=ortho, T=args.T, beta=args.beta, lam=args.lam,
                              epochs=args.epochs, splits=tuple(args.folds))
         result = run_configs([config], device, args.data_root)[0]
         form = "Ortho-GConv" if ortho else "original"

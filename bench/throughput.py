@@ -29,7 +29,8 @@ from typing import Any
 
 import torch
 
-from search import DataRoot, TrainConfig, load_node_data, train_node
+from orthotune.core import TrainConfig
+from orthotune.search.training import DataRoot, load_node_data, train_node
 
 QUICK = dict(configs=8, epochs=20)
 
@@ -104,9 +105,9 @@ def run_orthotune(configs: list[TrainConfig], args: argparse.Namespace) -> tuple
     points, FIFO, packs of ``--pack`` configs, reused workers); the wall of the search."""
     import ray
 
-    from search._launch import LaunchOptions, launch
-    from search._store import Store
-    from spaces import parse_space
+    from orthotune.search.store import Store
+    from orthotune.search.tune import LaunchOptions, launch
+    from orthotune.spaces import parse_space
 
     space = parse_space({"datasets": ["cora"], "backbones": [args.backbone], "depths": [args.depth]})
     pack = args.pack or -(-len(configs) // args.cores)  # one pack per core by default

@@ -1,7 +1,8 @@
 """Ortho-GConv models: the orthogonalisation module, the backbones and the metrics."""
 
-from models._backbones import BACKBONES, GCN, GCNII, JKNet, OrthoGNN, Pass, adjacency
-from models._graph_unet import (
+from orthotune.core import OrthoSettings
+from orthotune.models._backbones import BACKBONES, GCN, GCNII, JKNet, OrthoGNN, Pass, adjacency
+from orthotune.models._graph_unet import (
     GRAPH_BACKBONES,
     GraphPass,
     GraphUNet,
@@ -10,10 +11,9 @@ from models._graph_unet import (
     pool_ratios,
     unpool,
 )
-from models._layers import PackedLinear, SparseFeatures, dropout, node_features
-from models._metrics import layer_gradient_norms, signal_magnification, smoothness
-from models._ortho import (
-    OrthoSettings,
+from orthotune.models._layers import PackedLinear, SparseFeatures, dropout, node_features
+from orthotune.models._metrics import layer_gradient_norms, signal_magnification, smoothness
+from orthotune.models._ortho import (
     distance_to_orthogonality,
     hybrid_init_,
     newton_orthogonalise,

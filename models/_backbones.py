@@ -36,16 +36,14 @@ from torch_geometric.nn.conv import SimpleConv
 from torch_geometric.typing import Adj, OptTensor
 from torch_geometric.utils import to_edge_index
 
-from models._layers import (
+from orthotune.core import OrthoSettings, Registry, check
+from orthotune.models._layers import (
     PackedLinear,
     SparseFeatures,
     dropout,
     effective_weights,
     regularisation,
 )
-from models._ortho import OrthoSettings
-from orthotune.errors import check
-from orthotune.registry import Registry
 
 
 def adjacency(adj: Tensor) -> tuple[EdgeIndex, Tensor]:

@@ -32,10 +32,8 @@ from torch_geometric.nn.conv import SimpleConv
 from torch_geometric.nn.conv.gcn_conv import gcn_norm
 from torch_geometric.utils import add_self_loops, remove_self_loops, to_torch_coo_tensor, to_torch_csr_tensor
 
-from models._layers import PackedLinear
-from models._ortho import OrthoSettings
-from orthotune.errors import check
-from orthotune.registry import Registry
+from orthotune.core import OrthoSettings, Registry, check
+from orthotune.models._layers import PackedLinear
 
 #: Graph U-Nets' pooling ratios for its three levels; deeper nets repeat the last one.
 PROTOCOL_RATIOS = (0.9, 0.8, 0.7)

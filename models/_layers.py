@@ -16,14 +16,13 @@ from dataclasses import dataclass, replace
 import torch
 from torch import Tensor, nn
 
-from models._ortho import (
-    OrthoSettings,
+from orthotune.core import OrthoSettings, check
+from orthotune.models._ortho import (
     check_packable,
     hybrid_init_,
     newton_orthogonalise,
     orthogonality_penalty,
 )
-from orthotune.errors import check
 
 #: Node features at most this dense are kept sparse (above it dense matmuls are faster).
 SPARSE_MAX_DENSITY = 0.1

@@ -11,52 +11,14 @@ one config, or several configs) can be trained at once as one batched model.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
-from orthotune.errors import check
+from orthotune.core import OrthoSettings, check
 
 #: Numerical guard for the covariance in the authors' (ONI-style) variant.
 CENTRED_EPS = 1e-5
-
-
-@dataclass(frozen=True)
-class OrthoSettings:
-    """Hyperparameters of Ortho-GConv for one model.
-
-    ``T``, ``beta`` and ``lam`` are the paper's searched values. The last three fields are
-    the documented switches to the authors' code; the defaults are the paper's form:
-
-    - ``centre_rows``: centre each weight row and bound by the covariance's Frobenius norm
-      (ONI), instead of bounding ``Q`` by its own Frobenius norm;
-    - ``norm_groups``: orthogonalise this many equal groups of rows separately;
-    - ``squared_norm``: regularise with ``||W W^T - c I||_F^2`` instead of ``||.||_F``.
-    """
-
-    T: int = 4
-    beta: float = 0.4
-    lam: float = 5e-4
-    centre_rows: bool = False
-    norm_groups: int = 1
-    squared_norm: bool = False
-
-    def __post_init__(self) -> None:
-        check(
-            isinstance(self.T, int) and 0 <= self.T <= 1000,
-            f"T={self.T!r} must be an integer in [0, 1000]",
-        )
-        check(0.0 <= self.beta <= 1.0, f"beta={self.beta!r} must lie in [0, 1]")
-        check(self.lam >= 0.0, f"lam={self.lam!r} must be >= 0")
-        check(
-            isinstance(self.norm_groups, int) and self.norm_groups >= 1,
-            f"norm_groups={self.norm_groups!r} must be an integer >= 1",
-        )
-
-    def structure(self) -> tuple[bool, int, bool]:
-        """The switches that must agree for models packed together."""
-        return (self.centre_rows, self.norm_groups, self.squared_norm)
 
 
 def hybrid_init_(

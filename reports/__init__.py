@@ -4,18 +4,18 @@ A cell is (dataset, setting, backbone, depth, original or Ortho-GConv). Its winn
 trial with the best validation objective under the tie rule in ``TIE_RULE_TEXT``; its
 test accuracy is only reported, never used to choose.
 
-    >>> from reports import Filters, best_configs, build_report, write_report, row_to_config
+    >>> from orthotune.reports import Filters, best_configs, build_report, write_report, row_to_config
     >>> winners = best_configs("runs/store", Filters(datasets=("cora",)))   # one row per cell
     >>> config = row_to_config(winners.iloc[0])                              # a TrainConfig
     >>> write_report(build_report("runs/store"), "html", "report.html")
 """
 
-from reports._formats import FORMATS, write_report
-from reports._load import CELL, ORIGINAL, ORTHO, Filters, load_trials
-from reports._plots import Figure
-from reports._report import Report, best_configs, build_report
-from reports._select import TIE_RULE, TIE_RULE_TEXT, config_dict, row_to_config, select_best
-from reports._tables import REPEAT_KIND, TEST_NAME, paired
+from orthotune.reports._formats import FORMATS, write_report
+from orthotune.reports._load import CELL, ORIGINAL, ORTHO, Filters, load_trials
+from orthotune.reports._plots import Figure
+from orthotune.reports._report import Report, best_configs, build_report
+from orthotune.reports._select import TIE_RULE, TIE_RULE_TEXT, config_dict, row_to_config, select_best
+from orthotune.reports._tables import REPEAT_KIND, TEST_NAME, paired
 
 __all__ = [
     "CELL",

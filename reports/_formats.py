@@ -17,10 +17,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from orthotune.errors import OrthotuneError
-from orthotune.registry import Registry
-from reports._load import ORIGINAL, ORTHO
-from reports._report import Report
+from orthotune.core import OrthotuneError, Registry
+from orthotune.reports._load import ORIGINAL, ORTHO
+from orthotune.reports._report import Report
 
 SETTING_TITLES = {"full": "full-supervised", "semi": "semi-supervised",
                   "official": "official split", "cv10": "10-fold cross-validation"}

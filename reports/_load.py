@@ -7,13 +7,11 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from models import BACKBONES, GRAPH_BACKBONES
-from orthotune.errors import ConfigError, OrthotuneError
-from search._data import DATASETS, SETTINGS
-from search._store import Store
+from orthotune.core import DATASETS, SETTINGS, TASKS, ConfigError, Group, OrthotuneError, TrainConfig, by_group
+from orthotune.search.store import Store
 
-#: The selection cell: one winner per combination of these.
-CELL = ("dataset", "setting", "backbone", "depth", "ortho")
+#: The selection cell: one winner per combination of these (the config's cell fields).
+CELL = tuple(f.name for f in by_group(TrainConfig, Group.CELL))
 #: Display names of the two arms.
 ORIGINAL, ORTHO = "original", "Ortho-GConv"
 
@@ -52,9 +50,10 @@ class Filters:
 
 def _check_backbone(name: str) -> str:
     key = str(name).lower()
-    if key in BACKBONES or key in GRAPH_BACKBONES:
+    known = [b for task in TASKS for b in TASKS.get(task).backbones]
+    if key in known:
         return key
-    valid = ", ".join([*BACKBONES.names(), *GRAPH_BACKBONES.names()])
+    valid = ", ".join(known)
     raise ConfigError(f"unknown backbone {name!r}; valid: {valid}")
 
 

@@ -17,7 +17,7 @@ import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure as MplFigure
 
-from reports._load import ORIGINAL, ORTHO
+from orthotune.reports._load import ORIGINAL, ORTHO
 
 STYLE = {ORIGINAL: dict(color="tab:blue", marker="o"), ORTHO: dict(color="tab:red", marker="s")}
 PANEL = (3.6, 2.8)  # inches per panel

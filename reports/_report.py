@@ -7,11 +7,11 @@ from datetime import UTC, datetime
 
 import pandas as pd
 
-from reports._load import Filters, load_trials, open_store
-from reports._plots import Figure, figures
-from reports._select import TIE_RULE_TEXT, select_best
-from reports._tables import TEST_NAME, expected_cells, missing_cells, summary, t_effect
-from search._store import Store
+from orthotune.reports._load import Filters, load_trials, open_store
+from orthotune.reports._plots import Figure, figures
+from orthotune.reports._select import TIE_RULE_TEXT, select_best
+from orthotune.reports._tables import TEST_NAME, expected_cells, missing_cells, summary, t_effect
+from orthotune.search.store import Store
 
 
 @dataclass(frozen=True)

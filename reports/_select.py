@@ -14,7 +14,6 @@ the validation accuracy they reached. Test accuracy takes no part in any of this
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -23,10 +22,9 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from reports._load import CELL
-from search._config import TrainConfig
-from search._records import ORTHO_ONLY, RENAMED
-from search._store import TRIALS_SCHEMA
+from orthotune.core import TrainConfig, column_name, declared
+from orthotune.reports._load import CELL
+from orthotune.search.store import ORTHO_ONLY, TRIALS_SCHEMA
 
 #: Sort keys and directions of the tie rule, in order.
 TIE_RULE: tuple[tuple[str, bool], ...] = (
@@ -75,7 +73,7 @@ def _cell_counts(trials: pd.DataFrame) -> pd.DataFrame:
 
 # -- back to a config --------------------------------------------------------------------
 
-_CONFIG_KEYS = tuple(f.name for f in dataclasses.fields(TrainConfig))
+_CONFIG_FIELDS = declared(TrainConfig)
 
 
 def row_to_config(row: Mapping[str, Any] | pd.Series) -> TrainConfig:
@@ -87,12 +85,12 @@ def row_to_config(row: Mapping[str, Any] | pd.Series) -> TrainConfig:
     into floats and lists into arrays.
     """
     values: dict[str, Any] = {}
-    for key in _CONFIG_KEYS:
-        column = RENAMED.get(key, key)
+    for f in _CONFIG_FIELDS:
+        column = column_name(f)
         value = _python(row[column], TRIALS_SCHEMA.field(column).type)
-        if value is None and (key in ORTHO_ONLY or key == "batch_size"):
+        if value is None:  # the original arm's Ortho-GConv values; unset optional values
             continue
-        values[key] = value
+        values[f.name] = value
     return TrainConfig.from_dict(values)
 
 

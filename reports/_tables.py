@@ -19,8 +19,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from reports._load import CELL, ORIGINAL, ORTHO
-from reports._select import TIE_RULE, eligible
+from orthotune.reports._load import CELL, ORIGINAL, ORTHO
+from orthotune.reports._select import TIE_RULE, eligible
 
 #: What one repeat is in each setting (how the report labels it and pairs on it).
 REPEAT_KIND = {"full": "split", "cv10": "fold", "semi": "seed", "official": "seed"}

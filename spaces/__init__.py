@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from orthotune.registry import Registry
-from spaces._dimension import Dimension
-from spaces._space import SearchSpace, load_space_file, parse_space
+from orthotune.core import Registry
+from orthotune.spaces._dimension import Dimension
+from orthotune.spaces._space import SearchSpace, load_space_file, parse_space
 
 PRESET_DIR = Path(__file__).parent / "presets"
 PRESETS: Registry[Path] = Registry("space preset")

@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from orthotune.errors import ConfigError
+from orthotune.core import ConfigError
 
 RANGE_KEYS = {"low", "high", "step", "log"}
 

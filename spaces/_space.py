@@ -34,22 +34,27 @@ from typing import Any
 
 import yaml
 
-from orthotune.errors import ConfigError, OrthotuneError
-from search._config import TrainConfig
-from search._data import DATASETS
-from spaces._dimension import Dimension
+from orthotune.core import (
+    DATASETS,
+    REPEATS,
+    TASKS,
+    ConfigError,
+    Group,
+    OrthoSettings,
+    OrthotuneError,
+    TrainConfig,
+    by_group,
+    defaults_for,
+)
+from orthotune.spaces._dimension import Dimension
 
 TOP_KEYS = {"name", "datasets", "setting", "repeats", "backbones", "depths", "original", "ortho",
             "train", "asha", "samples"}
-ORTHO_KEYS = {"T", "beta", "lam", "centre_rows", "norm_groups", "squared_norm"}
-TRAIN_KEYS = {"hidden", "lr", "weight_decay", "dropout", "epochs", "patience", "alpha", "theta", "jk",
-              "batch_size"}
+#: Keys of the ``ortho`` arm and of ``train``, derived from the config's declarations: the
+#: Ortho-GConv fields go under ``ortho``, every other training field or switch under ``train``.
+ORTHO_KEYS = {f.name for f in by_group(OrthoSettings, Group.ORTHO, Group.VARIANT)}
+TRAIN_KEYS = {f.name for f in by_group(TrainConfig, Group.TRAIN, Group.VARIANT)} - ORTHO_KEYS
 ASHA_KEYS = {"grace_period", "reduction_factor"}
-#: Which config field holds the repeats, and the protocol's default repeats, per setting.
-REPEATS = {"full": ("splits", range(5)), "semi": ("seeds", range(10)),
-           "official": ("seeds", range(5)), "cv10": ("splits", range(10))}
-
-
 @dataclass(frozen=True)
 class SearchSpace:
     name: str
@@ -116,9 +121,7 @@ class SearchSpace:
         epochs = self.train.get("epochs")
         if epochs is not None:
             return int(max(epochs.corners()))
-        from search._config import SETTING_DEFAULTS
-
-        return max(int(SETTING_DEFAULTS[self.protocol(d)["setting"]]["epochs"]) for d in self.datasets)
+        return max(int(defaults_for(d, self.protocol(d)["setting"])["epochs"]) for d in self.datasets)
 
     def with_datasets(self, datasets: Sequence[str]) -> SearchSpace:
         return replace(self, datasets=_names("datasets", list(datasets), DATASETS))
@@ -167,12 +170,10 @@ def parse_space(values: Any, default_name: str = "space") -> SearchSpace:
         _known("ortho", ortho, ORTHO_KEYS)
     train = values.get("train") or {}
     _known("train", train, TRAIN_KEYS)
-    from models import BACKBONES
-
     return SearchSpace(
         name=str(values.get("name", default_name)),
         datasets=_names("datasets", values["datasets"], DATASETS),
-        backbones=_names("backbones", values["backbones"], BACKBONES, _graph_backbones()),
+        backbones=_names("backbones", values["backbones"], *(TASKS.get(t).backbones for t in TASKS)),
         depths=tuple(_ints("depths", values["depths"], minimum=1)),
         setting=values.get("setting"),
         repeats=tuple(_ints("repeats", values["repeats"], minimum=0)) if "repeats" in values else None,
@@ -248,12 +249,6 @@ def _bool(key: str, value: Any) -> bool:
     if not isinstance(value, bool):
         raise ConfigError(f"space: {key}={value!r} must be true or false")
     return value
-
-
-def _graph_backbones() -> Any:
-    import models
-
-    return getattr(models, "GRAPH_BACKBONES", ())
 
 
 def _pick(trial: Any, dimension: Dimension) -> dict[str, Any]:

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from orthotune.cli import best, launch, report, status, train
-from orthotune.errors import OrthotuneError
+from orthotune.core import OrthotuneError
 
 SUBCOMMANDS = {"train": train, "launch": launch, "status": status, "best": best, "report": report}
 

@@ -8,8 +8,8 @@ import json
 import pandas as pd
 import yaml
 
-from orthotune.errors import OrthotuneError
-from reports import Filters, best_configs, config_dict
+from orthotune.core import OrthotuneError
+from orthotune.reports import Filters, best_configs, config_dict
 
 #: Columns of the table view, in order (accuracies as mean ± std over the repeats).
 TABLE = ("dataset", "setting", "backbone", "depth", "arm", "val_acc", "test_acc", "repeats", "T", "beta",

@@ -6,8 +6,8 @@ import argparse
 import json
 from datetime import datetime
 
-from search._launch import SCHEDULERS, SEARCHERS, LaunchOptions, SearchOutcome, launch, resume
-from spaces import resolve_space
+from orthotune.search.tune import SCHEDULERS, SEARCHERS, LaunchOptions, SearchOutcome, launch, resume
+from orthotune.spaces import parse_space, resolve_space
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -34,7 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.resume:
-        outcome = resume(args.store, args.resume, args.address, progress=not args.quiet)
+        outcome = resume(args.store, args.resume, parse_space, args.address, progress=not args.quiet)
     else:
         outcome = launch(_options(args), progress=not args.quiet)
     print(summary(outcome))

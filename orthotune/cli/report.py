@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from orthotune.cli.best import add_filter_arguments, filters_from_args
-from reports import FORMATS, build_report, write_report
+from orthotune.reports import FORMATS, build_report, write_report
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

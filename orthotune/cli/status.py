@@ -5,7 +5,10 @@ from __future__ import annotations
 import argparse
 from collections import Counter
 
-from search._store import STATUSES, Store
+from orthotune.core import Status
+from orthotune.search.store import Store
+
+STATUSES = tuple(s.value for s in Status)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -8,10 +8,8 @@ from pathlib import Path
 
 import yaml
 
-from orthotune.errors import ConfigError
-from search._config import TrainConfig
-from search._run import run_configs
-from search._train import ConfigResult, choose_device
+from orthotune.core import ConfigError, ConfigResult, TrainConfig
+from orthotune.search.training import choose_device, run_configs
 
 FIELDS = ("setting", "backbone", "depth", "T", "beta", "lam", "hidden", "lr",
           "weight_decay", "dropout", "epochs", "patience")

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from models import BACKBONES, OrthoSettings, layer_gradient_norms, signal_magnification
+from orthotune.models import BACKBONES, OrthoSettings, layer_gradient_norms, signal_magnification
 
 
 @pytest.mark.parametrize("name", ["gcn", "jknet", "gcnii"])

@@ -7,8 +7,7 @@ import torch
 from torch_geometric.loader import DataLoader
 from torch_geometric.utils import degree
 
-import models._layers
-from models import (
+from orthotune.models import (
     GRAPH_BACKBONES,
     GraphUNet,
     OrthoSettings,
@@ -23,7 +22,7 @@ from models import (
 
 @pytest.fixture(scope="module")
 def batch(data_root):
-    from search import load_dataset
+    from orthotune.search.training import load_dataset
 
     return next(iter(DataLoader(load_dataset("proteins", None, data_root), batch_size=32)))
 
@@ -70,13 +69,16 @@ def test_reset_parameters_is_deterministic_per_seed(batch):
 
 def test_ortho_form_orthogonalises_hidden_transformations_through_models_ortho(batch, monkeypatch):
     calls = []
-    original = models._layers.newton_orthogonalise
+    import orthotune.models as package
+
+    original = package.newton_orthogonalise
 
     def counting(q, steps, *args):
         calls.append(q.shape)
         return original(q, steps, *args)
 
-    monkeypatch.setattr(models._layers, "newton_orthogonalise", counting)
+    # the layers call the one orthogonalisation function through their module
+    monkeypatch.setattr("orthotune.models._layers.newton_orthogonalise", counting)
     settings = OrthoSettings(T=10, beta=0.4)
     model = build(batch, settings, hidden=64)
     out = model.run(batch.x, batch.edge_index, batch.batch)

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from models import (
+from orthotune.models import (
     BACKBONES,
     OrthoSettings,
     SparseFeatures,
@@ -11,8 +11,8 @@ from models import (
     dropout,
     node_features,
 )
-from models._backbones import block_diagonal
-from models._layers import effective_weights
+from orthotune.models._backbones import block_diagonal
+from orthotune.models._layers import effective_weights
 
 
 def test_cora_features_are_kept_sparse_and_round_trip(cora):

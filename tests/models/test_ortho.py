@@ -1,14 +1,14 @@
 import pytest
 import torch
 
-from models import (
+from orthotune.core import ConfigError
+from orthotune.models import (
     OrthoSettings,
     PackedLinear,
     distance_to_orthogonality,
     hybrid_init_,
     newton_orthogonalise,
 )
-from orthotune import ConfigError
 
 
 def exact_reference(q: torch.Tensor) -> torch.Tensor:

@@ -12,9 +12,9 @@ from typing import Any
 
 import torch
 
-from search import TrainConfig, run_configs
-from search._records import epoch_rows, trial_row
-from search._store import TRIALS_SCHEMA, Store
+from orthotune.core import TrainConfig
+from orthotune.search.store import TRIALS_SCHEMA, Store, epoch_rows, trial_row
+from orthotune.search.training import run_configs
 
 #: The small real search: Texas full-supervised (183 nodes, so it trains in seconds), Geom-GCN
 #: splits 0-2, GCN at depths 2 and 4, the original backbone and Ortho-GConv at T = 2 and 4.

@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 from report_stores import hand_row, hand_store
 
-from orthotune.errors import ConfigError
-from reports import FORMATS, build_report, write_report
+from orthotune.core import ConfigError
+from orthotune.reports import FORMATS, build_report, write_report
 
 FIGURE_KINDS = ("accuracy-depth", "msig-depth", "grad-norms", "effect-of-T")
 

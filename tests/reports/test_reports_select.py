@@ -8,9 +8,8 @@ import pytest
 from report_stores import REAL_SEARCH, hand_row, hand_store, real_configs
 from scipy import stats
 
-from orthotune.errors import ConfigError, OrthotuneError
-from reports import Filters, best_configs, build_report, config_dict, paired, row_to_config
-from search import TrainConfig
+from orthotune.core import ConfigError, OrthotuneError, TrainConfig
+from orthotune.reports import Filters, best_configs, build_report, config_dict, paired, row_to_config
 
 
 def winner_ids(store, filters=None) -> dict[tuple, str]:

@@ -3,8 +3,8 @@ import pytest
 import yaml
 
 from orthotune.cli import main
-from orthotune.errors import ConfigError
-from spaces import PRESETS, parse_space, resolve_space
+from orthotune.core import ConfigError
+from orthotune.spaces import PRESETS, parse_space, resolve_space
 
 BASE = {"datasets": ["cora"], "backbones": ["gcn"], "depths": [2]}
 
@@ -63,11 +63,11 @@ def test_repeats_default_per_setting():
         ({"ortho": {"beta": []}}, "ortho.beta: the list of values is empty"),
         ({"ortho": {"T": {"low": 6, "high": 1}}}, "ortho.T: range low=6 > high=1"),
         ({"ortho": {"T": {"low": 1}}}, "ortho.T: a range needs both 'low' and 'high'"),
-        ({"ortho": {"beta": {"low": 0.1, "high": 2.0}}}, "beta=2.0 must lie in [0, 1]"),
+        ({"ortho": {"beta": {"low": 0.1, "high": 2.0}}}, "beta=2.0 must be a number in [0, 1]"),
         ({"datasets": ["imagenet"]}, "unknown dataset 'imagenet' in datasets; valid: citeseer"),
         ({"backbones": ["gat"]}, "unknown backbone 'gat' in backbones; valid:"),
         ({"datasets": []}, "datasets must be a non-empty list"),
-        ({"depths": [1]}, "depth=1 must be an integer >= 2"),
+        ({"depths": [1]}, "depth=1 must be an integer in [2, 1024]"),
         ({"setting": "semi", "datasets": ["texas"]}, "setting 'semi' is not available for texas"),
         ({"original": False}, "nothing to search"),
         ({"train": {"lr": {"low": 0.1, "high": 0.01, "log": True}}}, "train.lr: range low=0.1 > high=0.01"),

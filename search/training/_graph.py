@@ -40,12 +40,21 @@ from torch import Tensor
 from torch_geometric.data import Batch
 from torch_geometric.loader import DataLoader
 
-from models import GRAPH_BACKBONES, OrthoGraphNet, layer_gradient_norms, signal_magnification, smoothness
-from orthotune.errors import OrthotuneError, check
-from search._config import TrainConfig
-from search._data import DATASETS, DataRoot, load_dataset
-from search._memory import retain_freed_memory
-from search._train import FAILED, STOPPED, ConfigResult, EpochCallback, EpochReport, RunResult
+from orthotune.core import (
+    DATASETS,
+    ConfigResult,
+    EpochCallback,
+    EpochReport,
+    OrthotuneError,
+    RunResult,
+    Status,
+    TrainConfig,
+    check,
+    mean_or_zero,
+)
+from orthotune.models import GRAPH_BACKBONES, OrthoGraphNet, layer_gradient_norms, signal_magnification, smoothness
+from orthotune.search.training._data import DataRoot, load_dataset
+from orthotune.search.training._memory import retain_freed_memory
 
 NUM_FOLDS = 10
 #: The fixed seed of the fold assignment (not a training seed: changing it changes the folds).
@@ -197,16 +206,16 @@ class _GraphRun:
         start = time.perf_counter()
         with self.rng.active():
             self.loss = self._train(epoch)
-            if self.result.status != FAILED:
+            if self.result.status != Status.FAILED:
                 self.val, self.test = self._accuracy(self.val_loader, epoch), self._accuracy(self.test_loader, epoch)
         self.result.epochs = epoch
-        if self.result.status != FAILED and self.val > self.best_val:  # test never looked at
+        if self.result.status != Status.FAILED and self.val > self.best_val:  # test never looked at
             self.best_val, self.since_best = self.val, 0
             self.best_state = copy.deepcopy(self.model.state_dict())
             self.result.val_acc, self.result.test_acc, self.result.best_epoch = self.val, self.test, epoch
         else:
             self.since_best += 1
-        self.active = (self.result.status != FAILED and self.since_best < self.config.patience
+        self.active = (self.result.status != Status.FAILED and self.since_best < self.config.patience
                        and epoch < self.config.epochs)
         self.seconds += time.perf_counter() - start
 
@@ -243,11 +252,11 @@ class _GraphRun:
     def _fail(self, epoch: int, weights: list[Tensor], what: str) -> None:
         if any(not bool(torch.isfinite(w).all()) for w in weights):
             what = "Ortho-GConv weight (Newton iteration overflow)"
-        self.result.status, self.result.reason = FAILED, f"non-finite {what} at epoch {epoch}"
+        self.result.status, self.result.reason = Status.FAILED, f"non-finite {what} at epoch {epoch}"
 
     def finish(self) -> None:
         """Steadiness metrics of the validation-best model (no dropout) on the probe batch."""
-        if self.result.status == FAILED:
+        if self.result.status == Status.FAILED:
             return
         self.model.load_state_dict(self.best_state)
         self.model.eval()
@@ -289,7 +298,7 @@ def _report(epoch: int, runs: list[list[_GraphRun]]) -> EpochReport:
     def values(key: str) -> list[list[float]]:
         return [[getattr(r, key) for r in group] for group in runs]
 
-    best = [_mean_or_zero([r.result.val_acc for r in group]) for group in runs]
+    best = [mean_or_zero([r.result.val_acc for r in group]) for group in runs]
     return EpochReport(epoch, values("loss"), values("val"), values("test"), best,
                        [any(r.active for r in group) for group in runs],
                        [[dataclasses.replace(r.result) for r in group] for group in runs])
@@ -300,7 +309,7 @@ def _stop(configs: Iterable[int], runs: list[list[_GraphRun]], epoch: int) -> No
     for index in configs:
         for run in (r for r in runs[index] if r.active):
             run.active = False
-            run.result.status, run.result.reason = STOPPED, f"stopped by ASHA at epoch {epoch}"
+            run.result.status, run.result.reason = Status.STOPPED, f"stopped by ASHA at epoch {epoch}"
 
 
 def _result(config: TrainConfig, group: list[_GraphRun], device: torch.device) -> ConfigResult:
@@ -309,8 +318,3 @@ def _result(config: TrainConfig, group: list[_GraphRun], device: torch.device) -
     epochs = sum(r.result.epochs for r in group)
     return ConfigResult(config, [r.result for r in group], seconds=seconds,
                         seconds_per_epoch=seconds / max(epochs, 1), device=str(device))
-
-
-def _mean_or_zero(values: list[float]) -> float:
-    finite = [v for v in values if not math.isnan(v)]
-    return sum(finite) / len(values) if finite else 0.0

@@ -2,26 +2,41 @@
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections.abc import Sequence
 from typing import Any
 
-from search._config import TrainConfig
-from search._store import now
-from search._train import ConfigResult, RunResult
+from orthotune.core import (
+    ConfigResult,
+    Group,
+    RunResult,
+    Status,
+    TrainConfig,
+    by_group,
+    column_name,
+    declared,
+    mean,
+    std,
+)
+from orthotune.search.store._store import now
 
-#: TrainConfig fields whose store column has another name.
-RENAMED = {"epochs": "max_epochs"}
-#: Ortho-GConv's own values: null for the original backbone, which has none.
-ORTHO_ONLY = ("T", "beta", "lam", "centre_rows", "norm_groups", "squared_norm")
+#: Columns of Ortho-GConv's own searched values: null for the original backbone, which has none.
+ORTHO_ONLY = tuple(f.name for f in by_group(TrainConfig, Group.ORTHO))
 
 
 def config_columns(config: TrainConfig) -> dict[str, Any]:
-    columns = {RENAMED.get(k, k): v for k, v in config.to_dict().items()}
+    """The config as the store's columns (names and nulls derived from the declarations)."""
+    columns = {column_name(f): getattr(config, f.name) for f in declared(TrainConfig)}
+    columns["splits"], columns["seeds"] = list(config.splits), list(config.seeds)
     if not config.ortho:
         columns.update(dict.fromkeys(ORTHO_ONLY))
     return columns
+
+
+def config_from_columns(row: dict[str, Any]) -> dict[str, Any]:
+    """The inverse of :func:`config_columns`: a ``TrainConfig.from_dict`` mapping (nulls dropped)."""
+    values = {f.name: row.get(column_name(f)) for f in declared(TrainConfig)}
+    return {k: v for k, v in values.items() if v is not None}
 
 
 def trial_row(
@@ -34,30 +49,31 @@ def trial_row(
 ) -> dict[str, Any]:
     """The ``trials`` row of one config: objective, per-repeat values, steadiness, versions."""
     runs = result.runs
-    usable = [r for r in runs if r.status != "failed"]
+    usable = [r for r in runs if r.status != Status.FAILED]
     grad_norms = _mean_per_layer([r.grad_norms for r in usable])
     return {
         "search": search,
         "trial_id": trial_id,
         "tune_trial_id": tune_trial_id,
-        "status": status,
+        "status": Status(status).value,
         "reason": reason or None,
         **config_columns(result.config),
-        "val_acc": _mean([r.val_acc for r in runs]),
-        "val_acc_std": _std([r.val_acc for r in runs]),
-        "test_acc": _mean([r.test_acc for r in runs]),
-        "test_acc_std": _std([r.test_acc for r in runs]),
+        "val_acc": mean([r.val_acc for r in runs]),
+        "val_acc_std": std([r.val_acc for r in runs]),
+        "test_acc": mean([r.test_acc for r in runs]),
+        "test_acc_std": std([r.test_acc for r in runs]),
         "repeat_split": [r.split for r in runs],
         "repeat_seed": [r.seed for r in runs],
-        "repeat_status": [r.status for r in runs],
+        "repeat_status": [Status(r.status).value for r in runs],
         "repeat_val_acc": [r.val_acc for r in runs],
         "repeat_test_acc": [r.test_acc for r in runs],
+        "repeat_val_loss": [r.val_loss for r in runs],
         "repeat_best_epoch": [r.best_epoch for r in runs],
         "repeat_epochs": [r.epochs for r in runs],
         "epochs": max((r.epochs for r in runs), default=0),
         "best_epoch": max((r.best_epoch for r in runs), default=0),
-        "m_sig": _mean([r.m_sig for r in usable]),
-        "smoothness": _mean([r.smoothness for r in usable]),
+        "m_sig": mean([r.m_sig for r in usable]),
+        "smoothness": mean([r.smoothness for r in usable]),
         "grad_norms": grad_norms,
         "grad_norm_ratio": _ratio(grad_norms),
         "seconds": result.seconds,
@@ -91,15 +107,6 @@ def library_versions() -> dict[str, str]:
         "ray_version": ray.__version__,
         "optuna_version": optuna.__version__,
     }
-
-
-def _mean(values: Sequence[float]) -> float:
-    return float(statistics.fmean(values)) if values else math.nan
-
-
-def _std(values: Sequence[float]) -> float:
-    """Population std over the repeats (0 for one repeat), as the paper's tables report."""
-    return float(statistics.pstdev(values)) if values else math.nan
 
 
 def _mean_per_layer(norms: Sequence[Sequence[float]]) -> list[float]:

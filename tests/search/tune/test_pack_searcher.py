@@ -2,7 +2,7 @@
 
 from ray.tune.search import Searcher
 
-from search._packing import PackSearcher, pack_points
+from orthotune.search.tune import PackSearcher, pack_points
 
 
 class Recording(Searcher):
@@ -75,7 +75,7 @@ def test_grid_points_pack_by_key_in_order():
 
 
 def test_point_searcher_gives_each_point_once_then_finishes():
-    from search._packing import PointSearcher
+    from orthotune.search.tune import PointSearcher
 
     points = [{"pack": [{"depth": 2}, {"depth": 2}]}, {"depth": 4}]
     searcher = PointSearcher(points, metric="val_acc", mode="max")

@@ -17,9 +17,8 @@ from typing import Any
 import torch
 from ray import tune
 
-from search._config import TrainConfig
-from search._run import run_configs
-from search._train import FAILED, ConfigResult, EpochReport, choose_device
+from orthotune.core import ConfigResult, EpochReport, Status, TrainConfig
+from orthotune.search.training import choose_device, run_configs
 
 OBJECTIVE = "val_acc"
 TIME_ATTR = "epoch"
@@ -102,7 +101,7 @@ class _Reporter:
 
 def _objective(result: ConfigResult) -> float:
     value = result.mean("val_acc")
-    return value if result.status != FAILED and math.isfinite(value) else 0.0
+    return value if result.status != Status.FAILED and math.isfinite(value) else 0.0
 
 
 def result_to_dict(result: ConfigResult) -> dict[str, Any]:

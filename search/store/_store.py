@@ -29,13 +29,17 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute  # noqa: F401  (pa.compute)
 import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from orthotune.errors import OrthotuneError
+from orthotune.core import OrthotuneError, TrainConfig, column_name, declared
 
-SCHEMA_VERSION = 1
+#: v2 added the variant switches of the config (bound, transform, hybrid, ...) and
+#: ``repeat_val_loss``; v1 files are read through :func:`upgrade_v1` (their runs used the
+#: switches' v1 behaviour, which :data:`V1_VARIANT` states).
+SCHEMA_VERSION = 2
 MARKER = "orthotune-store.json"
 STORE_FORMAT = "orthotune-store"
 SEARCH_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
@@ -45,38 +49,31 @@ PARTITION = pa.schema([pa.field("search", pa.string())])
 
 _ints = pa.list_(pa.int32())
 _floats = pa.list_(pa.float64())
+_ARROW = {"int": pa.int32(), "float": pa.float64(), "bool": pa.bool_(), "str": pa.string(), "ints": _ints}
+_REQUIRED = {"dataset", "setting", "backbone"}
+
+
+def config_fields() -> list[pa.Field]:
+    """One typed column per :class:`TrainConfig` field, derived from its declaration."""
+    return [pa.field(column_name(f), _ARROW[f.metadata["rule"].kind], nullable=f.name not in _REQUIRED)
+            for f in declared(TrainConfig)]
+
+
+#: What a v1 store's runs did for the switches v1 had no column for (v1 trained the paper
+#: text's literal Frobenius bounding, selected on validation accuracy, linear layout).
+V1_VARIANT = dict(bound="frobenius", transform="newton", hybrid="init", target="cI", target_trainable=True,
+                  input_T=0, variant="v1", layout="linear", conv_bias=True, batch_norm=False,
+                  feature_transform=True, gcnii_variant=False, directed=False, selection="val_acc")
 
 TRIALS_SCHEMA = pa.schema(
     [
         pa.field("search", pa.string(), nullable=False),
         pa.field("trial_id", pa.string(), nullable=False),
         pa.field("tune_trial_id", pa.string()),  # the Ray Tune trial that trained it
-        pa.field("status", pa.string(), nullable=False),  # completed | stopped | failed
+        pa.field("status", pa.string(), nullable=False),  # a Status value
         pa.field("reason", pa.string()),
-        # the config, one typed column per value (T/beta/lam are null for the original arm)
-        pa.field("dataset", pa.string(), nullable=False),
-        pa.field("setting", pa.string(), nullable=False),
-        pa.field("backbone", pa.string(), nullable=False),
-        pa.field("depth", pa.int32()),
-        pa.field("ortho", pa.bool_()),
-        pa.field("T", pa.int32()),
-        pa.field("beta", pa.float64()),
-        pa.field("lam", pa.float64()),
-        pa.field("centre_rows", pa.bool_()),
-        pa.field("norm_groups", pa.int32()),
-        pa.field("squared_norm", pa.bool_()),
-        pa.field("hidden", pa.int32()),
-        pa.field("lr", pa.float64()),
-        pa.field("weight_decay", pa.float64()),
-        pa.field("dropout", pa.float64()),
-        pa.field("max_epochs", pa.int32()),
-        pa.field("patience", pa.int32()),
-        pa.field("alpha", pa.float64()),
-        pa.field("theta", pa.float64()),
-        pa.field("jk", pa.string()),
-        pa.field("batch_size", pa.int32()),
-        pa.field("splits", _ints),
-        pa.field("seeds", _ints),
+        # the config, one typed column per declared field (Ortho-GConv values null for the original arm)
+        *config_fields(),
         # the objective and what the reports read (test at the validation-best epoch)
         pa.field("val_acc", pa.float64()),
         pa.field("val_acc_std", pa.float64()),
@@ -87,6 +84,7 @@ TRIALS_SCHEMA = pa.schema(
         pa.field("repeat_status", pa.list_(pa.string())),
         pa.field("repeat_val_acc", _floats),
         pa.field("repeat_test_acc", _floats),
+        pa.field("repeat_val_loss", _floats),
         pa.field("repeat_best_epoch", _ints),
         pa.field("repeat_epochs", _ints),
         pa.field("epochs", pa.int32()),  # epochs trained (most over the repeats)
@@ -119,12 +117,12 @@ EPOCHS_SCHEMA = pa.schema(
         pa.field("train_loss", pa.float64()),
         pa.field("val_acc", pa.float64()),
         pa.field("test_acc", pa.float64()),
+        pa.field("val_loss", pa.float64()),
     ],
     metadata={"orthotune.schema_version": str(SCHEMA_VERSION)},
 )
 
 TABLES = {"trials": TRIALS_SCHEMA, "epochs": EPOCHS_SCHEMA}
-STATUSES = ("completed", "stopped", "failed")
 
 
 def check_search_name(name: str) -> str:
@@ -236,10 +234,14 @@ class Store:
         )
 
     def read(self, table: str, search: str | None = None) -> pa.Table:
-        """A whole table (optionally one search's rows), in the declared schema."""
+        """A whole table (optionally one search's rows), in the declared schema.
+
+        Rows written by schema v1 (no variant columns) come back with :data:`V1_VARIANT`.
+        """
         dataset = self.dataset(table)
         where = None if search is None else ds.field("search") == search
-        return dataset.to_table(filter=where).cast(TABLES[table])
+        data = dataset.to_table(filter=where).cast(TABLES[table])
+        return upgrade_v1(data) if table == "trials" else data
 
     # -- searches -----------------------------------------------------------------------
 
@@ -283,3 +285,18 @@ def _safe(trial_id: str) -> str:
 
 def now() -> datetime:
     return datetime.now(UTC)
+
+
+def upgrade_v1(trials: pa.Table) -> pa.Table:
+    """Fill the columns v1 rows lack (``selection`` is null only in v1 rows) with v1's behaviour."""
+    if trials.num_rows == 0:
+        return trials
+    is_v1 = pa.compute.is_null(trials["selection"])
+    if not pa.compute.any(is_v1).as_py():
+        return trials
+    for name, value in V1_VARIANT.items():
+        index = trials.schema.get_field_index(name)
+        column = trials[name]
+        filled = pa.compute.if_else(is_v1, pa.scalar(value, column.type), column)
+        trials = trials.set_column(index, trials.schema.field(index), filled)
+    return trials

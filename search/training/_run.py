@@ -1,6 +1,6 @@
 """One entry point to train configs of any task: load the data once per process, dispatch.
 
-Node classification (``train_node``) and graph classification register a :class:`Task`
+Node classification (``train_node``) and graph classification register a :class:`Trainer`
 here; the CLI, the Ray trainable and the benchmarks call :func:`run_configs` and never
 branch on the task themselves.
 """
@@ -14,30 +14,29 @@ from typing import Any
 
 import torch
 
-from orthotune.registry import Registry
-from search._config import TrainConfig
-from search._data import DATASETS, DataRoot, load_node_data
-from search._graph import load_graph_data, train_graph
-from search._train import ConfigResult, EpochCallback, train_node
+from orthotune.core import DATASETS, ConfigResult, EpochCallback, Registry, TrainConfig
+from orthotune.search.training._data import DataRoot, load_node_data
+from orthotune.search.training._graph import load_graph_data, train_graph
+from orthotune.search.training._node import train_node
 
 
 @dataclass(frozen=True)
-class Task:
+class Trainer:
     """How one kind of dataset is loaded (once per process) and trained."""
 
     load: Callable[[str, str, DataRoot], Any]
     train: Callable[[Sequence[TrainConfig], Any, torch.device, EpochCallback | None], list[ConfigResult]]
 
 
-TASKS: Registry[Task] = Registry("task")
-TASKS.add("node", Task(load_node_data, train_node))
-TASKS.add("graph", Task(load_graph_data, train_graph))
+TRAINERS: Registry[Trainer] = Registry("trainer")
+TRAINERS.add("node", Trainer(load_node_data, train_node))
+TRAINERS.add("graph", Trainer(load_graph_data, train_graph))
 
 
 @lru_cache(maxsize=8)
 def task_data(dataset: str, setting: str, data_root: str | None, device: str) -> Any:
     """The dataset ready on ``device``, loaded once per process (Ray workers are reused)."""
-    task = TASKS.get(DATASETS.get(dataset).task)
+    task = TRAINERS.get(DATASETS.get(dataset).task)
     data = task.load(dataset, setting, DataRoot.resolve(data_root))
     return data.to(torch.device(device))
 
@@ -50,6 +49,6 @@ def run_configs(
 ) -> list[ConfigResult]:
     """Train configs that share a pack key as one packed model on ``device``."""
     first = configs[0]
-    task = TASKS.get(DATASETS.get(first.dataset).task)
+    task = TRAINERS.get(DATASETS.get(first.dataset).task)
     data = task_data(first.dataset, first.setting, data_root, str(device))
     return task.train(list(configs), data, device, on_epoch)

@@ -1,7 +1,7 @@
 import pytest
 
-from orthotune import OrthotuneError
-from search import DataRoot, load_dataset, load_node_data
+from orthotune.core import OrthotuneError
+from orthotune.search.training import DataRoot, load_dataset, load_node_data
 
 # nodes, directed edges as PyG loads them, features, classes, split-0 train/val/test sizes
 EXPECTED = {

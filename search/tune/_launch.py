@@ -14,14 +14,14 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from orthotune.errors import OrthotuneError, check
-from orthotune.registry import Registry
-from search._data import DataRoot
-from search._packing import PackSearcher, PointSearcher, RungBoard, pack_points
-from search._recorder import ProgressLine, StoreRecorder, member_statuses
-from search._store import Store, check_search_name, now
-from search._trainable import OBJECTIVE, TIME_ATTR, TrialContext, member_configs, train_trial
-from spaces import SearchSpace, parse_space
+from orthotune.core import OrthotuneError, Registry, check
+from orthotune.search.store import Store, check_search_name, now
+from orthotune.search.training import DataRoot
+from orthotune.search.tune._packing import PackSearcher, PointSearcher, RungBoard, pack_points
+from orthotune.search.tune._progress import ProgressLine
+from orthotune.search.tune._recorder import StoreRecorder, member_statuses
+from orthotune.search.tune._space import SearchSpace
+from orthotune.search.tune._trainable import OBJECTIVE, TIME_ATTR, TrialContext, member_configs, train_trial
 
 SEARCHERS: Registry[Callable[[SearchSpace, int], Any]] = Registry("search algorithm")
 SCHEDULERS: Registry[Callable[[SearchSpace], Any]] = Registry("scheduler")
@@ -114,7 +114,9 @@ class LaunchOptions:
         return values
 
     @classmethod
-    def from_meta(cls, values: dict[str, Any]) -> LaunchOptions:
+    def from_meta(cls, values: dict[str, Any], parse_space: Callable[[dict[str, Any]], SearchSpace]) -> LaunchOptions:
+        """Options saved by :meth:`to_meta`; ``parse_space`` reads the space back (the spaces
+        layer sits above this one, so it is handed in)."""
         values = dict(values)
         values["space"] = parse_space(values["space"])
         if values.get("points") is not None:
@@ -145,14 +147,15 @@ def launch(options: LaunchOptions, progress: bool = True) -> SearchOutcome:
     return _fit(tuner, store, options)
 
 
-def resume(store_uri: str, name: str, address: str | None = None, progress: bool = True) -> SearchOutcome:
+def resume(store_uri: str, name: str, parse_space: Callable[[dict[str, Any]], SearchSpace],
+           address: str | None = None, progress: bool = True) -> SearchOutcome:
     """Continue a search whose driver died: finished trials are kept, the rest run."""
     from ray import tune
 
     store = Store.open(store_uri)
     meta = store.search_meta(name)
     options = LaunchOptions.from_meta({**meta["options"], "store": store_uri,
-                                       "address": address or meta["options"].get("address")})
+                                       "address": address or meta["options"].get("address")}, parse_space)
     path = f"{store.tune_path()}/{name}"
     if not tune.Tuner.can_restore(path):
         raise OrthotuneError(f"search {name!r} has no Ray Tune state at {path!r} to resume from")

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from search import DataRoot, TrainConfig, load_node_data, train_node
+from orthotune.core import TrainConfig
+from orthotune.search.training import DataRoot, load_node_data, train_node
 
 NODES, CLASSES = 60, 40
 
@@ -43,7 +44,7 @@ def test_official_split_loads_and_trains(tmp_path):
     train, val, test = data.masks([0])
     assert (int(train.sum()), int(val.sum()), int(test.sum())) == (36, 12, 12)
     assert sorted(p.name for p in (tmp_path / "data").rglob("*")) == before  # read-only root
-    config = TrainConfig("ogbn-arxiv", depth=2, hidden=16, epochs=3)
+    config = TrainConfig(dataset="ogbn-arxiv", depth=2, hidden=16, epochs=3)
     result = train_node(config, data, torch.device("cpu"))[0]
     assert result.status == "completed" and 0.0 <= result.runs[0].test_acc <= 1.0
 
@@ -52,7 +53,7 @@ def test_official_split_loads_and_trains(tmp_path):
 def test_gcnii_trains_on_the_official_split_with_ogb_evaluator(tmp_path, ortho):
     make_tiny_arxiv(tmp_path / "data")
     data = load_node_data("ogbn-arxiv", None, DataRoot.resolve(tmp_path / "data"))
-    config = TrainConfig("ogbn-arxiv", backbone="gcnii", depth=8, ortho=ortho, hidden=16, epochs=4, patience=10)
+    config = TrainConfig(dataset="ogbn-arxiv", backbone="gcnii", depth=8, ortho=ortho, hidden=16, epochs=4, patience=10)
     result = train_node(config, data, torch.device("cpu"))[0]
     run = result.runs[0]
     assert result.status == "completed" and run.epochs == 4 and 1 <= run.best_epoch <= 4

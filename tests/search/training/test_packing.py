@@ -5,14 +5,14 @@ import math
 import pytest
 import torch
 
-from search import TrainConfig, train_node
-from search._train import pack_key
+from orthotune.core import TrainConfig
+from orthotune.search.training import pack_key, train_node
 
 CPU = torch.device("cpu")
 
 
 def _config(**values) -> TrainConfig:
-    return TrainConfig("cora", depth=2, dropout=0.0, **values)
+    return TrainConfig(dataset="cora", depth=2, dropout=0.0, **values)
 
 
 def _alone(config: TrainConfig, cora):

@@ -2,13 +2,14 @@ import math
 
 import torch
 
-from search import TrainConfig, train_node
+from orthotune.core import TrainConfig
+from orthotune.search.training import train_node
 
 CPU = torch.device("cpu")
 
 
 def test_training_learns_and_selects_on_validation(cora):
-    config = TrainConfig("cora", depth=2, ortho=True, epochs=60, splits=(0, 1))
+    config = TrainConfig(dataset="cora", depth=2, ortho=True, epochs=60, splits=(0, 1))
     result = train_node(config, cora, CPU)[0]
     assert result.status == "completed"
     for run in result.runs:
@@ -18,7 +19,7 @@ def test_training_learns_and_selects_on_validation(cora):
 
 
 def test_training_is_deterministic(cora):
-    config = TrainConfig("cora", depth=4, epochs=15)
+    config = TrainConfig(dataset="cora", depth=4, epochs=15)
     first = train_node(config, cora, CPU)[0].runs[0]
     second = train_node(config, cora, CPU)[0].runs[0]
     assert (first.val_acc, first.test_acc, first.best_epoch) == (
@@ -27,7 +28,7 @@ def test_training_is_deterministic(cora):
 
 
 def test_packed_configs_equal_lone_configs_without_dropout(cora):
-    configs = [TrainConfig("cora", depth=4, T=t, beta=b, dropout=0.0, epochs=12, seeds=(s,))
+    configs = [TrainConfig(dataset="cora", depth=4, T=t, beta=b, dropout=0.0, epochs=12, seeds=(s,))
                for t, b, s in ((2, 0.3, 0), (5, 0.8, 1))]
     packed = train_node(configs, cora, CPU)
     for config, result in zip(configs, packed):
@@ -37,7 +38,7 @@ def test_packed_configs_equal_lone_configs_without_dropout(cora):
 
 
 def test_divergence_is_a_failed_run_with_reason(cora):
-    config = TrainConfig("cora", depth=4, T=60, beta=1.0, epochs=5)
+    config = TrainConfig(dataset="cora", depth=4, T=60, beta=1.0, epochs=5)
     result = train_node(config, cora, CPU)[0]
     assert result.status == "failed"
     assert "non-finite" in result.reason
@@ -45,6 +46,6 @@ def test_divergence_is_a_failed_run_with_reason(cora):
 
 def test_callback_sees_every_epoch(cora):
     seen = []
-    train_node(TrainConfig("cora", epochs=5, patience=50), cora, CPU, seen.append)
+    train_node(TrainConfig(dataset="cora", epochs=5, patience=50), cora, CPU, seen.append)
     assert [r.epoch for r in seen] == [1, 2, 3, 4, 5]
     assert all(0.0 <= r.best_val[0] <= 1.0 for r in seen)

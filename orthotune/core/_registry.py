@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Generic, TypeVar
 
-from orthotune.errors import ConfigError
+from orthotune.core._errors import ConfigError
 
 T = TypeVar("T")
 

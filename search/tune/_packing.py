@@ -27,8 +27,8 @@ from typing import Any
 import ray
 from ray.tune.search import Searcher
 
-from search._config import TrainConfig
-from search._train import pack_key
+from orthotune.core import TrainConfig
+from orthotune.search.training import pack_key
 
 PackKey = Callable[[dict[str, Any]], tuple]
 
@@ -177,7 +177,7 @@ class RungBoard:
         """For each ``(config id, epoch, objective)``: should that config stop now?"""
         from ray.tune.schedulers import TrialScheduler
 
-        from search._trainable import OBJECTIVE, TIME_ATTR
+        from orthotune.search.tune._trainable import OBJECTIVE, TIME_ATTR
 
         verdicts = []
         for member_id, epoch, objective in reports:

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from orthotune.cli import main
-from orthotune.errors import ConfigError
-from search import DATASETS, TASKS, TrainConfig, load_graph_data, make_folds, run_configs, train_graph
+from orthotune.core import DATASETS, ConfigError, TrainConfig
+from orthotune.search.training import TRAINERS, load_graph_data, make_folds, run_configs, train_graph
 
 CPU = torch.device("cpu")
 #: Small and quick, but the real protocol otherwise (folds, batches, selection).
@@ -48,24 +48,24 @@ def test_folds_are_saved_in_the_cache_and_stable(proteins, data_root):
 
 
 def test_graph_task_is_registered_and_configs_check_backbones():
-    assert DATASETS.get("proteins").task == "graph" and TASKS.get("graph").train is train_graph
-    config = TrainConfig("proteins")
+    assert DATASETS.get("proteins").task == "graph" and TRAINERS.get("graph").train is train_graph
+    config = TrainConfig(dataset="proteins")
     assert (config.backbone, config.depth, config.setting, config.hidden, config.batch_size) == (
         "gunet", 3, "cv10", 64, 64)
-    dd = TrainConfig("dd", splits=tuple(range(10)))
+    dd = TrainConfig(dataset="dd", splits=tuple(range(10)))
     assert (dd.hidden, dd.batch_size, dd.dropout, dd.lr, dd.epochs) == (128, 32, 0.3, 1e-3, 200)
     with pytest.raises(ConfigError, match="backbone 'gcn' does not apply to graph-classification.*valid: gunet"):
-        TrainConfig("proteins", backbone="gcn")
+        TrainConfig(dataset="proteins", backbone="gcn")
     with pytest.raises(ConfigError, match="valid: gcn, jknet, gcnii"):
-        TrainConfig("cora", backbone="gunet")
+        TrainConfig(dataset="cora", backbone="gunet")
     with pytest.raises(ConfigError, match="unknown key|unknown config key 'ratio'"):
         TrainConfig.from_dict({"dataset": "proteins", "ratio": 0.5})
 
 
 def test_run_configs_trains_folds_and_reports_every_epoch():
     seen = []
-    config = TrainConfig("proteins", splits=(0, 1), epochs=2, **QUICK)
-    original = TrainConfig("proteins", ortho=False, splits=(2,), epochs=2, **QUICK)
+    config = TrainConfig(dataset="proteins", splits=(0, 1), epochs=2, **QUICK)
+    original = TrainConfig(dataset="proteins", ortho=False, splits=(2,), epochs=2, **QUICK)
     results = run_configs([config, original], CPU, on_epoch=seen.append)
     assert [r.config for r in results] == [config, original]
     assert [e.epoch for e in seen] == [1, 2]
@@ -87,13 +87,13 @@ def test_run_configs_trains_folds_and_reports_every_epoch():
 
 
 def test_a_run_does_not_depend_on_the_runs_beside_it(proteins):
-    alone = train_graph(TrainConfig("proteins", splits=(1,), epochs=1, **QUICK), proteins, CPU)[0].runs[0]
-    beside = train_graph(TrainConfig("proteins", splits=(0, 1), epochs=1, **QUICK), proteins, CPU)[0].runs[1]
+    alone = train_graph(TrainConfig(dataset="proteins", splits=(1,), epochs=1, **QUICK), proteins, CPU)[0].runs[0]
+    beside = train_graph(TrainConfig(dataset="proteins", splits=(0, 1), epochs=1, **QUICK), proteins, CPU)[0].runs[1]
     assert (alone.val_acc, alone.test_acc, alone.grad_norms) == (beside.val_acc, beside.test_acc, beside.grad_norms)
 
 
 def test_divergence_ends_failed_with_a_reason(proteins):
-    config = TrainConfig("proteins", T=60, beta=1.0, epochs=3, **QUICK)
+    config = TrainConfig(dataset="proteins", T=60, beta=1.0, epochs=3, **QUICK)
     result = train_graph(config, proteins, CPU)[0]
     assert result.status == "failed"
     assert "non-finite Ortho-GConv weight" in result.reason and "epoch 1" in result.reason
@@ -101,7 +101,7 @@ def test_divergence_ends_failed_with_a_reason(proteins):
 
 def test_bad_fold_is_a_config_error(proteins):
     with pytest.raises(ConfigError, match=r"split=10 must be a fold index in \[0, 9\]"):
-        train_graph(TrainConfig("proteins", splits=(10,), epochs=1, **QUICK), proteins, CPU)
+        train_graph(TrainConfig(dataset="proteins", splits=(10,), epochs=1, **QUICK), proteins, CPU)
 
 
 def test_cli_train_on_proteins_json(capsys):

@@ -8,7 +8,7 @@ import pytest
 import yaml
 from ray.autoscaler._private.util import prepare_config, validate_config
 
-CONFIG = Path(__file__).resolve().parents[2] / "ray_cluster.yaml"
+CONFIG = Path(__file__).resolve().parents[3] / "ray_cluster.yaml"
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from search._store import Store
+from orthotune.search.store import Store
 
 SPACE = {
     "name": "test",

@@ -32,15 +32,25 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from models import (
+from orthotune.core import (
+    ConfigResult,
+    EpochCallback,
+    EpochReport,
+    OrthotuneError,
+    RunResult,
+    Status,
+    TrainConfig,
+    check,
+    mean_or_zero,
+)
+from orthotune.models import (
     BACKBONES,
     OrthoGNN,
     adjacency,
@@ -49,75 +59,8 @@ from models import (
     signal_magnification,
     smoothness,
 )
-from orthotune.errors import OrthotuneError, check
-from search._config import TrainConfig
-from search._data import NodeData
-from search._memory import retain_freed_memory
-
-COMPLETED, STOPPED, FAILED = "completed", "stopped", "failed"
-
-
-@dataclass
-class RunResult:
-    """One repeat (split or seed) of one config."""
-
-    split: int
-    seed: int
-    status: str = COMPLETED
-    reason: str = ""
-    val_acc: float = float("nan")
-    test_acc: float = float("nan")
-    best_epoch: int = 0
-    epochs: int = 0
-    m_sig: float = float("nan")
-    smoothness: float = float("nan")
-    grad_norms: list[float] = field(default_factory=list)
-
-
-@dataclass
-class ConfigResult:
-    """A config's repeats; its objective is the mean validation accuracy over them."""
-
-    config: TrainConfig
-    runs: list[RunResult]
-    seconds: float = 0.0
-    seconds_per_epoch: float = 0.0
-    device: str = "cpu"
-
-    @property
-    def status(self) -> str:
-        """failed if any repeat failed, else stopped if the scheduler stopped it, else completed."""
-        statuses = {r.status for r in self.runs}
-        return next((s for s in (FAILED, STOPPED) if s in statuses), COMPLETED)
-
-    @property
-    def reason(self) -> str:
-        return next((r.reason for r in self.runs if r.status in (FAILED, STOPPED)), "")
-
-    def mean(self, key: str) -> float:
-        values = [getattr(r, key) for r in self.runs]
-        return float(sum(values) / len(values))
-
-    def std(self, key: str) -> float:
-        values = torch.tensor([getattr(r, key) for r in self.runs], dtype=torch.float64)
-        return float(values.std(unbiased=False)) if len(values) > 1 else 0.0
-
-
-@dataclass
-class EpochReport:
-    """What a callback sees after each epoch: one entry per config in the pack."""
-
-    epoch: int
-    train_loss: list[list[float]]  # [config][run]
-    val_acc: list[list[float]]
-    test_acc: list[list[float]]
-    best_val: list[float]  # per config: mean over runs of the best validation so far
-    active: list[bool]  # per config: still training
-    runs: list[list[RunResult]] = field(default_factory=list)  # per config and run, so far
-
-
-#: Called after every epoch; may return the indices of configs to stop now (ASHA's verdicts).
-EpochCallback = Callable[[EpochReport], Iterable[int] | None]
+from orthotune.search.training._data import NodeData
+from orthotune.search.training._memory import retain_freed_memory
 
 
 def choose_device(requested: str | None = None) -> torch.device:
@@ -257,7 +200,7 @@ class _PackTrainer:
         for p, owner in enumerate(self.owner):
             if owner in configs and bool(active[p]):
                 active[p] = False
-                self.results[p].status, self.results[p].reason = STOPPED, f"stopped by ASHA at epoch {epoch}"
+                self.results[p].status, self.results[p].reason = Status.STOPPED, f"stopped by ASHA at epoch {epoch}"
 
     def _step(self, active: Tensor, epoch: int) -> Tensor:
         self.model.train()
@@ -310,7 +253,7 @@ class _PackTrainer:
         for p in torch.nonzero(failing).flatten().tolist():
             bad_weight = any(not bool(torch.isfinite(w[p]).all()) for w in weights)
             what = "Ortho-GConv weight (Newton iteration overflow)" if bad_weight else "loss"
-            self.results[p].status = FAILED
+            self.results[p].status = Status.FAILED
             self.results[p].reason = f"non-finite {what} at epoch {epoch}"
 
     def _remember(self, improved: Tensor, val: Tensor, test: Tensor, epoch: int) -> None:
@@ -339,7 +282,7 @@ class _PackTrainer:
         m_sig = signal_magnification(out.first, out.last).detach()
         smooth = smoothness(out.last.detach())
         for p, result in enumerate(self.results):
-            if result.status != FAILED:
+            if result.status != Status.FAILED:
                 result.m_sig, result.smoothness = float(m_sig[p]), float(smooth[p])
                 result.grad_norms = [float(v) for v in norms[p]]
 
@@ -353,7 +296,7 @@ class _PackTrainer:
         alive = per_config(active.float())
         return EpochReport(
             epoch, per_config(loss), per_config(val), per_config(test),
-            [_mean_or_zero(b) for b in best], [any(a) for a in alive], self._snapshot(),
+            [mean_or_zero(b) for b in best], [any(a) for a in alive], self._snapshot(),
         )
 
     def _snapshot(self) -> list[list[RunResult]]:
@@ -387,8 +330,3 @@ def _ogb_evaluator(name: str):
 
 def _accuracy(correct: Tensor, mask: Tensor) -> Tensor:
     return (correct * mask).sum(0) / mask.sum(0).clamp_min(1)
-
-
-def _mean_or_zero(values: list[float]) -> float:
-    finite = [v for v in values if not math.isnan(v)]
-    return sum(finite) / len(values) if finite else 0.0

@@ -13,8 +13,7 @@ import hashlib
 import os
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
-from functools import lru_cache
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -24,8 +23,7 @@ from torch import Tensor
 from torch_geometric.data import Data
 from torch_geometric.utils import to_torch_csr_tensor
 
-from orthotune.errors import OrthotuneError
-from orthotune.registry import Registry
+from orthotune.core import DATASETS, DatasetInfo, OrthotuneError, Registry
 
 DATA_ROOT_ENV = "ORTHOTUNE_DATA_ROOT"
 CACHE_ENV = "ORTHOTUNE_CACHE"
@@ -57,23 +55,9 @@ def cache_dir() -> Path:
     return Path(base) / "orthotune"
 
 
-@dataclass(frozen=True)
-class DatasetInfo:
-    """A dataset of the protocol: where its raw files lie and how PyG/OGB load it."""
-
-    name: str
-    task: str  # "node" or "graph"
-    settings: tuple[str, ...]  # the first is the default
-    subdir: str  # below the data root
-    load: Callable[[Path, str], object] = field(repr=False)
-
-    @property
-    def default_setting(self) -> str:
-        return self.settings[0]
-
-
-DATASETS: Registry[DatasetInfo] = Registry("dataset")
-SETTINGS = ("full", "semi", "official", "cv10")
+#: How each dataset of the catalogue (``orthotune.core.DATASETS``) is loaded: PyG's and OGB's
+#: own loaders, called with a writable root and the setting.
+LOADERS: Registry[Callable[[Path, str], object]] = Registry("dataset loader")
 
 
 def _planetoid(name: str) -> Callable[[Path, str], object]:
@@ -116,36 +100,23 @@ def _ogbn_arxiv(root: Path, setting: str):
 
 
 for _name in ("Cora", "CiteSeer", "PubMed"):
-    DATASETS.add(
-        _name.lower(),
-        DatasetInfo(_name.lower(), "node", ("full", "semi"), f"Planetoid/{_name}", _planetoid(_name)),
-    )
+    LOADERS.add(_name.lower(), _planetoid(_name))
 for _name in ("Cornell", "Texas", "Wisconsin"):
-    DATASETS.add(
-        _name.lower(),
-        DatasetInfo(_name.lower(), "node", ("full",), f"WebKB/{_name.lower()}", _webkb(_name)),
-    )
-DATASETS.add("ogbn-arxiv", DatasetInfo("ogbn-arxiv", "node", ("official",), "ogbn_arxiv", _ogbn_arxiv))
-DATASETS.add("proteins", DatasetInfo("proteins", "graph", ("cv10",), "TUDataset/PROTEINS", _tudataset("PROTEINS")))
-DATASETS.add("dd", DatasetInfo("dd", "graph", ("cv10",), "TUDataset/DD", _tudataset("DD")))
-
-
-def check_setting(info: DatasetInfo, setting: str) -> None:
-    if setting not in info.settings:
-        raise OrthotuneError(
-            f"setting {setting!r} is not available for {info.name}; valid: {', '.join(info.settings)}"
-        )
+    LOADERS.add(_name.lower(), _webkb(_name))
+LOADERS.add("ogbn-arxiv", _ogbn_arxiv)
+LOADERS.add("proteins", _tudataset("PROTEINS"))
+LOADERS.add("dd", _tudataset("DD"))
 
 
 def load_dataset(name: str, setting: str | None = None, data_root: DataRoot | None = None):
     """The PyG dataset object for ``name`` in ``setting``, loaded by its own loader."""
     info = DATASETS.get(name)
     setting = setting or info.default_setting
-    check_setting(info, setting)
+    info.check_setting(setting)
     data_root = data_root or DataRoot.resolve()
     root = _loader_root(info, data_root)
     with FileLock(str(root / f".{info.name}.lock")):
-        return info.load(root, setting)
+        return LOADERS.get(info.name)(root, setting)
 
 
 def _loader_root(info: DatasetInfo, data_root: DataRoot) -> Path:
@@ -252,12 +223,6 @@ def load_node_data(
         num_classes=int(y.max()) + 1,
         num_edges=num_edges,
     )
-
-
-@lru_cache(maxsize=8)
-def cached_node_data(name: str, setting: str, data_root: str | None) -> NodeData:
-    """Load once per process: Ray workers are reused, so each loads a dataset once."""
-    return load_node_data(name, setting, DataRoot.resolve(data_root))
 
 
 def normalised_adjacency(edge_index: Tensor, num_nodes: int) -> Tensor:

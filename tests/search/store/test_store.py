@@ -7,10 +7,9 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from orthotune.errors import OrthotuneError
-from search import TrainConfig, run_configs
-from search._records import epoch_rows, trial_row
-from search._store import EPOCHS_SCHEMA, MARKER, SCHEMA_VERSION, TRIALS_SCHEMA, Store
+from orthotune.core import OrthotuneError, TrainConfig
+from orthotune.search.store import EPOCHS_SCHEMA, MARKER, SCHEMA_VERSION, TRIALS_SCHEMA, Store, epoch_rows, trial_row
+from orthotune.search.training import run_configs
 
 
 @pytest.fixture(scope="module")
@@ -22,7 +21,7 @@ def trained():
         for repeat, (loss, val, test) in enumerate(zip(report.train_loss[0], report.val_acc[0], report.test_acc[0])):
             history[(repeat, report.epoch)] = {"train_loss": loss, "val_acc": val, "test_acc": test}
 
-    config = TrainConfig("cora", depth=2, ortho=True, T=3, beta=0.5, epochs=3, splits=(0, 1))
+    config = TrainConfig(dataset="cora", depth=2, ortho=True, T=3, beta=0.5, epochs=3, splits=(0, 1))
     result = run_configs([config], torch.device("cpu"), None, on_epoch)[0]
     return result, history
 
@@ -53,7 +52,7 @@ def test_rows_are_typed_and_readable_by_plain_pyarrow(tmp_path, trained):
 
 def test_original_arm_has_null_ortho_values(tmp_path, trained):
     result, history = trained
-    original = type(result)(TrainConfig("cora", ortho=False, splits=(0, 1)), result.runs)
+    original = type(result)(TrainConfig(dataset="cora", ortho=False, splits=(0, 1)), result.runs)
     store = Store.open(str(tmp_path), create=True)
     store.write_trial(trial_row("s", "o", original, "completed"), [])
     row = store.read("trials").to_pylist()[0]
@@ -138,7 +137,7 @@ def test_bad_search_names_are_refused(tmp_path, trained):
 def test_readme_documents_every_column():
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
     section = readme[readme.index("## The store"):readme.index("## Run on a cluster")]
     for schema in (TRIALS_SCHEMA, EPOCHS_SCHEMA):
         missing = [name for name in schema.names if f"`{name}`" not in section]

@@ -1,0 +1,204 @@
+"""The one training-config type: every field declared once, validated at the edge.
+
+The Ortho-GConv fields are declared once in :class:`_OrthoFields`, which both
+:class:`OrthoSettings` (what a model needs) and :class:`TrainConfig` (what a run needs)
+extend. Every field is a :func:`~orthotune.core._fields.option`: its rule, doc and group
+drive validation here and the space parser, store schema, CLI options and report keys
+elsewhere. A new switch is one line here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from orthotune.core._catalogue import DATASETS, REPEATS, TASKS, defaults_for
+from orthotune.core._errors import ConfigError, check
+from orthotune.core._fields import Group, Rule, by_group, declared, option, validate_fields
+
+_O, _V, _C, _T, _R = Group.ORTHO, Group.VARIANT, Group.CELL, Group.TRAIN, Group.REPEATS
+
+
+@dataclass(frozen=True, kw_only=True)
+class _OrthoFields:
+    """Ortho-GConv's values (searched) and switches (the variant: fixed within a cell)."""
+
+    T: int = option(4, Rule("int", 0, 1000), "Newton iterations of the orthogonal transformation", _O)
+    beta: float = option(0.4, Rule("float", 0.0, 1.0),
+                          "hybrid init: Q = beta * Glorot + (1 - beta) * I", _O)
+    lam: float = option(5e-4, Rule("float", 0.0), "weight of the orthogonal regulariser", _O)
+    bound: str = option("covariance", Rule("str", choices=("covariance", "frobenius")),
+                         "spectral bounding before Newton: Q / sqrt(||Q Q^T||_F) (covariance, the "
+                         "authors' code) or Q / ||Q||_F (frobenius, the paper text)", _V)
+    transform: str = option("newton", Rule("str", choices=("newton", "none")),
+                             "orthogonal transformation: Newton's iteration, or none (W = Q, the "
+                             "ablation without transformation)", _V)
+    hybrid: str = option("init", Rule("str", choices=("init", "reparam")),
+                          "beta mixes the initial weight once (init), or W = Ortho(beta P + (1 - beta) I) "
+                          "in every forward pass with P trained (reparam, the authors' code)", _V)
+    target: str = option("cI", Rule("str", choices=("cI", "ones")),
+                          "regulariser target: c * I with a scalar c per layer (cI, the paper), or a "
+                          "d x d matrix initialised to all ones (ones, the authors' code)", _V)
+    target_trainable: bool = option(True, Rule("bool"), "train the regulariser's target (c or the matrix)", _V)
+    squared_norm: bool = option(False, Rule("bool"), "regularise with the squared Frobenius norm", _V)
+    centre_rows: bool = option(False, Rule("bool"),
+                                "centre the weight before bounding (ONI, the authors' code)", _V)
+    norm_groups: int = option(1, Rule("int", 1), "orthogonalise this many groups separately", _V)
+    input_T: int = option(0, Rule("int", 0, 1000),
+                           "orthogonalise the input projection once at initialisation with this many "
+                           "Newton steps (0: off; the authors' code does it)", _V)
+
+
+@dataclass(frozen=True, kw_only=True)
+class OrthoSettings(_OrthoFields):
+    """Hyperparameters of Ortho-GConv for one model (one pack slot)."""
+
+    def __post_init__(self) -> None:
+        validate_fields(self)
+
+    def structure(self) -> tuple:
+        """The switches that must agree for models packed together."""
+        return tuple(getattr(self, f.name) for f in by_group(OrthoSettings, Group.VARIANT) if f.name != "input_T")
+
+
+#: Named bundles of switches. ``default`` is orthotune's; ``paper`` the paper text's literal
+#: form; ``official`` the authors' code (KaiGuo20/Ortho-GConv, model.py and layers.py).
+PROFILES: dict[str, dict[str, Any]] = {
+    "default": {},
+    "paper": dict(bound="frobenius", hybrid="init", target="cI", squared_norm=False, centre_rows=False),
+    "official": dict(bound="covariance", centre_rows=True, hybrid="reparam", target="ones",
+                     squared_norm=True, input_T=4, layout="official", selection="val_loss"),
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainConfig(_OrthoFields):
+    """Everything one training run of one config needs.
+
+    ``splits`` and ``seeds`` name the repeats: run ``i`` uses ``splits[i]`` and ``seeds[i]``;
+    a tuple of length one is broadcast over the other. With ``full`` the repeats are
+    Geom-GCN splits, with ``semi``/``official`` seeds of the single split, with ``cv10`` the
+    folds. Fields left ``None`` take the dataset's and setting's defaults.
+    """
+
+    dataset: str = option(None, Rule("str"), "dataset name", _C)
+    setting: str | None = option(None, Rule("str"), "protocol setting (default: the dataset's first)", _C)
+    backbone: str | None = option(None, Rule("str"), "backbone (default: gcn for node, gunet for graph datasets)", _C)
+    depth: int | None = option(None, Rule("int", 2, 1024),
+                                "graph convolutions (node backbones) or pooling levels (gunet)", _C)
+    ortho: bool = option(True, Rule("bool"), "Ortho-GConv arm (true) or the original backbone (false)", _C)
+    variant: str = option("default", Rule("str"),
+                           "label of the variant (profile or ablation); part of the report's cell key", _V)
+    layout: str = option("linear", Rule("str", choices=("linear", "official")),
+                          "input/output as linear projections (linear) or as graph convolutions "
+                          "(official: the authors' --layer L is L + 2 propagations)", _V)
+    conv_bias: bool = option(True, Rule("bool"), "bias on the hidden convolutions", _V)
+    batch_norm: bool = option(False, Rule("bool"), "BatchNorm after each hidden convolution", _V)
+    feature_transform: bool = option(True, Rule("bool"),
+                                      "hidden transformations W(l); false: propagation only (the paper's "
+                                      "Figure 1d)", _V)
+    jk: str = option("cat", Rule("str", choices=("cat", "max")), "JKNet aggregation", _V)
+    gcnii_variant: bool = option(False, Rule("bool"), "GCNII* (separate weights for the two terms)", _V)
+    directed: bool = option(False, Rule("bool"), "keep the graph directed (the authors' WebKB runs)", _V)
+    selection: str = option("val_acc", Rule("str", choices=("val_acc", "val_loss")),
+                             "the epoch that gives a repeat's result: highest validation accuracy, or "
+                             "lowest validation loss (the authors' code); test is only read there", _V)
+    hidden: int | None = option(None, Rule("int", 1), "hidden width", _T)
+    lr: float | None = option(None, Rule("float", 0.0, low_open=True), "Adam learning rate", _T)
+    weight_decay: float | None = option(None, Rule("float", 0.0), "L2 weight decay (Adam's coupled form)", _T)
+    weight_decay_io: float | None = option(None, Rule("float", 0.0, optional=True),
+                                            "weight decay of the input/output layers (default: weight_decay)",
+                                            _T)
+    dropout: float | None = option(None, Rule("float", 0.0, 1.0, high_open=True), "dropout probability", _T)
+    epochs: int | None = option(None, Rule("int", 1), "most epochs a repeat trains", _T, column="max_epochs")
+    patience: int | None = option(None, Rule("int", 1),
+                                   "stop after this many epochs without a better selection metric", _T)
+    alpha: float = option(0.1, Rule("float", 0.0, 1.0), "GCNII initial-residual weight", _T)
+    theta: float = option(0.5, Rule("float", 0.0, low_open=True),
+                           "GCNII identity-mapping strength (lambda in the GCNII paper)", _T)
+    batch_size: int | None = option(None, Rule("int", 1, optional=True), "graphs per mini-batch (graph tasks)", _T)
+    splits: tuple[int, ...] = option((0,), Rule("ints", 0), "splits (full) or folds (cv10) of the repeats", _R)
+    seeds: tuple[int, ...] = option((0,), Rule("ints", 0), "seeds of the repeats", _R)
+
+    def __post_init__(self) -> None:
+        check(self.dataset is not None, "config key 'dataset' is required")
+        info = DATASETS.get(self.dataset)
+        set_ = object.__setattr__
+        set_(self, "dataset", info.name)
+        set_(self, "setting", self.setting or info.default_setting)
+        info.check_setting(self.setting)
+        task = TASKS.get(info.task)
+        set_(self, "backbone", (self.backbone or task.default_backbone).lower())
+        if self.backbone not in task.backbones:
+            others = {b for t in TASKS for b in TASKS.get(t).backbones}
+            problem = (f"backbone {self.backbone!r} does not apply to {info.task}-classification dataset "
+                       f"{info.name}" if self.backbone in others else f"unknown backbone {self.backbone!r}")
+            raise ConfigError(f"{problem}; valid: {', '.join(task.backbones)}")
+        for key, value in defaults_for(info.name, self.setting).items():
+            if getattr(self, key) is None:
+                set_(self, key, value)
+        for key in ("splits", "seeds"):
+            set_(self, key, _as_tuple(key, getattr(self, key)))
+        validate_fields(self)
+        check(len(self.splits) == len(self.seeds) or 1 in (len(self.splits), len(self.seeds)),
+              f"splits={self.splits} and seeds={self.seeds} must have equal lengths, or one of length 1")
+        check(self.hidden % self.norm_groups == 0,
+              f"norm_groups={self.norm_groups} must divide hidden={self.hidden}")
+
+    def ortho_settings(self) -> OrthoSettings | None:
+        """The Ortho-GConv settings of this config, or None for the original arm."""
+        if not self.ortho:
+            return None
+        return OrthoSettings(**{f.name: getattr(self, f.name) for f in dataclasses.fields(_OrthoFields)})
+
+    def runs(self) -> list[tuple[int, int]]:
+        """The repeats as ``(split, seed)`` pairs."""
+        count = max(len(self.splits), len(self.seeds))
+        splits = self.splits * count if len(self.splits) == 1 else self.splits
+        seeds = self.seeds * count if len(self.seeds) == 1 else self.seeds
+        return list(zip(splits, seeds))
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {f.name: getattr(self, f.name) for f in declared(TrainConfig)}
+        out["splits"], out["seeds"] = list(self.splits), list(self.seeds)
+        return out
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> TrainConfig:
+        """Build from a mapping (YAML, JSON, Ray); unknown keys are rejected.
+
+        ``profile: NAME`` expands to that profile's switches (explicit keys win) and sets
+        ``variant`` to the profile's name unless given.
+        """
+        values = dict(values)
+        profile = values.pop("profile", None)
+        known = {f.name for f in declared(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ConfigError(f"unknown config key {unknown[0]!r}; valid: {', '.join(sorted(known | {'profile'}))}")
+        if profile is not None:
+            values = {**profile_values(profile), **values}
+        if "dataset" not in values:
+            raise ConfigError("config key 'dataset' is required")
+        return cls(**values)
+
+
+def profile_values(name: str) -> dict[str, Any]:
+    """The switches of a named profile, with ``variant`` set to its name."""
+    if name not in PROFILES:
+        raise ConfigError(f"unknown profile {name!r}; valid: {', '.join(PROFILES)}")
+    return {**PROFILES[name], "variant": name}
+
+
+def repeats_for(setting_name: str) -> tuple[str, tuple[int, ...]]:
+    """Which field holds the repeats in ``setting_name`` and the protocol's default repeats."""
+    return REPEATS[setting_name]
+
+
+def _as_tuple(key: str, value: Any) -> tuple[int, ...]:
+    items = value if isinstance(value, (list, tuple)) else [value]
+    check(all(isinstance(v, int) and not isinstance(v, bool) for v in items) and len(items) >= 1,
+          f"{key}={value!r} must be a non-empty list of integers")
+    return tuple(items)

@@ -1,0 +1,108 @@
+"""Result types every layer shares: a trial's status, a repeat's result, a config's result.
+
+A *repeat* is one split, seed or fold of a config; a config's objective is the mean
+validation value over its repeats. Status is one enum (a ``str``, so it goes to JSON and
+Parquet as its value).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from orthotune.core._config import TrainConfig
+
+
+class Status(StrEnum):
+    """How a trial (or one repeat of it) ended. Failure outranks stopping outranks completion."""
+
+    COMPLETED = "completed"
+    STOPPED = "stopped"  # by the scheduler (ASHA) before its own end
+    FAILED = "failed"  # non-finite loss or weight, or an error
+
+    @classmethod
+    def worst(cls, statuses: Iterable[Status | str]) -> Status:
+        """The status of a whole from its parts: failed, else stopped, else completed."""
+        present = {cls(s) for s in statuses}
+        return next((s for s in (cls.FAILED, cls.STOPPED) if s in present), cls.COMPLETED)
+
+
+@dataclass
+class RunResult:
+    """One repeat (split, seed or fold) of one config, read at its selected epoch."""
+
+    split: int
+    seed: int
+    status: Status = Status.COMPLETED
+    reason: str = ""
+    val_acc: float = float("nan")
+    test_acc: float = float("nan")
+    val_loss: float = float("nan")
+    best_epoch: int = 0
+    epochs: int = 0
+    m_sig: float = float("nan")
+    smoothness: float = float("nan")
+    grad_norms: list[float] = field(default_factory=list)
+
+
+@dataclass
+class ConfigResult:
+    """A config's repeats; its objective is the mean validation accuracy over them."""
+
+    config: TrainConfig
+    runs: list[RunResult]
+    seconds: float = 0.0
+    seconds_per_epoch: float = 0.0
+    device: str = "cpu"
+
+    @property
+    def status(self) -> Status:
+        return Status.worst(r.status for r in self.runs)
+
+    @property
+    def reason(self) -> str:
+        return next((r.reason for r in self.runs if r.status != Status.COMPLETED), "")
+
+    def mean(self, key: str) -> float:
+        return mean([getattr(r, key) for r in self.runs])
+
+    def std(self, key: str) -> float:
+        return std([getattr(r, key) for r in self.runs])
+
+
+@dataclass
+class EpochReport:
+    """What a callback sees after each epoch: one entry per config in the call."""
+
+    epoch: int
+    train_loss: list[list[float]]  # [config][run]
+    val_acc: list[list[float]]
+    test_acc: list[list[float]]
+    best_val: list[float]  # per config: mean over runs of the selected validation accuracy so far
+    active: list[bool]  # per config: still training
+    runs: list[list[RunResult]] = field(default_factory=list)  # per config and run, so far
+
+
+#: Called after every epoch; may return the indices of configs to stop now (ASHA's verdicts).
+EpochCallback = Callable[[EpochReport], Iterable[int] | None]
+
+
+def mean(values: Sequence[float]) -> float:
+    """The mean, NaN for no values (one helper for every layer)."""
+    return float(statistics.fmean(values)) if len(values) else math.nan
+
+
+def std(values: Sequence[float]) -> float:
+    """Population std over repeats (0 for one repeat), as the paper's tables report."""
+    return float(statistics.pstdev(values)) if len(values) else math.nan
+
+
+def mean_or_zero(values: Sequence[float]) -> float:
+    """Mean counting NaN (not yet selected) repeats as 0; 0 if none is selected yet."""
+    finite = [v for v in values if not math.isnan(v)]
+    return sum(finite) / len(values) if finite else 0.0

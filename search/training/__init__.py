@@ -1,0 +1,34 @@
+"""Training: datasets through PyG's and OGB's loaders, and the training loop for every task."""
+
+from orthotune.search.training._data import (
+    LOADERS,
+    DataRoot,
+    NodeData,
+    load_dataset,
+    load_node_data,
+    normalised_adjacency,
+)
+from orthotune.search.training._graph import Fold, GraphData, load_graph_data, make_folds, train_graph
+from orthotune.search.training._node import choose_device, pack_key, train_node
+from orthotune.search.training._run import TRAINERS, Trainer, run_configs, task_data
+
+__all__ = [
+    "LOADERS",
+    "TRAINERS",
+    "DataRoot",
+    "Fold",
+    "GraphData",
+    "NodeData",
+    "Trainer",
+    "choose_device",
+    "load_dataset",
+    "load_graph_data",
+    "load_node_data",
+    "make_folds",
+    "normalised_adjacency",
+    "pack_key",
+    "run_configs",
+    "task_data",
+    "train_graph",
+    "train_node",
+]

@@ -1,0 +1,25 @@
+"""What a search needs of a space: the interface the spaces layer (above) implements."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+
+class SearchSpace(Protocol):
+    """A search space as the Ray glue sees it (``orthotune.spaces.SearchSpace`` implements it)."""
+
+    samples: int
+    grace_period: int
+    reduction_factor: int
+
+    def define_by_run(self, trial: Any) -> dict[str, Any]:
+        """Optuna define-by-run: sample the trial's values, return the fixed ones."""
+
+    def grid(self) -> list[dict[str, Any]]:
+        """Every config of the space (the grid searcher's points)."""
+
+    def max_epochs(self) -> int:
+        """The longest a trial can train (ASHA's ``max_t``)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-able form the spaces layer parses back (saved for ``--resume``)."""
