@@ -1,7 +1,7 @@
 """Ortho-GConv models: the orthogonalisation module, the backbones and the metrics."""
 
 from orthotune.core import OrthoSettings
-from orthotune.models._backbones import BACKBONES, GCN, GCNII, JKNet, OrthoGNN, Pass, adjacency
+from orthotune.models._backbones import BACKBONES, GCN, GCNII, JKNet, OrthoGNN, Pass, adjacency, build_node_model
 from orthotune.models._graph_unet import (
     GRAPH_BACKBONES,
     GraphPass,
@@ -38,6 +38,7 @@ __all__ = [
     "distance_to_orthogonality",
     "dropout",
     "augment_adjacency",
+    "build_node_model",
     "hybrid_init_",
     "layer_gradient_norms",
     "newton_orthogonalise",

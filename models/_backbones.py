@@ -36,7 +36,7 @@ from torch_geometric.nn.conv import SimpleConv
 from torch_geometric.typing import Adj, OptTensor
 from torch_geometric.utils import to_edge_index
 
-from orthotune.core import OrthoSettings, Registry, check
+from orthotune.core import OrthoSettings, Registry, TrainConfig, check
 from orthotune.models._layers import (
     PackedLinear,
     SparseFeatures,
@@ -246,3 +246,22 @@ BACKBONES: Registry[type[OrthoGNN]] = Registry("backbone")
 BACKBONES.add("gcn", GCN)
 BACKBONES.add("jknet", JKNet)
 BACKBONES.add("gcnii", GCNII)
+
+
+def build_node_model(
+    config: TrainConfig,
+    in_channels: int,
+    num_classes: int,
+    seeds: Sequence[int],
+    ortho: Sequence[OrthoSettings] | None,
+) -> OrthoGNN:
+    """The node model a config describes: one pack slot per entry of ``seeds`` (and of
+    ``ortho``, one :class:`OrthoSettings` per slot, or None for the original arm).
+
+    The one place that maps config fields to backbone arguments.
+    """
+    extra = {"gcnii": dict(alpha=config.alpha, theta=config.theta), "jknet": dict(jk=config.jk)}
+    return BACKBONES.get(config.backbone)(
+        in_channels, config.hidden, num_classes, config.depth, config.dropout,
+        ortho=ortho, seeds=seeds, **extra.get(config.backbone, {}),
+    )

@@ -123,6 +123,19 @@ class SearchSpace:
             return int(max(epochs.corners()))
         return max(int(defaults_for(d, self.protocol(d)["setting"])["epochs"]) for d in self.datasets)
 
+    def cells(self) -> list[SearchSpace]:
+        """One space per cell (dataset, backbone, depth, arm), each with this space's
+        ``samples`` as its own budget: a search over several cells gives each cell its own
+        searcher, budget and ASHA bracket, so both arms get equal budgets per cell."""
+        arms = [a for a, on in ((False, self.original), (True, self.ortho is not None)) if on]
+        return [
+            replace(self, name=f"{self.name}/{dataset}/{backbone}/{depth}/{'ortho' if arm else 'original'}",
+                    datasets=(dataset,), backbones=(backbone,), depths=(depth,), original=not arm,
+                    ortho=self.ortho if arm else None)
+            for dataset, backbone, depth in itertools.product(self.datasets, self.backbones, self.depths)
+            for arm in arms
+        ]
+
     def with_datasets(self, datasets: Sequence[str]) -> SearchSpace:
         return replace(self, datasets=_names("datasets", list(datasets), DATASETS))
 

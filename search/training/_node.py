@@ -51,9 +51,9 @@ from orthotune.core import (
     mean_or_zero,
 )
 from orthotune.models import (
-    BACKBONES,
     OrthoGNN,
     adjacency,
+    build_node_model,
     layer_gradient_norms,
     node_features,
     signal_magnification,
@@ -82,14 +82,6 @@ def pack_key(config: TrainConfig) -> tuple:
         config.dataset, config.setting, config.backbone, config.depth, config.ortho,
         config.hidden, config.dropout, config.alpha, config.theta, config.jk,
         config.centre_rows, config.norm_groups, config.squared_norm,
-    )
-
-
-def build_model(config: TrainConfig, data: NodeData, seeds: Sequence[int], ortho) -> OrthoGNN:
-    extra = {"gcnii": dict(alpha=config.alpha, theta=config.theta), "jknet": dict(jk=config.jk)}
-    return BACKBONES.get(config.backbone)(
-        data.x.shape[1], config.hidden, data.num_classes, config.depth, config.dropout,
-        ortho=ortho, seeds=seeds, **extra.get(config.backbone, {}),
     )
 
 
@@ -160,7 +152,8 @@ class _PackTrainer:
         first = configs[0]
         ortho = [c.ortho_settings() for c in configs for _ in c.runs()] if first.ortho else None
         torch.manual_seed(runs[0][1])  # dropout's stream; weights come from per-run seeds
-        self.model = build_model(first, data, [seed for _, seed in runs], ortho).to(device)
+        self.model = build_node_model(first, data.x.shape[1], data.num_classes, [seed for _, seed in runs],
+                                      ortho).to(device)
         self.x = node_features(data.x)  # sparse bag-of-words: sparse input projection
         self.adj = adjacency(data.adj)
         per_run = {key: torch.tensor([getattr(configs[i], key) for i in self.owner], device=device)

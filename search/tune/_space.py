@@ -21,5 +21,8 @@ class SearchSpace(Protocol):
     def max_epochs(self) -> int:
         """The longest a trial can train (ASHA's ``max_t``)."""
 
+    def cells(self) -> list[SearchSpace]:
+        """One space per cell (dataset, backbone, depth, arm), each with ``samples`` trials."""
+
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able form the spaces layer parses back (saved for ``--resume``)."""
