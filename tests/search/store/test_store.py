@@ -77,11 +77,14 @@ def test_two_searches_share_a_store_without_touching_each_other(tmp_path, traine
 
 def test_readers_never_see_a_half_written_file(tmp_path, trained):
     store = Store.open(str(tmp_path), create=True)
-    seen, stop = [], threading.Event()
+    seen, errors, stop = [], [], threading.Event()
 
     def read_loop():
-        while not stop.is_set():
-            seen.append(store.read("trials").num_rows)
+        try:
+            while not stop.is_set():
+                seen.append(store.read("trials").num_rows)
+        except Exception as error:  # a crashing reader must fail the test, not vanish
+            errors.append(error)
 
     reader = threading.Thread(target=read_loop)
     reader.start()
@@ -89,6 +92,7 @@ def test_readers_never_see_a_half_written_file(tmp_path, trained):
         write(store, "s", f"t{i}", trained)
     stop.set()
     reader.join()
+    assert not errors and seen, errors  # the reader ran, and never failed
     assert seen == sorted(seen) and store.read("trials").num_rows == 30
     assert not [p for p in tmp_path.rglob(".tmp-*")]
 
