@@ -1,7 +1,19 @@
 """Ortho-GConv models: the orthogonalisation module, the backbones and the metrics."""
 
 from orthotune.core import OrthoSettings
-from orthotune.models._backbones import BACKBONES, GCN, GCNII, JKNet, OrthoGNN, Pass, adjacency, build_node_model
+from orthotune.models._backbones import (
+    BACKBONES,
+    GCN,
+    GCNII,
+    LAYOUTS,
+    JKNet,
+    OrthoGNN,
+    PackedBatchNorm,
+    Pass,
+    adjacency,
+    block_diagonal,
+    build_node_model,
+)
 from orthotune.models._graph_unet import (
     GRAPH_BACKBONES,
     GraphPass,
@@ -11,12 +23,24 @@ from orthotune.models._graph_unet import (
     pool_ratios,
     unpool,
 )
-from orthotune.models._layers import PackedLinear, SparseFeatures, dropout, node_features
+from orthotune.models._layers import (
+    PackedLinear,
+    SparseFeatures,
+    dropout,
+    effective_weights,
+    node_features,
+    regularisation,
+    share_targets,
+)
 from orthotune.models._metrics import layer_gradient_norms, signal_magnification, smoothness
 from orthotune.models._ortho import (
     distance_to_orthogonality,
     hybrid_init_,
+    init_ortho_weight_,
+    mix_identity,
     newton_orthogonalise,
+    ortho_target,
+    orthogonalise_once_,
     orthogonality_penalty,
 )
 
@@ -28,18 +52,28 @@ __all__ = [
     "GraphPass",
     "GraphUNet",
     "JKNet",
+    "LAYOUTS",
     "OrthoGNN",
     "OrthoGraphNet",
     "OrthoSettings",
+    "PackedBatchNorm",
     "PackedLinear",
     "SparseFeatures",
     "Pass",
     "adjacency",
     "distance_to_orthogonality",
     "dropout",
+    "effective_weights",
     "augment_adjacency",
+    "block_diagonal",
     "build_node_model",
     "hybrid_init_",
+    "init_ortho_weight_",
+    "mix_identity",
+    "ortho_target",
+    "orthogonalise_once_",
+    "regularisation",
+    "share_targets",
     "layer_gradient_norms",
     "newton_orthogonalise",
     "node_features",

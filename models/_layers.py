@@ -4,14 +4,17 @@ Also the input side of every backbone: :class:`SparseFeatures` (sparse node feat
 their transpose's layout computed once) and :func:`dropout`. Bag-of-words features such as
 Cora's are about 1% non-zero, so the input projection runs as sparse matmuls and dropout
 masks only the stored values: dropping a zero leaves it zero, so masking the non-zeros
-draws the dropped-out ``X`` with exactly the distribution of dense dropout.
+draws the dropped-out ``X`` with exactly the distribution of dense dropout. Every pack
+slot draws its own mask, and all slots' products run as one block-diagonal sparse matmul
+(:class:`_PackedSparseMatmul`), so the kernels per epoch do not grow with the pack.
 """
 
 from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 
 import torch
 from torch import Tensor, nn
@@ -19,14 +22,20 @@ from torch import Tensor, nn
 from orthotune.core import OrthoSettings, check
 from orthotune.models._ortho import (
     check_packable,
-    hybrid_init_,
+    init_ortho_weight_,
+    mix_identity,
     newton_orthogonalise,
+    ortho_target,
+    orthogonalise_once_,
     orthogonality_penalty,
 )
 
 #: Node features at most this dense are kept sparse (above it dense matmuls are faster).
 SPARSE_MAX_DENSITY = 0.1
 
+
+#: Block-diagonal layouts (pack counts) one :class:`SparseFeatures` keeps.
+BLOCK_LAYOUTS_KEPT = 2
 
 #: Random bits per dropout decision; ``p`` is applied as ``round(p * 2**15) / 2**15``.
 DROPOUT_BITS = 15
@@ -64,6 +73,8 @@ class SparseFeatures:
     col_t: Tensor
     order_t: Tensor
     shape: tuple[int, int]
+    #: Block-diagonal layouts per pack count (see :meth:`blocks`), built on first use.
+    _blocks: dict[int, _BlockLayout] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @classmethod
     def from_dense(cls, x: Tensor) -> SparseFeatures:
@@ -87,10 +98,53 @@ class SparseFeatures:
         """The ``[in, N]`` CSR transpose of :meth:`matrix` ``(values)``."""
         return _csr(self.crow_t, self.col_t, values[self.order_t], self.shape[::-1])
 
+    def blocks(self, packs: int) -> _BlockLayout:
+        """The layout of ``packs`` copies of ``X`` on the diagonal of one ``[packs*N,
+        packs*in]`` matrix (and of its transpose), built once per pack count: one sparse
+        product with it applies every pack's own (dropped-out) copy of ``X`` at once.
+        The last :data:`BLOCK_LAYOUTS_KEPT` pack counts are kept (a compacted pack shrinks;
+        its old layouts would only hold memory)."""
+        layout = self._blocks.pop(packs, None)
+        if layout is None:
+            layout = _BlockLayout(
+                _block_diagonal_csr(self.crow, self.col, self.shape, packs),
+                _block_diagonal_csr(self.crow_t, self.col_t, self.shape[::-1], packs),
+                tuple(packs * n for n in self.shape),
+            )
+        self._blocks[packs] = layout  # most recently used last
+        while len(self._blocks) > BLOCK_LAYOUTS_KEPT:
+            self._blocks.pop(next(iter(self._blocks)))
+        return layout
+
     def to(self, device: torch.device) -> SparseFeatures:
         moved = {k: getattr(self, k).to(device) for k in
                  ("crow", "col", "values", "crow_t", "col_t", "order_t")}
         return replace(self, **moved)
+
+
+class _BlockLayout(NamedTuple):
+    """CSR indices (``crow``, ``col``) of a block-diagonal matrix and of its transpose."""
+
+    forward: tuple[Tensor, Tensor]
+    backward: tuple[Tensor, Tensor]
+    shape: tuple[int, int]
+
+
+def _block_diagonal_csr(crow: Tensor, col: Tensor, shape: Sequence[int], copies: int) -> tuple[Tensor, Tensor]:
+    """``crow``/``col`` of ``copies`` copies of one CSR pattern on a diagonal; values
+    ``[copies, nnz]`` flattened pack-major fill it in order.
+
+    The indices are int32 where they fit (CSR products take either): they grow with the
+    pack, and int64 would hold twice the memory of the dropped-out values themselves.
+    """
+    nnz = col.numel()
+    fits = copies * max(nnz, *shape) < torch.iinfo(torch.int32).max
+    blocks = torch.arange(copies, device=col.device).unsqueeze(1)
+    rows = (crow[:-1].unsqueeze(0) + blocks * nnz).flatten()
+    block_crow = torch.cat([rows, rows.new_full((1,), copies * nnz)])
+    block_col = (col.unsqueeze(0) + blocks * shape[1]).flatten()
+    index = torch.int32 if fits else torch.int64
+    return block_crow.to(index), block_col.to(index)
 
 
 def node_features(x: Tensor, max_density: float = SPARSE_MAX_DENSITY) -> Tensor | SparseFeatures:
@@ -111,32 +165,51 @@ def _quietly(fn, *args, **kwargs):
 
 
 class _PackedSparseMatmul(torch.autograd.Function):
-    """``Y[:, p] = X_p W_p`` for sparse ``X_p`` sharing one pattern (values ``[P, nnz]``)
-    and ``W`` ``[P, in, out]``; the gradient flows to ``W`` only."""
+    """``Y[p] = X_p W_p`` for sparse ``X_p`` sharing one pattern (values ``[P, nnz]``)
+    and ``W`` ``[P, in, out]``; the gradient flows to ``W`` only.
+
+    All packs run as one sparse product whatever ``P``: the ``X_p`` lie on the diagonal of
+    one ``[P*N, P*in]`` CSR matrix (layout cached by :meth:`SparseFeatures.blocks`), and
+    the weights stacked as ``[P*in, out]`` give ``Y`` pack-major, ``[P*N, out]``. The
+    backward pass multiplies the transposed block layout by the output gradient. The
+    work equals one product per pack; the kernel count does not grow with ``P``.
+    """
 
     @staticmethod
     def forward(ctx, features: SparseFeatures, values: Tensor, weight: Tensor) -> Tensor:
-        ctx.features = features
+        packs, rows = values.shape[0], features.shape[0]
+        layout = features.blocks(packs)
+        ctx.features, ctx.layout = features, layout
         ctx.save_for_backward(values)
-        return torch.stack([torch.sparse.mm(features.matrix(v), w) for v, w in zip(values, weight)])
+        matrix = _csr(*layout.forward, values.reshape(-1), layout.shape)
+        product = torch.sparse.mm(matrix, weight.reshape(-1, weight.shape[-1]))
+        return product.view(packs, rows, -1)
 
     @staticmethod
     def backward(ctx, grad: Tensor):
         (values,) = ctx.saved_tensors
         features: SparseFeatures = ctx.features
-        grad_weight = torch.stack(
-            [torch.sparse.mm(features.transposed(v), grad[p].contiguous())
-             for p, v in enumerate(values)]
-        )
-        return None, None, grad_weight
+        layout: _BlockLayout = ctx.layout
+        packs, channels = values.shape[0], features.shape[1]
+        transposed_values = values[:, features.order_t].reshape(-1)
+        matrix = _csr(*layout.backward, transposed_values, layout.shape[::-1])
+        grad_weight = torch.sparse.mm(matrix, grad.reshape(-1, grad.shape[-1]))
+        return None, None, grad_weight.view(packs, channels, -1)
 
 
 class PackedLinear(nn.Module):
     """``y = x W_p^T + b_p`` for each of ``packs`` models ``p`` at once.
 
     With ``ortho`` (one :class:`OrthoSettings` per pack) the layer is an Ortho-GConv
-    transformation: ``W_p`` is the Newton-orthogonalised form of a hybrid-initialised
-    ``Q_p``, and :meth:`regularisation` gives ``||W_p W_p^T - c_p I||_F`` per pack.
+    transformation: ``W_p`` is the orthogonalised form (:meth:`orthogonalise`) of ``Q_p``
+    (:meth:`ortho_input`: the hybrid-initialised weight, or ``beta P + (1 - beta) I`` with
+    ``hybrid="reparam"``), and :meth:`regularisation` gives ``||W_p W_p^T - target_p||_F``
+    per pack. ``c`` holds the target: a scalar per pack (``cI``) or a ``d x d`` matrix per
+    pack (``ones``; :func:`share_targets` ties it across a model's layers, as the authors'
+    one ``gama``); a buffer when ``target_trainable`` is false.
+    With ``init_ortho`` (one :class:`OrthoSettings` per pack) a plain layer is
+    orthogonalised once at each initialisation with ``input_T`` steps (the authors' input
+    projection); it is trained freely afterwards.
     Inputs are ``[N, in]`` (shared by all packs) or ``[packs, N, in]``; outputs
     ``[packs, N, out]``. Pack-major states make each pack's transformation one
     contiguous matrix of a batched matmul (``baddbmm``, bias included), with no
@@ -150,27 +223,40 @@ class PackedLinear(nn.Module):
         packs: int = 1,
         bias: bool = True,
         ortho: Sequence[OrthoSettings] | None = None,
+        init_ortho: Sequence[OrthoSettings] | None = None,
     ) -> None:
         super().__init__()
         self.in_channels, self.out_channels, self.packs = in_channels, out_channels, packs
         self.weight = nn.Parameter(torch.empty(packs, out_channels, in_channels))
         self.bias = nn.Parameter(torch.empty(packs, out_channels)) if bias else None
         self.ortho = tuple(ortho) if ortho is not None else None
+        self.init_ortho = tuple(init_ortho) if init_ortho is not None else None
+        if self.init_ortho is not None:
+            check(len(self.init_ortho) == packs, f"{len(self.init_ortho)} init_ortho settings for {packs} packs")
         if self.ortho is not None:
             check(len(self.ortho) == packs, f"{len(self.ortho)} ortho settings for {packs} packs")
             check(in_channels == out_channels, "Ortho-GConv needs a square transformation")
             check_packable(self.ortho)
             self.register_buffer("steps", torch.tensor([s.T for s in self.ortho]))
-            self.c = nn.Parameter(torch.ones(packs))
+            # float64 so that a double-precision model mixes with the exact beta
+            self.register_buffer("betas", torch.tensor([s.beta for s in self.ortho], dtype=torch.float64))
+            target = ortho_target(self.ortho[0], packs, out_channels)
+            if self.ortho[0].target_trainable:
+                self.c = nn.Parameter(target)
+            else:
+                self.register_buffer("c", target)
         self.reset_parameters()
 
     def reset_parameters(self, generators: Sequence[torch.Generator | None] | None = None) -> None:
         generators = generators or [None] * self.packs
         for p, generator in enumerate(generators):
             if self.ortho is not None:
-                hybrid_init_(self.weight.data[p], self.ortho[p].beta, generator)
+                init_ortho_weight_(self.weight.data[p], self.ortho[p], generator)
             else:
                 nn.init.xavier_uniform_(self.weight.data[p], generator=generator)
+            if self.init_ortho is not None:
+                settings = self.init_ortho[p]
+                orthogonalise_once_(self.weight.data[p], settings.input_T, settings)
         if self.bias is not None:
             nn.init.zeros_(self.bias)
         if self.ortho is not None:
@@ -180,9 +266,24 @@ class PackedLinear(nn.Module):
         """The ``[packs, out, in]`` weights the forward pass uses."""
         if self.ortho is None:
             return self.weight
-        first = self.ortho[0]
+        return self.orthogonalise(self.ortho_input(self.weight))
+
+    def ortho_input(self, weight: Tensor) -> Tensor:
+        """``Q`` from ``weight`` (``[..., packs, d, d]``): the weight itself (``init``) or
+        ``beta P + (1 - beta) I`` per pack (``reparam``)."""
+        if self.ortho[0].hybrid == "reparam":
+            return mix_identity(weight, self.betas)
+        return weight
+
+    def orthogonalise(self, q: Tensor) -> Tensor:
+        """``W`` from ``Q`` (``[..., packs, d, d]``): Newton's iteration, or ``Q`` itself
+        with ``transform="none"`` (no bounding either: the paper's ablation)."""
+        settings = self.ortho[0]
+        if settings.transform == "none":
+            return q
+        # positional arguments: tests count calls through this module's name
         return newton_orthogonalise(
-            self.weight, self.newton_steps(), first.centre_rows, first.norm_groups
+            q, self.newton_steps(), settings.centre_rows, settings.norm_groups, settings.bound
         )
 
     def newton_steps(self) -> int | Tensor:
@@ -211,7 +312,8 @@ class PackedLinear(nn.Module):
         return torch.baddbmm(self.bias.unsqueeze(1), x, weight.mT)
 
     def regularisation(self, weight: Tensor | None = None) -> Tensor:
-        """Per-pack ``||W W^T - c I||_F`` (zeros for a non-orthogonal layer)."""
+        """Per-pack ``||W W^T - target||_F``, squared with ``squared_norm`` (zeros for a
+        non-orthogonal layer)."""
         if self.ortho is None:
             return self.weight.new_zeros(self.packs)
         weight = self.effective_weight() if weight is None else weight
@@ -220,7 +322,7 @@ class PackedLinear(nn.Module):
     def extra_repr(self) -> str:
         return (
             f"{self.in_channels}, {self.out_channels}, packs={self.packs}, "
-            f"ortho={self.ortho is not None}"
+            f"ortho={self.ortho[0].structure() if self.ortho else None}"
         )
 
 
@@ -234,17 +336,30 @@ def effective_weights(layers: Sequence[PackedLinear]) -> list[Tensor]:
     ortho = [layer for layer in layers if layer.ortho is not None]
     if len(ortho) < 2 or len({(layer.ortho, layer.weight.shape) for layer in ortho}) != 1:
         return [layer.effective_weight() for layer in layers]
-    settings = ortho[0].ortho[0]
-    stacked = newton_orthogonalise(
-        torch.stack([layer.weight for layer in ortho]), ortho[0].newton_steps(),
-        settings.centre_rows, settings.norm_groups,
-    )
+    first = ortho[0]
+    stacked = first.orthogonalise(first.ortho_input(torch.stack([layer.weight for layer in ortho])))
     batched = iter(stacked.unbind(0))
     return [next(batched) if layer.ortho is not None else layer.weight for layer in layers]
 
 
+def share_targets(layers: Sequence[PackedLinear]) -> None:
+    """Tie the ``ones`` regulariser target of a model's Ortho-GConv layers to one tensor.
+
+    The authors' code keeps one trainable ``d x d`` matrix (``gama``) per model that every
+    layer's penalty compares against; a backbone calls this once after building its
+    layers. Each pack keeps its own matrix (the target is ``[packs, d, d]``), so packing
+    changes nothing. A no-op for the ``cI`` target (one scalar per layer, the paper's).
+    """
+    ortho = [layer for layer in layers if layer.ortho is not None]
+    if not ortho or ortho[0].ortho[0].target != "ones":
+        return
+    for layer in ortho[1:]:
+        check(layer.c.shape == ortho[0].c.shape, "layers sharing a target need one width")
+        layer.c = ortho[0].c  # re-registers the same Parameter (or buffer) on each layer
+
+
 def regularisation(layers: Sequence[PackedLinear], weights: Sequence[Tensor]) -> Tensor:
-    """``sum_l ||W(l) W(l)^T - c(l) I||_F`` per pack, batched over layers like
+    """``sum_l ||W(l) W(l)^T - target(l)||_F`` per pack, batched over layers like
     :func:`effective_weights`."""
     ortho = [(layer, w) for layer, w in zip(layers, weights) if layer.ortho is not None]
     if len(ortho) < 2 or len({(layer.ortho, w.shape) for layer, w in ortho}) != 1:

@@ -22,12 +22,18 @@ def signal_magnification(first: Tensor, last: Tensor) -> Tensor:
     return (ratio * live).sum(0) / live.sum(0).clamp_min(1)
 
 
-def layer_gradient_norms(loss: Tensor, weights: Sequence[Tensor]) -> Tensor:
-    """``||dLoss/dW(l)||_F`` as ``[packs, layers]`` for the effective weights ``W(l)``."""
+def layer_gradient_norms(loss: Tensor, weights: Sequence[Tensor], packs: int = 1) -> Tensor:
+    """``||dLoss/dW(l)||_F`` as ``[packs, layers]`` for the effective weights ``W(l)``.
+
+    A layer the loss does not reach gets zeros (on its weight's device); a model without
+    weights (no feature transformations) gets ``[packs, 0]``.
+    """
+    if not weights:
+        return loss.new_zeros(packs, 0)
     grads = torch.autograd.grad(loss, list(weights), retain_graph=True, allow_unused=True)
     return torch.stack(
         [
-            torch.zeros(w.shape[0]) if g is None else g.flatten(1).norm(dim=1)
+            w.new_zeros(w.shape[0]) if g is None else g.flatten(1).norm(dim=1)
             for g, w in zip(grads, weights)
         ],
         dim=1,

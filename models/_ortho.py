@@ -1,8 +1,17 @@
 """Ortho-GConv's orthogonalisation: the one implementation every backbone uses.
 
-Three parts (see ``docs`` in the README): hybrid initialisation ``Q = beta P + (1-beta) I``,
-the differentiable Newton iteration that maps ``Q`` to a near-orthogonal ``W`` in every
-forward pass, and the regulariser ``lambda * ||W W^T - c I||_F`` with a trainable ``c``.
+Three parts (see ``docs`` in the README): hybrid initialisation ``Q = beta P + (1-beta) I``
+(once at initialisation, or in every forward pass with ``hybrid="reparam"``), the
+differentiable Newton iteration that maps ``Q`` to a near-orthogonal ``W`` in every forward
+pass, and the regulariser ``lambda * ||W W^T - target||_F`` with a trainable target
+(``c I`` with a scalar ``c``, or a ``d x d`` matrix initialised to all ones).
+
+Orientation. The authors' code (KaiGuo20/Ortho-GConv, ``Ortho_Trans``) stores a weight as
+``[in, out]`` and orthogonalises its *rows*: it centres each row across the outputs, groups
+rows (input features), and forms ``W = B Z`` with ``B ~ (Z Z^T)^-1/2``. orthotune stores
+``[out, in]`` (``y = x W^T``), so every function here works on ``q.mT``: centring and norm
+groups act on the same axis as the authors'. Without centring and groups the side makes no
+difference (``p(Q Q^T) Q = Q p(Q^T Q)`` for the polynomial ``p`` Newton's iteration builds).
 
 Everything here works on a leading *pack* dimension so that several models (the repeats of
 one config, or several configs) can be trained at once as one batched model.
@@ -10,6 +19,7 @@ one config, or several configs) can be trained at once as one batched model.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import torch
@@ -17,8 +27,11 @@ from torch import Tensor
 
 from orthotune.core import OrthoSettings, check
 
-#: Numerical guard for the covariance in the authors' (ONI-style) variant.
+#: Numerical guard for the covariance in the authors' (ONI-style) centred variant.
 CENTRED_EPS = 1e-5
+
+#: Spectral bounding before Newton's iteration (``OrthoSettings.bound``).
+BOUNDS = ("covariance", "frobenius")
 
 
 def hybrid_init_(
@@ -35,56 +48,144 @@ def hybrid_init_(
     return weight
 
 
+def init_ortho_weight_(
+    weight: Tensor, settings: OrthoSettings, generator: torch.Generator | None = None
+) -> Tensor:
+    """Initialise one square Ortho-GConv weight in place as ``settings.hybrid`` asks.
+
+    ``init``: the weight is ``Q = beta * Glorot + (1 - beta) * I`` and is trained as is.
+    ``reparam``: the weight is ``P``, drawn as the authors' code draws it (uniform in
+    ``+-1/sqrt(d)``); :func:`mix_identity` forms ``Q`` from it in every forward pass.
+    """
+    if settings.hybrid == "init":
+        return hybrid_init_(weight, settings.beta, generator)
+    bound = 1.0 / math.sqrt(weight.shape[-1])
+    with torch.no_grad():
+        return weight.uniform_(-bound, bound, generator=generator)
+
+
+def mix_identity(p: Tensor, beta: Tensor) -> Tensor:
+    """``beta P + (1 - beta) I`` for ``p`` ``[..., d, d]`` and ``beta`` broadcastable to
+    ``p``'s batch shape (one beta per pack): the ``reparam`` hybrid, differentiable in P."""
+    beta = beta.to(p).unsqueeze(-1).unsqueeze(-1)
+    eye = torch.eye(p.shape[-1], dtype=p.dtype, device=p.device)
+    return beta * p + (1.0 - beta) * eye
+
+
 def newton_orthogonalise(
     q: Tensor,
     steps: int | Tensor,
     centre_rows: bool = False,
     norm_groups: int = 1,
+    bound: str = "covariance",
 ) -> Tensor:
     """Map ``q`` (``[..., d_out, d_in]``) toward an orthogonal matrix by Newton's iteration.
 
     ``steps`` is ``T``: an int, or a tensor broadcastable to ``q``'s batch shape giving
     each batched matrix its own ``T`` (the iteration runs to the largest and freezes each
     matrix after its own last step, so packing does not change any result).
+    ``bound`` scales ``Q`` before the iteration: ``covariance`` ``Q / sqrt(||Q Q^T||_F)``
+    (the authors' code; near-orthogonal at T = 4) or ``frobenius`` ``Q / ||Q||_F`` (the
+    paper's text; far from orthogonal at T <= 6). ``centre_rows`` and ``norm_groups`` act
+    as in the authors' code, on the input axis of ``q`` (see the module docstring).
     """
+    check(bound in BOUNDS, f"bound={bound!r} must be one of {', '.join(BOUNDS)}")
+    z = q.mT  # the authors' [in, out] orientation: rows are input features
     if norm_groups > 1:
-        rows = q.shape[-2]
+        rows = z.shape[-2]
         check(rows % norm_groups == 0, f"norm_groups={norm_groups} must divide {rows}")
-        grouped = q.reshape(*q.shape[:-2], norm_groups, rows // norm_groups, q.shape[-1])
+        grouped = z.reshape(*z.shape[:-2], norm_groups, rows // norm_groups, z.shape[-1])
         if isinstance(steps, Tensor):
             steps = steps.unsqueeze(-1)
-        w = newton_orthogonalise(grouped, steps, centre_rows)
-        return w.reshape(q.shape)
-    if centre_rows:
-        z = q - q.mean(dim=-1, keepdim=True)
-        eye = torch.eye(q.shape[-2], dtype=q.dtype, device=q.device)
-        cov = z @ z.mT + CENTRED_EPS * eye
-        scale = torch.linalg.matrix_norm(cov).unsqueeze(-1).unsqueeze(-1)
-        b = _newton_inverse_sqrt(cov / scale, steps)
-        return b @ z / scale.sqrt()
-    scale = torch.linalg.matrix_norm(q).unsqueeze(-1).unsqueeze(-1)
-    q_hat = q / scale
-    b = _newton_inverse_sqrt(q_hat @ q_hat.mT, steps)
-    return b @ q_hat
+        return _orthogonalise_rows(grouped, steps, centre_rows, bound).reshape(z.shape).mT
+    return _orthogonalise_rows(z, steps, centre_rows, bound).mT
+
+
+def _orthogonalise_rows(z: Tensor, steps: int | Tensor, centre: bool, bound: str) -> Tensor:
+    """``B_T Z_hat`` with ``B_T ~ S^-1/2``, ``S`` the bounded row covariance of ``z``
+    (``[..., r, c]``), optionally row-centred with the authors' ``eps I``.
+
+    A tall ``z`` (``r > c``, e.g. an input projection orthogonalised once) runs the
+    iteration on the ``c x c`` Gram matrix instead: ``p(Z Z^T + eps I) Z = Z p(Z^T Z + eps I)``
+    for any polynomial ``p``, and the ``r - c`` extra eigenvalues ``eps`` of the large
+    covariance are added to its norm, so the result is the same at a fraction of the cost.
+    """
+    if centre:
+        z = z - z.mean(dim=-1, keepdim=True)
+    rows, cols = z.shape[-2:]
+    wide = rows <= cols
+    gram = z @ z.mT if wide else z.mT @ z
+    eps = CENTRED_EPS if centre else 0.0
+    if eps:
+        gram = gram + eps * torch.eye(gram.shape[-1], dtype=z.dtype, device=z.device)
+    if bound == "covariance":
+        extra = (rows - gram.shape[-1]) * eps**2  # the large covariance's eps eigenvalues
+        scale = (torch.linalg.matrix_norm(gram).square() + extra).sqrt()
+    else:
+        scale = torch.linalg.matrix_norm(z).square()
+    scale = scale.unsqueeze(-1).unsqueeze(-1)
+    b = _newton_inverse_sqrt(gram / scale, steps)
+    z_hat = z / scale.sqrt()
+    return b @ z_hat if wide else z_hat @ b
 
 
 def _newton_inverse_sqrt(m: Tensor, steps: int | Tensor) -> Tensor:
-    """``B_T`` of ``B_0 = I, B_t = (3 B - B^3 M) / 2``: an approximation of ``M^-1/2``."""
-    b = torch.eye(m.shape[-1], dtype=m.dtype, device=m.device).expand_as(m)
+    """``B_T`` of ``B_0 = I, B_t = (3 B - B^3 M) / 2``: an approximation of ``M^-1/2``.
+
+    Computed in the coupled (Newton-Schulz) form ``Y_0 = M, Z_0 = I, S = (3 I - Z Y) / 2,
+    Y <- Y S, Z <- S Z``: the same polynomial in ``M`` in exact arithmetic (``Z_t = B_t``,
+    ``Y_t = M B_t``) at the same three matmuls a step, but stable. The uncoupled form
+    amplifies rounding once it has converged: in float32 (d = 64, beta = 0.4, covariance
+    bounding) its singular values reach 1.7 at T = 10 and overflow by T = 20.
+    """
+    eye = torch.eye(m.shape[-1], dtype=m.dtype, device=m.device)
+    y, z = m, eye.expand_as(m)
     if isinstance(steps, Tensor):
         per_matrix = steps.reshape(*steps.shape, 1, 1).to(m.device)
         for t in range(1, int(steps.max()) + 1):
-            b = torch.where(t <= per_matrix, 0.5 * (3.0 * b - b @ b @ b @ m), b)
-        return b
+            s = 1.5 * eye - 0.5 * (z @ y)
+            active = t <= per_matrix
+            y, z = torch.where(active, y @ s, y), torch.where(active, s @ z, z)
+        return z
     for _ in range(steps):
-        b = 0.5 * (3.0 * b - b @ b @ b @ m)
-    return b
+        s = 1.5 * eye - 0.5 * (z @ y)
+        y, z = y @ s, s @ z
+    return z
+
+
+def orthogonalise_once_(weight: Tensor, steps: int, settings: OrthoSettings) -> Tensor:
+    """Replace ``weight`` (``[out, in]``, any shape) in place by its orthogonalised form.
+
+    The authors orthogonalise the input projection once at initialisation (its own ``T``,
+    ``input_T``); it is then trained freely. Centring and bounding follow ``settings``;
+    their input-side ``group1`` is 1 in every script we know of, so there are no groups.
+    ``steps == 0`` leaves the weight untouched (the switch is off).
+    """
+    if steps == 0:
+        return weight
+    with torch.no_grad():
+        weight.copy_(newton_orthogonalise(weight, steps, settings.centre_rows, 1, settings.bound))
+    return weight
+
+
+def ortho_target(settings: OrthoSettings, packs: int, d: int) -> Tensor:
+    """The regulariser's initial target per pack: ``c = 1`` (``cI``, ``[packs]``) or the
+    all-ones ``d x d`` matrix (``ones``, ``[packs, d, d]``, the authors' ``gama``)."""
+    return torch.ones(packs) if settings.target == "cI" else torch.ones(packs, d, d)
 
 
 def orthogonality_penalty(w: Tensor, c: Tensor, squared: bool = False) -> Tensor:
-    """``||W W^T - c I||_F`` per batched matrix (``c`` broadcast over the batch)."""
-    eye = torch.eye(w.shape[-2], dtype=w.dtype, device=w.device)
-    gap = w @ w.mT - c.unsqueeze(-1).unsqueeze(-1) * eye
+    """``||W W^T - target||_F`` per batched matrix.
+
+    ``c`` is a scalar per matrix (shape ``w.shape[:-2]``; target ``c I``) or a matrix per
+    matrix (shape ``w.shape``; target ``c`` itself, as the authors' ``W^T W - gama``).
+    """
+    gram = w @ w.mT
+    if c.dim() == w.dim():
+        gap = gram - c
+    else:
+        eye = torch.eye(w.shape[-2], dtype=w.dtype, device=w.device)
+        gap = gram - c.unsqueeze(-1).unsqueeze(-1) * eye
     norm = torch.linalg.matrix_norm(gap)
     return norm.square() if squared else norm
 
@@ -100,6 +201,6 @@ def check_packable(settings: Sequence[OrthoSettings]) -> None:
     structures = {s.structure() for s in settings}
     check(
         len(structures) == 1,
-        f"packed Ortho-GConv settings must share centre_rows/norm_groups/squared_norm, "
+        f"packed Ortho-GConv settings must share their switches (OrthoSettings.structure()), "
         f"got {sorted(structures)}",
     )

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from orthotune.core import OrthotuneError, Registry
@@ -97,10 +98,26 @@ def _plain(value: object, digits: str = ".3g") -> str:
     return format(float(value), digits) if _finite(value) else "—"
 
 
-def paper_grid(report: Report, setting: str) -> tuple[list[int], list[tuple[str, str, list[tuple[str | None, bool]]]]]:
-    """The paper-style table of one setting: its depths, and per (dataset, backbone) row the
-    cells in depth x {original, Ortho-GConv} order as ``(text or None, better)``."""
+def number(value: object) -> str:
+    """A value as its decimal (0.7, not 0.7000000000000001; 5, not 5.0); missing as —."""
+    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
+        return "—"
+    if isinstance(value, (bool, np.bool_)):
+        return str(bool(value)).lower()
+    if isinstance(value, (int, np.integer)):
+        return str(int(value))
+    if isinstance(value, (float, np.floating)):
+        return f"{float(value):.12g}"
+    return str(value)
+
+
+def paper_grid(report: Report, setting: str, variant: str | None = None,
+               ) -> tuple[list[int], list[tuple[str, str, list[tuple[str | None, bool]]]]]:
+    """The paper-style table of one setting (and variant): its depths, and per (dataset,
+    backbone) row the cells in depth x {original, Ortho-GConv} order as ``(text or None, better)``."""
     rows = report.summary[report.summary["setting"] == setting]
+    if variant is not None:
+        rows = rows[rows["variant"] == variant]
     depths = sorted(int(d) for d in rows["depth"].unique())
     out = []
     for (dataset, backbone), group in rows.groupby(["dataset", "backbone"], sort=True):
@@ -121,26 +138,43 @@ def settings(report: Report) -> list[str]:
     return sorted(report.summary["setting"].unique())
 
 
+def sections(report: Report) -> list[tuple[str, str | None, str]]:
+    """The paper tables: ``(setting, variant or None, title)``, one per setting and variant."""
+    variants = sorted(report.summary["variant"].dropna().unique())
+    out = []
+    for setting in settings(report):
+        title = f"Test accuracy, {SETTING_TITLES.get(setting, setting)}"
+        if len(variants) <= 1:
+            out.append((setting, None, title))
+            continue
+        mine = report.summary[report.summary["setting"] == setting]
+        out += [(setting, v, f"{title}, variant {v}") for v in sorted(mine["variant"].dropna().unique())]
+    return out
+
+
 def _heading(report: Report) -> list[str]:
     failed = f" ({report.failed} failed)" if report.failed else ""
     return [
         f"Store: {report.store}",
         f"Searches: {', '.join(report.searches) or 'none'}; trials: {report.trials}{failed}; "
         f"filters: {report.filters.describe()}; generated {report.generated_at:%Y-%m-%d %H:%M} UTC.",
-        f"Selection per cell (dataset, setting, backbone, depth, arm): {report.selection_rule}",
+        f"Selection per cell (dataset, setting, backbone, depth, arm, variant switches): {report.selection_rule}",
     ]
 
 
 def _pair_rows(report: Report) -> list[list[str]]:
     return [
-        [r["setting"], r["dataset"], r["backbone"], str(r["depth"]), r["repeat_kind"], str(r["n_pairs"]),
-         _signed(r["diff_mean"]), _signed(r["diff_std"]).lstrip("+"), _plain(r["t"]), _p(r["p"]), r["note"] or ""]
+        [r["setting"], r["dataset"], r["backbone"], number(r["depth"]), r["variant"], r["repeat_kind"],
+         number(r["n_pairs"]), _signed(r["diff_mean"]), _signed(r["diff_std"]).lstrip("+"), _plain(r["t"]),
+         _p(r["p"]), r["verdict"], r["note"] or ""]
         for _, r in report.summary.iterrows()
     ]
 
 
-PAIR_HEADER = ["setting", "dataset", "backbone", "depth", "repeat", "pairs", "Δ mean (pts)", "Δ std (pts)",
-               "t", "p", "note"]
+PAIR_HEADER = ["setting", "dataset", "backbone", "depth", "variant", "repeat", "pairs", "Δ mean (pts)",
+               "Δ std (pts)", "t", "p", "verdict", "note"]
+#: Leading columns of each table that hold names (left-aligned in html).
+PAIR_NAMES = 6
 ACC_NOTE = ("Test accuracy (%) of each cell's validation-selected config: mean ± std (population) over its "
             "repeats. Bold: the better of the pair (higher mean test accuracy; a label, not a selection). "
             "—: no winner (see Missing cells).")
@@ -150,15 +184,82 @@ def _pair_note(report: Report) -> str:
     return (f"Δ = Ortho-GConv − original test accuracy, matched repeat by repeat (split for full, fold for "
             f"cv10, seed for semi/official), in percentage points (Δ std: sample std of the per-repeat "
             f"differences); {report.test_name}. "
-            f"Few repeats make p-values coarse: read them with the number of pairs.")
+            f"Verdict: significant when p < {report.alpha:g}; 'reversed' when Ortho-GConv is worse. "
+            f"Few repeats make p-values coarse: read them with the number of pairs. The original arm pairs "
+            f"with each Ortho-GConv variant sharing its variant label and common switches.")
 
 
 def _missing_rows(report: Report) -> list[list[str]]:
-    return [[r["setting"], r["dataset"], r["backbone"], str(r["depth"]), r["arm"], r["reason"]]
+    return [[r["setting"], r["dataset"], r["backbone"], number(r["depth"]), r["variant"], r["arm"], r["reason"]]
             for _, r in report.missing.iterrows()]
 
 
-MISSING_HEADER = ["setting", "dataset", "backbone", "depth", "arm", "why"]
+MISSING_HEADER = ["setting", "dataset", "backbone", "depth", "variant", "arm", "why"]
+
+
+def _winner_columns(report: Report) -> list[str]:
+    """The winners table's columns: hyperparameters that some winner has (the original arm has no T)."""
+    frame = report.hyperparameters
+    return [c for c in frame.columns if c not in ("search", "trial_id") and frame[c].notna().any()]
+
+
+def _winner_rows(report: Report) -> tuple[list[str], list[list[str]]]:
+    columns = _winner_columns(report)
+    rows = [[_pct(r[c]) if c in ("val_acc", "test_acc") else number(r[c]) for c in columns]
+            for _, r in report.hyperparameters.iterrows()]
+    return columns, rows
+
+
+WINNERS_NOTE = ("Every hyperparameter of each cell's winner; selection: the validation metric that picks "
+                "each repeat's epoch (test is read there); status 'stopped': cut by ASHA (it competed on the "
+                "validation accuracy it had reached); epochs: trained (most over the repeats); best_epoch: "
+                "the selected epoch; val_acc/test_acc: mean over the repeats (%).")
+
+
+def _ablation_rows(report: Report) -> list[list[str]]:
+    return [[r["setting"], r["dataset"], r["backbone"], number(r["depth"]), r["variant"], r["reference"],
+             _acc_pm(r), _signed(r["diff_mean"]), number(r["n_pairs"]), _p(r["p"]), r["verdict"]]
+            for _, r in report.ablation.iterrows()]
+
+
+ABLATION_HEADER = ["setting", "dataset", "backbone", "depth", "variant", "reference", "test acc (%)",
+                   "Δ vs reference (pts)", "pairs", "p", "verdict"]
+ABLATION_NOTE = ("Ortho-GConv variants of the same cell, each the validation-selected winner of its own "
+                 "search; Δ = variant − reference, matched repeat by repeat (paired t-test); verdict: the "
+                 "variant better or worse than the reference, significant when p < 0.05 (a significant "
+                 "'worse' means the removed component helps).")
+
+
+def _acc_pm(row: pd.Series) -> str:
+    return f"{_pct(row['test_acc'])} ± {_pct(row['test_acc_std'])}"
+
+
+def _importance_rows(report: Report) -> list[list[str]]:
+    return [[r["setting"], r["dataset"], r["backbone"], number(r["depth"]), r["arm"], r["variant"],
+             number(r["trials"]), r["importance"]] for _, r in report.importance.iterrows()]
+
+
+IMPORTANCE_HEADER = ["setting", "dataset", "backbone", "depth", "arm", "variant", "trials", "importance"]
+IMPORTANCE_NOTE = ("Optuna's fANOVA importance (optuna.importance, 32 trees, seed 0) of each searched "
+                   "hyperparameter for the objective over the cell's trials; shares sum to 1. Cells with "
+                   "fewer than 3 trials, nothing searched or a constant objective are left out.")
+
+
+def _extra_tables(report: Report) -> list[tuple[str, list[str], list[list[str]], str]]:
+    """The tables after the paired comparison: ``(title, header, rows, note)``, non-empty only."""
+    out = []
+    columns, rows = _winner_rows(report)
+    if rows:
+        out.append(("Winners: hyperparameters", columns, rows, WINNERS_NOTE))
+    if len(report.ablation):
+        out.append(("Ablations", ABLATION_HEADER, _ablation_rows(report), ABLATION_NOTE))
+    if len(report.importance):
+        out.append(("Hyperparameter importance", IMPORTANCE_HEADER, _importance_rows(report), IMPORTANCE_NOTE))
+    return out
+
+
+def _no_plots(report: Report) -> str:
+    return "No plots: no cell has a winner." if report.winners.empty else "No plots: not drawn for this report."
 
 
 # -- markdown ------------------------------------------------------------------------------
@@ -174,20 +275,22 @@ def render_md(report: Report, links: Links) -> str:
     out = ["# orthotune report", "", *(f"{line}  " for line in _heading(report)), ""]
     if report.summary.empty:
         out += ["No trials match: nothing to report.", ""]
-    for setting in settings(report):
-        depths, rows = paper_grid(report, setting)
+    for setting, variant, title in sections(report):
+        depths, rows = paper_grid(report, setting, variant)
         header = ["dataset", "backbone"] + [f"depth {d} {arm}" for d in depths for arm, _ in ARMS]
         body = [[d, b] + [(f"**{t}**" if better else t) if t else "—" for t, better in cells]
                 for d, b, cells in rows]
-        out += [f"## Test accuracy, {SETTING_TITLES.get(setting, setting)}", "", *_md_table(header, body), ""]
+        out += [f"## {title}", "", *_md_table(header, body), ""]
     if not report.summary.empty:
         out += [ACC_NOTE, "", "## Paired comparison: Ortho-GConv − original", "",
                 *_md_table(PAIR_HEADER, _pair_rows(report)), "", _pair_note(report), ""]
+    for title, header, rows, note in _extra_tables(report):
+        out += [f"## {title}", "", *_md_table(header, rows), "", note, ""]
     out += ["## Missing cells", ""]
     out += [*_md_table(MISSING_HEADER, _missing_rows(report)), ""] if len(report.missing) else ["None.", ""]
     out += ["## Plots", ""]
     if not report.figures:
-        out += ["No plots: no cell has a winner.", ""]
+        out += [_no_plots(report), ""]
     elif links is None:
         out += [f"{len(report.figures)} figures; write the report to a file (`-o report.md`) to get them.", ""]
     else:
@@ -216,10 +319,11 @@ def tex(text: object) -> str:
 def render_latex(report: Report, links: Links) -> str:
     out = ["% orthotune report: needs \\usepackage{booktabs} and \\usepackage{graphicx}",
            *(f"% {line}" for line in _heading(report)), ""]
-    for setting in settings(report):
-        depths, rows = paper_grid(report, setting)
+    for setting, variant, _title in sections(report):
+        depths, rows = paper_grid(report, setting, variant)
+        label = SETTING_TITLES.get(setting, setting) + (f", variant {variant}" if variant else "")
         out += ["\\begin{table}[t]", "\\centering", "\\small",
-                f"\\caption{{Test accuracy (\\%), {tex(SETTING_TITLES.get(setting, setting))}: mean $\\pm$ std over "
+                f"\\caption{{Test accuracy (\\%), {tex(label)}: mean $\\pm$ std over "
                 f"repeats of the validation-selected config; bold: better of the pair.}}",
                 "\\begin{tabular}{ll" + "cc" * len(depths) + "}", "\\toprule",
                 " & & " + " & ".join(f"\\multicolumn{{2}}{{c}}{{depth {d}}}" for d in depths) + " \\\\",
@@ -235,6 +339,12 @@ def render_latex(report: Report, links: Links) -> str:
                 "\\begin{tabular}{" + "l" * len(PAIR_HEADER) + "}", "\\toprule",
                 " & ".join(tex(h) for h in PAIR_HEADER) + " \\\\", "\\midrule",
                 *(" & ".join(tex(c) for c in row) + " \\\\" for row in _pair_rows(report)),
+                "\\bottomrule", "\\end{tabular}", "\\end{table}", ""]
+    for title, header, rows, note in _extra_tables(report):
+        out += ["\\begin{table}[t]", "\\centering", "\\scriptsize", f"\\caption{{{tex(title)}. {tex(note)}}}",
+                "\\begin{tabular}{" + "l" * len(header) + "}", "\\toprule",
+                " & ".join(tex(h) for h in header) + " \\\\", "\\midrule",
+                *(" & ".join(tex(c) for c in row) + " \\\\" for row in rows),
                 "\\bottomrule", "\\end{tabular}", "\\end{table}", ""]
     if len(report.missing):
         out += ["% Missing cells:", *(f"% {' / '.join(row)}" for row in _missing_rows(report)), ""]
@@ -277,6 +387,14 @@ def _td(text: str, name: bool = False, bold: bool = False) -> str:
     return f'<td class="name">{inner}</td>' if name else f"<td>{inner}</td>"
 
 
+def _numeric(text: str) -> bool:
+    try:
+        float(text.split(" ")[0].replace("−", "-"))
+    except ValueError:
+        return False
+    return True
+
+
 def render_html(report: Report, links: Links) -> str:
     parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
              "<title>orthotune report</title>", f"<style>{_CSS}</style>",
@@ -284,25 +402,29 @@ def render_html(report: Report, links: Links) -> str:
              *(f"<p>{html.escape(line)}</p>" for line in _heading(report))]
     if report.summary.empty:
         parts.append("<p>No trials match: nothing to report.</p>")
-    for setting in settings(report):
-        depths, rows = paper_grid(report, setting)
+    for setting, variant, title in sections(report):
+        depths, rows = paper_grid(report, setting, variant)
         header = ["dataset", "backbone"] + [f"depth {d} {arm}" for d in depths for arm, _ in ARMS]
         body = [[_td(d, True), _td(b, True)] + [_td(t or "—", bold=better) for t, better in cells]
                 for d, b, cells in rows]
-        parts += [f"<h2>Test accuracy, {html.escape(SETTING_TITLES.get(setting, setting))}</h2>",
-                  _html_table(header, body, "paper")]
+        parts += [f"<h2>{html.escape(title)}</h2>", _html_table(header, body, "paper")]
     if not report.summary.empty:
-        pair_rows = [[_td(c, i < 5) for i, c in enumerate(row)] for row in _pair_rows(report)]
+        pair_rows = [[_td(c, i < PAIR_NAMES or i >= len(row) - 2) for i, c in enumerate(row)]
+                     for row in _pair_rows(report)]
         parts += [f'<p class="note">{html.escape(ACC_NOTE)}</p>',
                   "<h2>Paired comparison: Ortho-GConv − original</h2>",
                   _html_table(PAIR_HEADER, pair_rows, "paired"),
                   f'<p class="note">{html.escape(_pair_note(report))}</p>']
+    for title, header, rows, note in _extra_tables(report):
+        body = [[_td(c, not _numeric(c)) for c in row] for row in rows]
+        parts += [f"<h2>{html.escape(title)}</h2>", _html_table(header, body),
+                  f'<p class="note">{html.escape(note)}</p>']
     parts.append("<h2>Missing cells</h2>")
     missing = [[_td(c, True) for c in row] for row in _missing_rows(report)]
     parts.append(_html_table(MISSING_HEADER, missing, "missing") if missing else "<p>None.</p>")
     parts.append("<h2>Plots</h2>")
     if not report.figures:
-        parts.append("<p>No plots: no cell has a winner.</p>")
+        parts.append(f"<p>{html.escape(_no_plots(report))}</p>")
     for figure in report.figures:
         data = base64.b64encode(figure.png).decode("ascii")
         parts.append(f'<figure id="{html.escape(figure.name)}"><img alt="{html.escape(figure.title)}" '

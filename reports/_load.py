@@ -5,13 +5,37 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 
-from orthotune.core import DATASETS, SETTINGS, TASKS, ConfigError, Group, OrthotuneError, TrainConfig, by_group
+from orthotune.core import (
+    DATASETS,
+    SETTINGS,
+    TASKS,
+    ConfigError,
+    Group,
+    OrthoSettings,
+    OrthotuneError,
+    TrainConfig,
+    by_group,
+)
 from orthotune.search.store import Store
 
-#: The selection cell: one winner per combination of these (the config's cell fields).
-CELL = tuple(f.name for f in by_group(TrainConfig, Group.CELL))
+#: The config's cell fields: dataset, setting, backbone, depth and the arm (``ortho``).
+BASE = tuple(f.name for f in by_group(TrainConfig, Group.CELL))
+#: The variant switches (profile/ablation label, bound, transform, layout, selection, ...):
+#: fixed within a cell, so trials of different variants never compete.
+SWITCHES = tuple(f.name for f in by_group(TrainConfig, Group.VARIANT))
+#: Switches only Ortho-GConv's layers read; the original arm's values are ignored (dropped).
+ORTHO_SWITCHES = tuple(f.name for f in by_group(OrthoSettings, Group.VARIANT))
+#: Switches both arms read, the ``variant`` label included: what a pair must agree on.
+SHARED = tuple(s for s in SWITCHES if s not in ORTHO_SWITCHES)
+#: The selection cell: one winner per combination of these. ``switches`` is a column
+#: :func:`load_trials` derives from the row's :data:`SWITCHES` (``k=v;...``, without the
+#: Ortho-only switches for the original arm), so the key is never null and sorts.
+CELL = (*BASE, "switches")
+#: The pair of a paired test: the cell without the arm; ``shared`` encodes :data:`SHARED`.
+PAIR = ("setting", "dataset", "backbone", "depth", "shared")
 #: Display names of the two arms.
 ORIGINAL, ORTHO = "original", "Ortho-GConv"
 
@@ -26,6 +50,7 @@ class Filters:
     backbones: tuple[str, ...] = ()
     depths: tuple[int, ...] = ()
     ortho: bool | None = None
+    variants: tuple[str, ...] = ()  # ``variant`` labels (profile or ablation names)
 
     def __post_init__(self) -> None:
         # names go through the same registries as training, so a typo fails listing valid ones
@@ -42,7 +67,7 @@ class Filters:
     def describe(self) -> str:
         parts = [f"{name}={','.join(map(str, values))}" for name, values in (
             ("search", self.searches), ("dataset", self.datasets), ("setting", self.settings),
-            ("backbone", self.backbones), ("depth", self.depths)) if values]
+            ("backbone", self.backbones), ("depth", self.depths), ("variant", self.variants)) if values]
         if self.ortho is not None:
             parts.append(f"arm={ORTHO if self.ortho else ORIGINAL}")
         return " ".join(parts) or "none"
@@ -65,8 +90,10 @@ def open_store(store: Store | str) -> Store:
 def load_trials(store: Store | str, filters: Filters | None = None) -> pd.DataFrame:
     """The ``trials`` table of ``store`` as a data frame, restricted to ``filters``.
 
-    Columns are the store's TRIALS_SCHEMA plus ``arm`` (``original``/``Ortho-GConv``).
-    An unknown search name fails listing the searches the store holds.
+    Columns are the store's TRIALS_SCHEMA plus ``arm`` (``original``/``Ortho-GConv``),
+    ``switches`` and ``shared`` (the cell's and the pair's variant keys, see :data:`CELL`) and
+    ``variant_name`` (the ``variant`` label, with the switches that tell apart cells sharing
+    a label). An unknown search name fails listing the searches the store holds.
     """
     store, filters = open_store(store), filters or Filters()
     table = store.read("trials")
@@ -75,14 +102,54 @@ def load_trials(store: Store | str, filters: Filters | None = None) -> pd.DataFr
     keep = pd.Series(True, index=frame.index)
     for column, values in (("search", filters.searches), ("dataset", filters.datasets),
                            ("setting", filters.settings), ("backbone", filters.backbones),
-                           ("depth", filters.depths)):
+                           ("depth", filters.depths), ("variant", filters.variants)):
         if values:
             keep &= frame[column].isin(values)
     if filters.ortho is not None:
         keep &= frame["ortho"] == filters.ortho
     frame = frame[keep].reset_index(drop=True)
     frame["arm"] = frame["ortho"].map({False: ORIGINAL, True: ORTHO})
+    return add_variant_keys(frame)
+
+
+def add_variant_keys(frame: pd.DataFrame) -> pd.DataFrame:
+    """Add ``switches``, ``shared`` and ``variant_name`` (see :func:`load_trials`)."""
+    frame = frame.copy()
+    combos = [_switch_values(row) for row in frame[[*SWITCHES, "ortho"]].to_dict("records")]
+    frame["switches"] = [_encode(c) for c in combos]
+    frame["shared"] = [_encode({k: v for k, v in c.items() if k in SHARED}) for c in combos]
+    frame["variant_name"] = _variant_names(combos)
     return frame
+
+
+def _switch_values(row: dict) -> dict:
+    # the original arm never reads the Ortho-only switches: they must not split its cells
+    keep = SWITCHES if row["ortho"] else SHARED
+    return {k: _scalar(row[k]) for k in keep if _scalar(row[k]) is not None}
+
+
+def _scalar(value: object) -> object:
+    if value is None or (isinstance(value, float) and np.isnan(value)):
+        return None
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _encode(values: dict) -> str:
+    return ";".join(f"{k}={v}" for k, v in values.items())
+
+
+def _variant_names(combos: list[dict]) -> list[str]:
+    """The ``variant`` label, plus ``k=v`` for each switch on which cells with that label differ."""
+    seen: dict[str, dict[str, set]] = {}
+    for combo in combos:
+        for key, value in combo.items():
+            seen.setdefault(str(combo.get("variant")), {}).setdefault(key, set()).add(repr(value))
+    names = []
+    for combo in combos:
+        label = str(combo.get("variant"))
+        differ = [f"{k}={v}" for k, v in combo.items() if k != "variant" and len(seen[label][k]) > 1]
+        names.append(f"{label} ({', '.join(differ)})" if differ else label)
+    return names
 
 
 def known_searches(store: Store, frame: pd.DataFrame) -> list[str]:

@@ -10,8 +10,22 @@ import pandas as pd
 from orthotune.reports._load import Filters, load_trials, open_store
 from orthotune.reports._plots import Figure, figures
 from orthotune.reports._select import TIE_RULE_TEXT, select_best
-from orthotune.reports._tables import TEST_NAME, expected_cells, missing_cells, summary, t_effect
+from orthotune.reports._tables import (
+    ALPHA,
+    TEST_NAME,
+    ablation,
+    expected_cells,
+    importance,
+    missing_cells,
+    summary,
+    t_effect,
+    winners_table,
+)
 from orthotune.search.store import Store
+
+#: The epochs-table column of per-layer gradient norms (recorded every k epochs), if the
+#: store has it; the paper's Figure 1(b, c) is drawn from it.
+EPOCH_GRAD_NORMS = "grad_norms"
 
 
 @dataclass(frozen=True)
@@ -26,10 +40,14 @@ class Report:
     summary: pd.DataFrame
     missing: pd.DataFrame
     t_effect: pd.DataFrame
+    hyperparameters: pd.DataFrame = field(default_factory=pd.DataFrame)  # the winners table
+    ablation: pd.DataFrame = field(default_factory=pd.DataFrame)
+    importance: pd.DataFrame = field(default_factory=pd.DataFrame)
     figures: list[Figure] = field(default_factory=list)
 
     selection_rule: str = TIE_RULE_TEXT
     test_name: str = TEST_NAME
+    alpha: float = ALPHA
 
 
 def best_configs(store: Store | str, filters: Filters | None = None) -> pd.DataFrame:
@@ -46,6 +64,7 @@ def build_report(store: Store | str, filters: Filters | None = None, plots: bool
     expected = expected_cells(trials, arms)
     table = summary(winners, expected)
     effect = t_effect(trials)
+    drawn = plots and not winners.empty
     return Report(
         store=store.uri,
         searches=sorted(trials["search"].unique()),
@@ -57,6 +76,24 @@ def build_report(store: Store | str, filters: Filters | None = None, plots: bool
         summary=table,
         missing=missing_cells(trials, winners, expected),
         t_effect=effect,
-        figures=figures(table, winners, effect) if plots and not winners.empty else [],
+        hyperparameters=winners_table(winners),
+        ablation=ablation(winners),
+        importance=importance(trials),
+        figures=figures(table, winners, effect, trials, _epoch_grad_norms(store, winners)) if drawn else [],
     )
+
+
+def _epoch_grad_norms(store: Store, winners: pd.DataFrame) -> pd.DataFrame | None:
+    """The winners' per-epoch per-layer gradient norms, or None where the store has none."""
+    dataset = store.dataset("epochs")
+    if EPOCH_GRAD_NORMS not in dataset.schema.names or winners.empty:
+        return None
+    import pyarrow.dataset as ds
+
+    columns = ["search", "trial_id", "repeat", "epoch", EPOCH_GRAD_NORMS]
+    found = dataset.to_table(columns=columns, filter=ds.field("trial_id").isin(list(winners["trial_id"])))
+    frame = found.to_pandas()
+    wanted = set(zip(winners["search"], winners["trial_id"]))  # trial ids repeat across searches
+    keep = [key in wanted for key in zip(frame["search"], frame["trial_id"])]
+    return frame[keep & frame[EPOCH_GRAD_NORMS].notna()]
 

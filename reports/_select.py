@@ -50,7 +50,8 @@ def eligible(trials: pd.DataFrame) -> pd.DataFrame:
 
 
 def select_best(trials: pd.DataFrame) -> pd.DataFrame:
-    """One row per cell (dataset, setting, backbone, depth, ortho): its validation-best trial.
+    """One row per cell (dataset, setting, backbone, depth, ortho, variant switches): its
+    validation-best trial. ``trials`` is a :func:`load_trials` frame (it has ``switches``).
 
     Adds ``candidates`` (trials that could win) and ``failed`` (failed trials) per cell.
     """
@@ -98,8 +99,18 @@ def config_dict(row: Mapping[str, Any] | pd.Series) -> dict[str, Any]:
     """``row_to_config(row)`` as plain JSON/YAML-ready values; the original arm leaves out the
     Ortho-GConv keys (it has none: printing TrainConfig's defaults would suggest it had)."""
     config = row_to_config(row)
-    values = config.to_dict()
+    values = {k: tidy(v) for k, v in config.to_dict().items()}
     return values if config.ortho else {k: v for k, v in values.items() if k not in ORTHO_ONLY}
+
+
+def tidy(value: Any) -> Any:
+    """A float as the decimal it stands for (0.7, not 0.7000000000000001: 12 significant
+    digits, far below any hyperparameter's meaning but above binary noise); lists itemwise."""
+    if isinstance(value, list):
+        return [tidy(v) for v in value]
+    if isinstance(value, float) and math.isfinite(value):
+        return float(f"{value:.12g}")
+    return value
 
 
 def _python(value: Any, kind: pa.DataType) -> Any:

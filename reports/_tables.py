@@ -1,9 +1,22 @@
-"""The report's tables: the paper-style comparison, the paired test and the missing cells.
+"""The report's tables: the paper-style comparison, the paired test, the missing cells, the
+winners' hyperparameters, the ablations, the effect of T and hyperparameter importance.
 
-Paired test: the two winners of a pair (original and Ortho-GConv at the same dataset,
-setting, backbone and depth) are matched repeat by repeat on the repeat key (the split for
-``full``, the fold for ``cv10``, the seed for ``semi``/``official``); the difference is
-Ortho-GConv minus original test accuracy, tested with SciPy's paired t-test
+Cells and variants: a cell is (dataset, setting, backbone, depth, arm, variant switches); see
+``CELL`` in ``_load``. Trials of different variants (a profile such as ``official``, an
+ablation such as ``no-hybrid``, schema-v1 rows labelled ``v1``) never compete in one cell.
+
+Pairing: the original arm of a (setting, dataset, backbone, depth) pairs with every
+Ortho-GConv cell that agrees with it on the switches both arms read (``SHARED``: the
+``variant`` label, layout, conv_bias, batch_norm, feature_transform, jk, gcnii_variant,
+directed, selection). The Ortho-only switches (bound, transform, hybrid, target, ...) do not
+exist for the original arm, so two Ortho-GConv cells that differ only in them (say bound
+frobenius and covariance, both labelled ``default``) each pair with the same original winner;
+an Ortho-GConv variant whose label has no original cell (an ablation run without the
+original arm) has no partner, and the ablation table compares it with the full model.
+
+Paired test: the two winners of a pair are matched repeat by repeat on the repeat key (the
+split for ``full``, the fold for ``cv10``, the seed for ``semi``/``official``); the
+difference is Ortho-GConv minus original test accuracy, tested with SciPy's paired t-test
 (``scipy.stats.ttest_rel``, two-sided). The t-test rather than Wilcoxon's signed-rank test
 because the paper's protocol has 5 or 10 repeats, where the exact signed-rank test cannot
 go below p = 0.0625 (n = 5) and so could never call a 5-split gain real.
@@ -17,42 +30,55 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
-from orthotune.reports._load import CELL, ORIGINAL, ORTHO
+from orthotune.core import Group, TrainConfig, by_group, column_name
+from orthotune.reports._load import CELL, ORIGINAL, ORTHO, PAIR
 from orthotune.reports._select import TIE_RULE, eligible
 
 #: What one repeat is in each setting (how the report labels it and pairs on it).
 REPEAT_KIND = {"full": "split", "cv10": "fold", "semi": "seed", "official": "seed"}
-#: The row of a pair: everything of the cell but the arm.
-PAIR = ("setting", "dataset", "backbone", "depth")
 TEST_NAME = "paired t-test (scipy.stats.ttest_rel, two-sided)"
+#: The significance level of the verdicts in words.
+ALPHA = 0.05
+#: The columns a pair row is shown by (``PAIR`` without the encoded switches).
+ROW = ("setting", "dataset", "backbone", "depth", "variant")
+#: Every hyperparameter a trial has: Ortho-GConv's searched values and the training values
+#: (store column names; ``max_epochs`` is the config's ``epochs``).
+HYPERPARAMETERS = tuple(column_name(f) for f in by_group(TrainConfig, Group.ORTHO, Group.TRAIN))
+#: Ablation references, in order of preference: the variant the others are compared with.
+REFERENCES = ("full", "default")
 
 
 def expected_cells(trials: pd.DataFrame, arms: tuple[bool, ...] = (False, True)) -> pd.DataFrame:
-    """The cells a report should fill: per setting, every (dataset, backbone) seen times
-    every depth seen in that setting times both arms (or the arm filtered to)."""
+    """The cells a report should fill: per setting, every (dataset, backbone) seen times every
+    depth seen times every (arm, variant) combination seen in that setting (an arm filtered
+    away is not expected). A variant run for one arm only (an ablation) expects only that arm."""
+    columns = [*CELL, "variant_name", "shared"]
     if trials.empty:
-        return pd.DataFrame(columns=list(CELL))
+        return pd.DataFrame(columns=columns)
     rows = []
-    for setting, group in trials.groupby("setting", sort=True):
-        pairs = group[["dataset", "backbone"]].drop_duplicates().itertuples(index=False)
-        depths = sorted(int(d) for d in group["depth"].dropna().unique())
-        rows += [(d, setting, b, depth, arm) for d, b in pairs for depth in depths for arm in arms]
-    return pd.DataFrame(rows, columns=list(CELL))
+    for _, group in trials.groupby("setting", sort=True):
+        grid = group[["dataset", "setting", "backbone"]].drop_duplicates()
+        depths = pd.DataFrame({"depth": sorted(int(d) for d in group["depth"].dropna().unique())})
+        combos = group[["ortho", "switches", "variant_name", "shared"]].drop_duplicates()
+        combos = combos[combos["ortho"].isin(arms)]
+        rows.append(grid.merge(depths, how="cross").merge(combos, how="cross"))
+    return pd.concat(rows, ignore_index=True)[columns] if rows else pd.DataFrame(columns=columns)
 
 
 def missing_cells(trials: pd.DataFrame, winners: pd.DataFrame, expected: pd.DataFrame) -> pd.DataFrame:
     """Expected cells without a winner, and why (no trials, or all failed)."""
     have = set(winners[list(CELL)].itertuples(index=False, name=None))
+    by_cell = dict(iter(trials.groupby(list(CELL), sort=False))) if len(trials) else {}
     rows = []
-    for cell in expected.itertuples(index=False, name=None):
-        if cell in have:
+    for cell in expected.itertuples(index=False):
+        key = tuple(getattr(cell, c) for c in CELL)
+        if key in have:
             continue
-        mask = np.logical_and.reduce([trials[c] == v for c, v in zip(CELL, cell)])
-        rows.append({**dict(zip(CELL, cell)), "arm": ORTHO if cell[-1] else ORIGINAL,
-                     "reason": _why_missing(trials[mask])})
-    return pd.DataFrame(rows, columns=[*CELL, "arm", "reason"])
+        rows.append({**dict(zip(CELL, key)), "variant": cell.variant_name,
+                     "arm": ORTHO if cell.ortho else ORIGINAL,
+                     "reason": _why_missing(by_cell.get(key, trials.iloc[:0]))})
+    return pd.DataFrame(rows, columns=[*CELL, "variant", "arm", "reason"])
 
 
 def _why_missing(cell_trials: pd.DataFrame) -> str:
@@ -75,6 +101,18 @@ class Paired:
     t: float
     p: float
     note: str
+
+    def verdict(self, gain: str = "gain", loss: str = "reversed") -> str:
+        """The result in words, whatever the sign: ``gain`` or ``loss`` (Ortho-GConv better or
+        worse than the original; for ablations, the variant better or worse than the full
+        model), significant at :data:`ALPHA` or not, with the difference and the p-value."""
+        if not math.isfinite(self.p):
+            if math.isfinite(self.diff_mean):
+                return f"no test ({self.note or 'no p-value'}); mean {gain} {100 * self.diff_mean:+.2f} pts"
+            return f"no test ({self.note})"
+        word = gain if self.diff_mean > 0 else loss if self.diff_mean < 0 else "no difference"
+        significance = "significant" if self.p < ALPHA else "not significant"
+        return f"{word} {significance} ({100 * self.diff_mean:+.2f} pts, p = {self.p:.3g})"
 
 
 def paired(setting: str, original: pd.Series | None, ortho: pd.Series | None) -> Paired:
@@ -99,6 +137,8 @@ def paired(setting: str, original: pd.Series | None, ortho: pd.Series | None) ->
         return Paired(len(keys), float(diffs[0]), 0.0, nan, nan, note)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
+        from scipy import stats  # here, not at import: `orthotune best` needs no SciPy
+
         result = stats.ttest_rel([right[k] for k in keys], [left[k] for k in keys])
     return Paired(len(keys), float(diffs.mean()), float(diffs.std(ddof=1)), float(result.statistic),
                   float(result.pvalue), extra.lstrip("; "))
@@ -117,37 +157,60 @@ def _per_repeat(setting: str, row: pd.Series) -> dict:
 
 
 def summary(winners: pd.DataFrame, expected: pd.DataFrame) -> pd.DataFrame:
-    """One row per pair (setting, dataset, backbone, depth): both arms' winners and the test.
+    """One row per pair: an Ortho-GConv cell with its original partner (see the module doc),
+    or an original cell no Ortho-GConv cell pairs with.
 
     Columns per arm ``orig_*`` / ``ortho_*``: search, trial_id, val_acc, test_acc (mean over
     repeats), test_acc_std, repeats; then ``better`` (the arm with the higher mean test
     accuracy: a label on the table, not a choice), ``n_pairs``, ``diff_mean``, ``diff_std``,
-    ``t``, ``p`` and ``note``.
+    ``t``, ``p``, ``verdict`` (in words) and ``note``.
     """
-    cells = pd.concat([expected[list(CELL)], winners[list(CELL)]]).drop_duplicates()
-    pairs = cells[list(PAIR)].drop_duplicates().sort_values(list(PAIR), kind="stable")
+    columns = [*CELL, "variant_name", "shared"]
+    cells = pd.concat([expected[columns], winners[columns]]).drop_duplicates(subset=list(CELL))
     lookup = {tuple(r[c] for c in CELL): r for _, r in winners.iterrows()}
+    originals = {tuple(r[c] for c in PAIR): r for _, r in cells[~cells["ortho"].astype(bool)].iterrows()}
+    paired_keys: set[tuple] = set()
     rows = []
-    for pair in pairs.itertuples(index=False, name=None):
-        setting, dataset, backbone, depth = pair
-        key = (dataset, setting, backbone, depth)
-        original, ortho = lookup.get((*key, False)), lookup.get((*key, True))
-        test = paired(setting, original, ortho)
-        rows.append({
-            **dict(zip(PAIR, pair)),
-            "repeat_kind": REPEAT_KIND.get(setting, "repeat"),
-            **_arm_columns("orig", original),
-            **_arm_columns("ortho", ortho),
-            "better": _better(original, ortho),
-            **vars(test),
-        })
-    return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
+    for _, cell in cells[cells["ortho"].astype(bool)].iterrows():
+        pair = tuple(cell[c] for c in PAIR)
+        partner = originals.get(pair)
+        paired_keys.add(pair)
+        original = None if partner is None else lookup.get(tuple(partner[c] for c in CELL))
+        rows.append(_summary_row(cell, original, lookup.get(tuple(cell[c] for c in CELL))))
+    for pair, cell in originals.items():
+        if pair not in paired_keys:
+            rows.append(_summary_row(cell, lookup.get(tuple(cell[c] for c in CELL)), None))
+    frame = pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
+    frame = frame.sort_values(["setting", "dataset", "backbone", "depth", "variant"], kind="stable")
+    return _integers(frame.reset_index(drop=True), ["depth", "orig_repeats", "ortho_repeats", "n_pairs"])
+
+
+def _summary_row(cell: pd.Series, original: pd.Series | None, ortho: pd.Series | None) -> dict:
+    test = paired(cell["setting"], original, ortho)
+    return {
+        **{c: cell[c] for c in ("setting", "dataset", "backbone", "depth")},
+        "variant": cell["variant_name"], "switches": cell["switches"],
+        "repeat_kind": REPEAT_KIND.get(cell["setting"], "repeat"),
+        **_arm_columns("orig", original),
+        **_arm_columns("ortho", ortho),
+        "better": _better(original, ortho),
+        **vars(test),
+        "verdict": test.verdict(),
+    }
 
 
 _ARM_FIELDS = ("search", "trial_id", "val_acc", "test_acc", "test_acc_std", "repeats")
-SUMMARY_COLUMNS = [*PAIR, "repeat_kind",
+SUMMARY_COLUMNS = [*ROW, "switches", "repeat_kind",
                    *(f"orig_{f}" for f in _ARM_FIELDS), *(f"ortho_{f}" for f in _ARM_FIELDS),
-                   "better", "n_pairs", "diff_mean", "diff_std", "t", "p", "note"]
+                   "better", "n_pairs", "diff_mean", "diff_std", "t", "p", "verdict", "note"]
+
+
+def _integers(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    """Counts stay integers when some are missing (pandas would make them floats: ``5.0``)."""
+    for column in columns:
+        frame[column] = pd.array([None if v is None or (isinstance(v, float) and math.isnan(v)) else int(v)
+                                  for v in frame[column]], dtype="Int64")
+    return frame
 
 
 def _arm_columns(prefix: str, row: pd.Series | None) -> dict:
@@ -167,15 +230,153 @@ def _better(original: pd.Series | None, ortho: pd.Series | None) -> str | None:
     return ORTHO if b > a else ORIGINAL
 
 
+# -- winners -------------------------------------------------------------------------------
+
+WINNER_COLUMNS = ["setting", "dataset", "backbone", "depth", "arm", "variant", "selection", *HYPERPARAMETERS,
+                  "status", "epochs", "best_epoch", "val_acc", "test_acc", "candidates", "search", "trial_id"]
+
+
+def winners_table(winners: pd.DataFrame) -> pd.DataFrame:
+    """Every hyperparameter of each cell's winner, its status (a stopped winner was cut by
+    ASHA), the epochs it trained and its validation-best epoch (most over the repeats)."""
+    frame = winners.drop(columns="variant").rename(columns={"variant_name": "variant"})
+    frame = frame.sort_values(["setting", "dataset", "backbone", "depth", "variant", "ortho"], kind="stable")
+    frame = frame[WINNER_COLUMNS].reset_index(drop=True)
+    ints = [c for c in ("depth", "epochs", "best_epoch", "candidates", *HYPERPARAMETERS)
+            if c in frame and _integral(frame[c])]
+    return _integers(frame.astype(object).where(frame.notna(), None), ints)
+
+
+def _integral(column: pd.Series) -> bool:
+    """An integer column that nulls turned into floats (``T`` is null for the original arm)."""
+    values = [v for v in column if v is not None and not (isinstance(v, float) and math.isnan(v))]
+    if pd.api.types.is_bool_dtype(column) or any(isinstance(v, (bool, np.bool_, str)) for v in values):
+        return False
+    return pd.api.types.is_integer_dtype(column) or (
+        column.dtype == float and bool(values) and _declared_int(column.name))
+
+
+def _declared_int(name: str) -> bool:
+    return any(column_name(f) == name and f.metadata["rule"].kind == "int" for f in by_group(
+        TrainConfig, Group.ORTHO, Group.TRAIN))
+
+
+# -- ablations -----------------------------------------------------------------------------
+
+ABLATION_COLUMNS = [*("setting", "dataset", "backbone", "depth"), "variant", "reference", "search", "trial_id",
+                    "val_acc", "test_acc", "test_acc_std", "n_pairs", "diff_mean", "p", "verdict"]
+
+
+def ablation(winners: pd.DataFrame) -> pd.DataFrame:
+    """Ortho-GConv variants of one (setting, dataset, backbone, depth) side by side: each
+    against the reference variant (``full``, else ``default``, else the first label), paired
+    repeat by repeat like the arms (difference: variant minus reference). Only where a cell
+    has two or more Ortho-GConv variants."""
+    ortho = winners[winners["ortho"].astype(bool)]
+    rows = []
+    for key, group in ortho.groupby(["setting", "dataset", "backbone", "depth"], sort=True):
+        if group["variant_name"].nunique() < 2:
+            continue
+        names = list(group["variant_name"])
+        reference = next((n for n in REFERENCES if n in names), sorted(names)[0])
+        base = group[group["variant_name"] == reference].iloc[0]
+        for _, row in group.sort_values("variant_name").iterrows():
+            test = paired(key[0], base, row) if row["variant_name"] != reference else None
+            rows.append({
+                **dict(zip(("setting", "dataset", "backbone", "depth"), key)),
+                "variant": row["variant_name"], "reference": reference,
+                **{c: row[c] for c in ("search", "trial_id", "val_acc", "test_acc", "test_acc_std")},
+                "n_pairs": test.n_pairs if test else None, "diff_mean": test.diff_mean if test else None,
+                "p": test.p if test else None,
+                "verdict": test.verdict("better", "worse") if test else "reference",
+            })
+    return _integers(pd.DataFrame(rows, columns=ABLATION_COLUMNS), ["depth", "n_pairs"])
+
+
+# -- effect of T ---------------------------------------------------------------------------
+
+T_COLUMNS = [*("setting", "dataset", "backbone", "depth"), "variant", "T", "trial_id", "status", "stuck",
+             "test_acc", "test_acc_std", "seconds_per_epoch"]
+
+
 def t_effect(trials: pd.DataFrame) -> pd.DataFrame:
-    """For each Ortho-GConv (setting, dataset, backbone, depth) and each T: the validation-best
-    trial with that T (same tie rule), its test accuracy and seconds per epoch."""
+    """For each Ortho-GConv cell and each T: the validation-best trial with that T (same tie
+    rule), its status, whether it was stuck, its test accuracy and seconds per epoch."""
     ortho = eligible(trials)
     ortho = ortho[ortho["ortho"] == True]  # noqa: E712 (a column comparison, not a truth test)
     if ortho.empty:
-        return pd.DataFrame(columns=[*PAIR, "T", "test_acc", "test_acc_std", "seconds_per_epoch"])
+        return pd.DataFrame(columns=T_COLUMNS)
     columns, ascending = zip(*TIE_RULE)
     ordered = ortho.sort_values(list(columns), ascending=list(ascending), na_position="last", kind="stable")
-    best = ordered.groupby([*PAIR, "T"], sort=True).head(1)
-    best = best[[*PAIR, "T", "test_acc", "test_acc_std", "seconds_per_epoch"]]
-    return best.sort_values([*PAIR, "T"], kind="stable").reset_index(drop=True)
+    best = ordered.groupby([*CELL, "T"], sort=True).head(1)
+    best = best.drop(columns="variant").rename(columns={"variant_name": "variant"}).assign(stuck=stuck(best))[T_COLUMNS]
+    best = best.sort_values(["setting", "dataset", "backbone", "depth", "variant", "T"], kind="stable")
+    return _integers(best.reset_index(drop=True), ["depth", "T"])
+
+
+def stuck(trials: pd.DataFrame) -> pd.Series:
+    """Trials that never learned: no repeat's validation selection moved past the first
+    epoch (the majority-class plateau of a vanishing-gradient model looks like this)."""
+    return pd.Series([_never_improved(b) for b in trials["repeat_best_epoch"]], index=trials.index, dtype=bool)
+
+
+def _never_improved(best_epochs: object) -> bool:
+    values = [int(b) for b in (best_epochs if best_epochs is not None else []) if b is not None]
+    return bool(values) and max(values) <= 1
+
+
+# -- hyperparameter importance -------------------------------------------------------------
+
+IMPORTANCE_COLUMNS = [*("setting", "dataset", "backbone", "depth", "arm"), "variant", "trials", "importance"]
+
+
+def importance(trials: pd.DataFrame) -> pd.DataFrame:
+    """Per cell, Optuna's fANOVA importance of each searched hyperparameter for the objective
+    (validation accuracy) over the cell's eligible trials: ``importance`` is ``name=share``
+    pairs, largest first. Cells with fewer than 3 trials, nothing searched or a constant
+    objective are left out."""
+    import optuna  # here: a report without importance never pays for the import
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    rows = []
+    for key, group in eligible(trials).groupby(list(CELL), sort=True):
+        shares = _importances(optuna, group)
+        if shares:
+            first = group.iloc[0]
+            text = ", ".join(f"{name}={share:.2f}" for name, share in shares.items())
+            rows.append({**dict(zip(CELL, key)), "arm": first["arm"], "variant": first["variant_name"],
+                         "trials": len(group), "importance": text})
+    return _integers(pd.DataFrame(rows, columns=IMPORTANCE_COLUMNS), ["depth", "trials"])
+
+
+def _importances(optuna, group: pd.DataFrame) -> dict[str, float]:
+    params = [c for c in HYPERPARAMETERS if group[c].notna().all() and group[c].nunique() > 1]
+    # fANOVA splits the objective's variance: a constant objective has none to share out
+    if len(group) < 3 or not params or group["val_acc"].astype(float).nunique() < 2:
+        return {}
+    values = {c: [_param(v, _declared_int(c)) for v in group[c]] for c in params}
+    distributions = {c: _distribution(optuna, values[c]) for c in params}
+    study = optuna.create_study(direction="maximize")
+    for i, (_, row) in enumerate(group.iterrows()):
+        study.add_trial(optuna.trial.create_trial(params={c: values[c][i] for c in params},
+                                                  distributions=distributions,
+                                                  value=float(row["val_acc"])))
+    # a fixed seed: the same store gives the same report
+    evaluator = optuna.importance.FanovaImportanceEvaluator(n_trees=32, seed=0)
+    return optuna.importance.get_param_importances(study, evaluator=evaluator)
+
+
+def _distribution(optuna, values: list):
+    if all(type(v) is int for v in values):
+        return optuna.distributions.IntDistribution(min(values), max(values))
+    if all(isinstance(v, float) for v in values):
+        return optuna.distributions.FloatDistribution(min(values), max(values))
+    return optuna.distributions.CategoricalDistribution(sorted(set(values), key=str))
+
+
+def _param(value: object, integer: bool) -> object:
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer, float, np.floating)):
+        return int(value) if integer else float(value)
+    return str(value)

@@ -17,7 +17,20 @@ A space file::
       lr: {low: 0.001, high: 0.1, log: true}
       epochs: 200
     asha: {grace_period: 10, reduction_factor: 3}   # optional
-    samples: 16                 # optional: default number of trials
+    samples: 16                 # optional: trials per cell and arm
+    variants:                   # optional: named variants, each searched as its own cells
+      - name: full              # the ``variant`` label the store and the reports key on
+      - name: no-hybrid
+        arms: [ortho]           # optional: which arms it runs (default: the space's)
+        beta: 1.0               # any ortho/train key: fixed or searched, replaces the space's
+      - name: official
+        profile: official       # optional: a profile's switches (orthotune.core.PROFILES)
+        datasets: [cora]        # optional: datasets/backbones/depths replace the space's
+        depths: [64]
+
+Without ``variants`` the space is one variant (the config's default label). Entries may
+share a name when they cover different (dataset, backbone, depth) cells (one block of the
+authors' per-dataset settings, say); two entries never give the same cell and arm twice.
 
 Every value is a scalar (fixed), a list (a choice) or a range ``{low, high, step, log}``.
 Unknown keys, empty lists, inverted ranges and values a config would reject are refused
@@ -45,16 +58,45 @@ from orthotune.core import (
     TrainConfig,
     by_group,
     defaults_for,
+    profile_values,
 )
 from orthotune.spaces._dimension import Dimension
 
 TOP_KEYS = {"name", "datasets", "setting", "repeats", "backbones", "depths", "original", "ortho",
-            "train", "asha", "samples"}
+            "train", "asha", "samples", "variants"}
 #: Keys of the ``ortho`` arm and of ``train``, derived from the config's declarations: the
 #: Ortho-GConv fields go under ``ortho``, every other training field or switch under ``train``.
 ORTHO_KEYS = {f.name for f in by_group(OrthoSettings, Group.ORTHO, Group.VARIANT)}
 TRAIN_KEYS = {f.name for f in by_group(TrainConfig, Group.TRAIN, Group.VARIANT)} - ORTHO_KEYS
 ASHA_KEYS = {"grace_period", "reduction_factor"}
+#: Keys of one ``variants`` entry besides the ortho/train values it fixes or searches.
+VARIANT_KEYS = {"name", "profile", "arms", "datasets", "backbones", "depths"}
+ARMS = ("original", "ortho")
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One named variant: its label, the arms it runs, the values it sets (fixed or searched)
+    and, optionally, the datasets, backbones and depths it covers instead of the space's."""
+
+    name: str
+    values: Mapping[str, Dimension] = field(default_factory=dict)
+    arms: tuple[str, ...] | None = None
+    profile: str | None = None
+    datasets: tuple[str, ...] | None = None
+    backbones: tuple[str, ...] | None = None
+    depths: tuple[int, ...] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name}
+        for key in ("profile", "arms", "datasets", "backbones", "depths"):
+            value = getattr(self, key)
+            if value is not None:
+                out[key] = value if isinstance(value, str) else list(value)
+        out.update({name: _dump(d) for name, d in self.values.items()})
+        return out
+
+
 @dataclass(frozen=True)
 class SearchSpace:
     name: str
@@ -69,21 +111,58 @@ class SearchSpace:
     grace_period: int = 10
     reduction_factor: int = 3
     samples: int = 16
+    variants: tuple[Variant, ...] = ()
 
     def __post_init__(self) -> None:
+        if self.variants:
+            self._check_variants()
+            return
         if not self.original and self.ortho is None:
             raise ConfigError("space: 'original' is false and there is no 'ortho' arm; nothing to search")
         for dataset, backbone, depth in itertools.product(self.datasets, self.backbones, self.depths):
             for values in self._corner_configs(dataset, backbone, depth):
                 _validate(values)
 
+    # -- variants --------------------------------------------------------------------------
+
+    def parts(self) -> list[SearchSpace]:
+        """The space as plain spaces, one per variant (itself when it has no variants)."""
+        return [self._part(v) for v in self.variants] if self.variants else [self]
+
+    def _part(self, variant: Variant) -> SearchSpace:
+        """The plain space of one variant: its label and values fixed, its arms and cells."""
+        values = {n: Dimension("name", "fixed", (v,)) for n, v in _profile(variant.profile).items()}
+        values = {n: replace(d, name=n) for n, d in {**values, **variant.values}.items()}
+        arms = variant.arms or tuple(a for a, on in zip(ARMS, (self.original, self.ortho is not None)) if on)
+        ortho = {**(self.ortho or {}), **{n: d for n, d in values.items() if n in ORTHO_KEYS}}
+        train = {**self.train, **{n: d for n, d in values.items() if n not in ORTHO_KEYS},
+                 "variant": Dimension("variant", "fixed", (variant.name,))}
+        return replace(self, variants=(), datasets=variant.datasets or self.datasets,
+                       backbones=variant.backbones or self.backbones, depths=variant.depths or self.depths,
+                       original="original" in arms, ortho=ortho if "ortho" in arms else None, train=train)
+
+    def _check_variants(self) -> None:
+        covered: dict[tuple, str] = {}
+        for variant, part in zip(self.variants, self.parts()):  # building a part validates it
+            arms = [a for a, on in zip(ARMS, (part.original, part.ortho is not None)) if on]
+            for cell in itertools.product(part.datasets, part.backbones, part.depths, arms):
+                key = (variant.name, *cell)
+                if key in covered:
+                    raise ConfigError(f"space: variant {variant.name!r} gives cell {'/'.join(map(str, cell))} "
+                                      f"twice; entries that share a name must cover different cells")
+                covered[key] = variant.name
+
     # -- sampling --------------------------------------------------------------------------
 
     def define_by_run(self, trial: Any) -> dict[str, Any]:
         """Optuna define-by-run: the conditional space (T/beta/lambda only in the ortho arm).
 
-        Returns the fixed values; Optuna adds the sampled ones to the trial's config.
+        Returns the fixed values; Optuna adds the sampled ones to the trial's config. A space
+        with variants picks one (``variant``, a categorical) first; entries sharing a name must
+        be searched per cell (:meth:`cells`).
         """
+        if self.variants:
+            return self._variant_define_by_run(trial)
         fixed: dict[str, Any] = {}
         for name, values in (("dataset", self.datasets), ("backbone", self.backbones), ("depth", self.depths)):
             fixed.update(_pick(trial, Dimension(name, "choice", values)))
@@ -97,8 +176,22 @@ class SearchSpace:
         dataset = fixed.get("dataset", trial.params.get("dataset"))
         return {**fixed, **self.protocol(dataset)}
 
+    def _variant_define_by_run(self, trial: Any) -> dict[str, Any]:
+        names = [v.name for v in self.variants]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"space {self.name}: variants share names; search it per cell (cells())")
+        if len(names) == 1:
+            return self.parts()[0].define_by_run(trial)
+        # the label is both Optuna's parameter and the config's ``variant`` value
+        name = trial.suggest_categorical("variant", names)
+        fixed = self.parts()[names.index(name)].define_by_run(trial)
+        fixed.pop("variant", None)
+        return fixed
+
     def grid(self) -> list[dict[str, Any]]:
         """Every config of the space (ranges need a step): the grid searcher's points."""
+        if self.variants:
+            return [point for part in self.parts() for point in part.grid()]
         train = _product(self.train.values())
         arms = ([_product(self.ortho.values(), ortho=True)] if self.ortho is not None else [])
         arms += [[{"ortho": False}]] if self.original else []
@@ -118,6 +211,8 @@ class SearchSpace:
 
     def max_epochs(self) -> int:
         """The longest a trial can train (ASHA's ``max_t``)."""
+        if self.variants:
+            return max(part.max_epochs() for part in self.parts())
         epochs = self.train.get("epochs")
         if epochs is not None:
             return int(max(epochs.corners()))
@@ -126,7 +221,12 @@ class SearchSpace:
     def cells(self) -> list[SearchSpace]:
         """One space per cell (dataset, backbone, depth, arm), each with this space's
         ``samples`` as its own budget: a search over several cells gives each cell its own
-        searcher, budget and ASHA bracket, so both arms get equal budgets per cell."""
+        searcher, budget and ASHA bracket, so both arms get equal budgets per cell. With
+        variants, each variant's cells (named ``NAME/dataset/backbone/depth/VARIANT/arm``;
+        their configs carry the ``variant`` label)."""
+        if self.variants:
+            cells = [cell for part in self.parts() for cell in part.cells()]
+            return [replace(c, name=_variant_cell_name(c)) for c in cells]
         arms = [a for a, on in ((False, self.original), (True, self.ortho is not None)) if on]
         return [
             replace(self, name=f"{self.name}/{dataset}/{backbone}/{depth}/{'ortho' if arm else 'original'}",
@@ -137,7 +237,18 @@ class SearchSpace:
         ]
 
     def with_datasets(self, datasets: Sequence[str]) -> SearchSpace:
-        return replace(self, datasets=_names("datasets", list(datasets), DATASETS))
+        """The space on ``datasets`` only; variants that cover none of them are dropped."""
+        chosen = _names("datasets", list(datasets), DATASETS)
+        if not self.variants:
+            return replace(self, datasets=chosen)
+        kept = []
+        for variant in self.variants:
+            mine = tuple(d for d in chosen if d in (variant.datasets or chosen))
+            if mine:
+                kept.append(replace(variant, datasets=mine if variant.datasets else None))
+        if not kept:
+            raise ConfigError(f"space {self.name}: no variant covers datasets {', '.join(chosen)}")
+        return replace(self, datasets=chosen, variants=tuple(kept))
 
     def to_dict(self) -> dict[str, Any]:
         """A YAML-able form that :func:`parse_space` reads back to an equal space."""
@@ -156,6 +267,8 @@ class SearchSpace:
             out["repeats"] = list(self.repeats)
         if self.ortho is not None:
             out["ortho"] = dims(self.ortho)
+        if self.variants:
+            out["variants"] = [v.to_dict() for v in self.variants]
         return out
 
     def _corner_configs(self, dataset: str, backbone: str, depth: int) -> list[dict[str, Any]]:
@@ -183,6 +296,9 @@ def parse_space(values: Any, default_name: str = "space") -> SearchSpace:
         _known("ortho", ortho, ORTHO_KEYS)
     train = values.get("train") or {}
     _known("train", train, TRAIN_KEYS)
+    variants = values.get("variants") or []
+    if not isinstance(variants, list):
+        raise ConfigError(f"space: variants must be a list of mappings, got {type(variants).__name__}")
     return SearchSpace(
         name=str(values.get("name", default_name)),
         datasets=_names("datasets", values["datasets"], DATASETS),
@@ -196,7 +312,50 @@ def parse_space(values: Any, default_name: str = "space") -> SearchSpace:
         grace_period=_ints("asha.grace_period", [asha.get("grace_period", 10)], minimum=1)[0],
         reduction_factor=_ints("asha.reduction_factor", [asha.get("reduction_factor", 3)], minimum=2)[0],
         samples=_ints("samples", [values.get("samples", 16)], minimum=1)[0],
+        variants=tuple(_variant(i, v) for i, v in enumerate(variants)),
     )
+
+
+def _variant(index: int, values: Any) -> Variant:
+    """One ``variants`` entry: ``name`` required; arms, profile, cells and values optional."""
+    where = f"variants[{index}]"
+    _known(where, values, VARIANT_KEYS | ORTHO_KEYS | TRAIN_KEYS - {"variant"})
+    name = values.get("name")
+    if not isinstance(name, str) or not name:
+        raise ConfigError(f"space: {where}.name is required (a non-empty string)")
+    arms = values.get("arms")
+    if arms is not None:
+        arms = _names(f"{where}.arms", arms, ARMS)
+    profile = values.get("profile")
+    if profile is not None:
+        _profile(profile)
+    specs = {k: v for k, v in values.items() if k not in VARIANT_KEYS}
+    return Variant(
+        name=name,
+        values=_dimensions(where, specs),
+        arms=arms,
+        profile=profile,
+        datasets=_names(f"{where}.datasets", values["datasets"], DATASETS) if "datasets" in values else None,
+        backbones=(_names(f"{where}.backbones", values["backbones"], *(TASKS.get(t).backbones for t in TASKS))
+                   if "backbones" in values else None),
+        depths=tuple(_ints(f"{where}.depths", values["depths"], minimum=1)) if "depths" in values else None,
+    )
+
+
+def _profile(name: str | None) -> dict[str, Any]:
+    """A profile's switches without its label (the variant's name is the label)."""
+    if name is None:
+        return {}
+    try:
+        values = profile_values(name)
+    except ConfigError as error:
+        raise ConfigError(f"space: {error}") from None
+    return {k: v for k, v in values.items() if k != "variant"}
+
+
+def _variant_cell_name(cell: SearchSpace) -> str:
+    *head, arm = cell.name.split("/")
+    return "/".join([*head, str(cell.train["variant"].values[0]), arm])
 
 
 def load_space_file(path: str | Path) -> SearchSpace:

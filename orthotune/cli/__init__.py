@@ -1,4 +1,9 @@
-"""The ``orthotune`` command: one module per subcommand, errors as one line."""
+"""The ``orthotune`` command: one module per subcommand, errors as one line.
+
+Startup is kept fast: this module and the subcommand modules import only light modules at
+the top; only the chosen subcommand's options are built (``add_arguments``), and its
+heavy dependencies (torch, PyG, Ray, pandas, matplotlib) are imported inside its ``run``.
+"""
 
 from __future__ import annotations
 
@@ -6,30 +11,93 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from types import ModuleType
+from typing import NoReturn
 
-from orthotune.cli import best, launch, report, status, train
+from orthotune import __version__
+from orthotune.cli import best, launch, logs, report, status, train
+from orthotune.cli._common import BAD_INPUT, INTERRUPTED, OK
 from orthotune.core import OrthotuneError
 
-SUBCOMMANDS = {"train": train, "launch": launch, "status": status, "best": best, "report": report}
+SUBCOMMANDS: dict[str, ModuleType] = {
+    "train": train, "launch": launch, "status": status, "best": best, "report": report, "logs": logs,
+}
+
+DESCRIPTION = """\
+Hyperparameter search for orthogonal graph neural networks (Ortho-GConv) on Ray Tune.
+
+Train one config, search a space of configs on a local Ray or a Ray cluster, and read the
+winners and a report from the results store (Parquet files that pandas, DuckDB and Polars read).
+
+  orthotune train --dataset cora --depth 8            # one config, its repeats
+  orthotune launch --space quick                      # a search; results go to the store
+  orthotune status                                    # the searches in the store
+  orthotune best --yaml > best.yaml                   # each cell's validation-best config
+  orthotune report --format html -o report.html       # tables and plots
+
+Run `orthotune COMMAND --help` for a command's options."""
+
+EPILOG = """\
+store: commands that read or write results use --store, default $ORTHOTUNE_STORE, else ./runs/store.
+
+exit codes:
+  0    success
+  1    a run failed (train: the config failed; launch: no trial succeeded; a Ray job failed)
+  2    bad input (one line on stderr saying which value breaks which rule)
+  130  interrupted (Ctrl-C)"""
+
+class Parser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line (like every other bad input).
+
+    Options are never abbreviated: `launch --submit` hands its words on to the job's driver
+    minus --submit and --address, which must therefore be spelt out in full.
+    """
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(BAD_INPUT, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
+def build_parser(command: str | None = None) -> Parser:
+    """The parser; only ``command``'s options are added, so other subcommands' imports stay unmade."""
+    parser = Parser(prog="orthotune", description=DESCRIPTION, epilog=EPILOG,
+                    formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"orthotune {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=Parser)
+    for name, module in SUBCOMMANDS.items():
+        summary = (module.__doc__ or "").strip().splitlines()[0]
+        sub = commands.add_parser(name, help=summary, description=(module.__doc__ or "").strip(), epilog=EPILOG,
+                                  formatter_class=argparse.RawDescriptionHelpFormatter)
+        if name == command:
+            module.add_arguments(sub)
+    return parser
+
+
+def chosen_command(argv: Sequence[str]) -> str | None:
+    """The subcommand named in ``argv``: the first word that is not an option (the top-level
+    options take no values)."""
+    return next((word for word in argv if not word.startswith("-")), None)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="orthotune", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True)
-    for name, module in SUBCOMMANDS.items():
-        module.add_arguments(commands.add_parser(name, help=module.__doc__))
-    args = parser.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command = chosen_command(argv)
     try:
+        args = build_parser(command).parse_args(argv)
+        args.words = argv[argv.index(command) + 1:]  # as typed: `launch --submit` hands them on
         return SUBCOMMANDS[args.command].run(args)
     except OrthotuneError as error:
-        print(f"orthotune {args.command}: error: {error}", file=sys.stderr)
-        return 2
+        print(f"orthotune {command}: error: {error}", file=sys.stderr)
+        return BAD_INPUT
     except BrokenPipeError:  # `orthotune best --json | head`: the reader left, not an error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
+        return OK
     except KeyboardInterrupt:
-        print(f"orthotune {args.command}: interrupted", file=sys.stderr)
-        return 130
+        print(f"orthotune {command}: interrupted", file=sys.stderr)
+        return INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -4,35 +4,47 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import TYPE_CHECKING
 
-import pandas as pd
-import yaml
+from orthotune.cli._common import add_store_argument
+from orthotune.core import DATASETS, SETTINGS, TASKS, OrthotuneError
 
-from orthotune.core import OrthotuneError
-from orthotune.reports import Filters, best_configs, config_dict
+if TYPE_CHECKING:  # pandas and the reports layer are imported inside run: --help stays fast
+    import pandas as pd
+
+    from orthotune.reports import Filters
 
 #: Columns of the table view, in order (accuracies as mean ± std over the repeats).
-TABLE = ("dataset", "setting", "backbone", "depth", "arm", "val_acc", "test_acc", "repeats", "T", "beta",
+TABLE = ("dataset", "setting", "backbone", "depth", "variant", "arm", "val_acc", "test_acc", "repeats", "T", "beta",
          "lam", "hidden", "lr", "weight_decay", "dropout", "max_epochs", "candidates", "status", "search",
          "trial_id")
 
 
 def add_filter_arguments(parser: argparse.ArgumentParser) -> None:
     """The store and the filters `best` and `report` share (lists: any of the values)."""
-    parser.add_argument("--store", required=True, help="store path or URI (as given to `orthotune launch`)")
+    add_store_argument(parser)
     parser.add_argument("--search", nargs="+", action="extend", default=[], metavar="NAME",
                         help="only these searches (default: every search in the store)")
-    parser.add_argument("--dataset", nargs="+", action="extend", default=[])
-    parser.add_argument("--setting", nargs="+", action="extend", default=[])
-    parser.add_argument("--backbone", nargs="+", action="extend", default=[])
-    parser.add_argument("--depth", type=int, nargs="+", action="extend", default=[])
+    backbones = sorted({b for task in TASKS for b in TASKS.get(task).backbones})
+    for flag, names in (("dataset", DATASETS.names()), ("setting", SETTINGS), ("backbone", backbones)):
+        parser.add_argument(f"--{flag}", nargs="+", action="extend", default=[], metavar=flag.upper(),
+                            help=f"only these {flag}s, any of: {', '.join(names)} (default: all)")
+    parser.add_argument("--depth", type=int, nargs="+", action="extend", default=[], metavar="N",
+                        help="only these depths (default: all)")
     parser.add_argument("--ortho", action=argparse.BooleanOptionalAction, default=None,
-                        help="only Ortho-GConv (--ortho) or only the original backbone (--no-ortho)")
+                        help="only Ortho-GConv (--ortho) or only the original backbone (--no-ortho) "
+                             "(default: both)")
+    parser.add_argument("--variant", nargs="+", action="extend", default=[], metavar="LABEL",
+                        help="only these variant labels (profiles or ablations, e.g. default, official, "
+                             "no-reg; default: all)")
 
 
 def filters_from_args(args: argparse.Namespace) -> Filters:
+    from orthotune.reports import Filters
+
     return Filters(searches=tuple(args.search), datasets=tuple(args.dataset), settings=tuple(args.setting),
-                   backbones=tuple(args.backbone), depths=tuple(args.depth), ortho=args.ortho)
+                   backbones=tuple(args.backbone), depths=tuple(args.depth), ortho=args.ortho,
+                   variants=tuple(args.variant))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -43,6 +55,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import yaml
+
+    from orthotune.reports import best_configs, config_dict
+
     filters = filters_from_args(args)
     winners = best_configs(args.store, filters)
     if winners.empty:

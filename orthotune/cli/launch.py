@@ -1,57 +1,146 @@
-"""Launch a search (or --resume one) on a local embedded Ray or a Ray cluster."""
+"""Launch a search (or --resume one) on a local Ray or a Ray cluster; --submit runs it as a Ray job."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import sys
 from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
 
-from orthotune.search.tune import SCHEDULERS, SEARCHERS, LaunchOptions, SearchOutcome, launch, resume
-from orthotune.spaces import parse_space, resolve_space
+from orthotune.cli._common import OK, RUN_FAILED, add_store_argument
+
+if TYPE_CHECKING:
+    from orthotune.search.tune import LaunchOptions, SearchOutcome
+
+#: Progress displays of the tune layer (its ``launch(progress=...)``), plus off.
+PROGRESS = ("auto", "bar", "plain", "off")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    # Only built when `launch` is the command: the registries' names and the options'
+    # defaults come from the tune layer, their one place.
+    from orthotune.search.tune import NO_STORAGE, SCHEDULERS, SEARCHERS, LaunchOptions
+
+    default = {f.name: f.default for f in dataclasses.fields(LaunchOptions)}
     what = parser.add_mutually_exclusive_group(required=True)
     what.add_argument("--space", help="a preset (quick, paper) or a space YAML file")
     what.add_argument("--resume", metavar="NAME", help="continue the search NAME whose driver died")
-    parser.add_argument("--store", required=True, help="store root: a path or a URI (s3://, gs://)")
+    add_store_argument(parser)
     parser.add_argument("--name", help="search name (default: the space's name and the time)")
-    parser.add_argument("--datasets", nargs="+", help="override the space's datasets")
-    parser.add_argument("--samples", type=int, help="number of trials (default: the space's)")
-    parser.add_argument("--searcher", default="optuna", help=f"one of {', '.join(SEARCHERS.names())}")
-    parser.add_argument("--scheduler", default="asha", help=f"one of {', '.join(SCHEDULERS.names())}")
-    parser.add_argument("--address", help="Ray cluster address (default: a local embedded Ray)")
-    parser.add_argument("--cpus-per-trial", type=float, default=1.0)
-    parser.add_argument("--gpus-per-trial", type=float, default=0.0, help="fractions share a GPU")
-    parser.add_argument("--concurrency", type=int, help="most trials at once (default: what the cluster fits)")
-    parser.add_argument("--report-every", type=int, default=10, help="epochs between reports to Tune")
-    parser.add_argument("--seed", type=int, default=0, help="the search algorithm's seed")
-    parser.add_argument("--pack", type=int, default=1,
-                        help="configs trained together as one batched model per trial (see README)")
-    parser.add_argument("--data-root", help="raw data folder (default: $ORTHOTUNE_DATA_ROOT)")
-    parser.add_argument("--quiet", action="store_true", help="no progress line")
+    parser.add_argument("--datasets", nargs="+", metavar="DATASET", help="override the space's datasets")
+    parser.add_argument("--samples", type=int, metavar="N",
+                        help="trainings per cell and arm (default: the space's)")
+    parser.add_argument("--searcher", default=default["searcher"], metavar="NAME",
+                        help=f"search algorithm, one of: {', '.join(SEARCHERS.names())} (default: %(default)s)")
+    parser.add_argument("--scheduler", default=default["scheduler"], metavar="NAME",
+                        help=f"trial scheduler, one of: {', '.join(SCHEDULERS.names())} (default: %(default)s)")
+    parser.add_argument("--seed", type=int, default=default["seed"], help="the search algorithm's seed "
+                                                                           "(default: %(default)s)")
+    cluster = parser.add_argument_group("cluster")
+    cluster.add_argument("--address", metavar="ADDRESS",
+                         help="Ray cluster: ray://HEAD:10001 or auto (the driver runs here), or with --submit "
+                              "the dashboard's http://HEAD:8265 (default: a local Ray)")
+    cluster.add_argument("--submit", action="store_true",
+                         help="submit the search as a Ray job to --address http://HEAD:8265, print its id and "
+                              "return: the driver runs on the head node, so this client may disconnect; "
+                              "--store and --data-root are then paths on the head node (absolute) or URIs; the "
+                              "orthotune package travels with the job, its dependencies (torch, PyG, Ray) must "
+                              "be in the head's Python environment")
+    cluster.add_argument("--cpus-per-trial", type=float, default=default["cpus_per_trial"], metavar="N",
+                         help="CPUs each trial reserves (default: %(default)s)")
+    cluster.add_argument("--gpus-per-trial", type=float, default=default["gpus_per_trial"], metavar="N",
+                         help="GPUs each trial reserves; fractions share a GPU (default: %(default)s)")
+    cluster.add_argument("--concurrency", type=int, metavar="N",
+                         help="most trials at once (default: what the cluster's resources fit)")
+    cluster.add_argument("--pack", type=int, default=default["pack"], metavar="N",
+                         help="configs trained together as one batched model per trial (default: %(default)s)")
+    cluster.add_argument("--report-every", type=int, default=default["report_every"], metavar="EPOCHS",
+                         help="epochs between reports to Tune (default: %(default)s)")
+    cluster.add_argument("--data-root", help="raw data folder (default: $ORTHOTUNE_DATA_ROOT)")
+    views = parser.add_argument_group("progress and live views")
+    views.add_argument("--progress", choices=PROGRESS, default="auto",
+                       help="auto: a bar on a terminal, plain lines in logs; off: nothing (default: %(default)s)")
+    views.add_argument("--quiet", action="store_true", help="no progress display (same as --progress off)")
+    views.add_argument("--optuna-storage", metavar="URL|FILE",
+                       help="Optuna storage for optuna-dashboard: an RDB URL, a journal file, or "
+                            f"{NO_STORAGE} (default: a journal file beside a local store)")
+    views.add_argument("--tensorboard", action=argparse.BooleanOptionalAction, default=default["tensorboard"],
+                       help="write TensorBoard event files under <store>/tensorboard/NAME (default: %(default)s)")
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.submit:
+        return _submit(args)
+    if args.address and args.address.startswith(("http://", "https://")):
+        from orthotune.core import OrthotuneError
+
+        raise OrthotuneError(f"--address {args.address!r} is a dashboard (Jobs API) address: add --submit to run "
+                             f"the search as a Ray job, or give ray://HEAD:10001 to drive it from here")
+    from orthotune.search.tune import launch, resume
+    from orthotune.spaces import parse_space
+
+    progress: bool | str = False if args.quiet or args.progress == "off" else args.progress
     if args.resume:
-        outcome = resume(args.store, args.resume, parse_space, args.address, progress=not args.quiet)
+        outcome = resume(args.store, args.resume, parse_space, args.address, progress=progress)
     else:
-        outcome = launch(_options(args), progress=not args.quiet)
+        outcome = launch(_options(args), progress=progress)
     print(summary(outcome))
-    return 0
+    return OK if outcome.best_config is not None else RUN_FAILED
 
 
-def _options(args: argparse.Namespace) -> LaunchOptions:
-    space = resolve_space(args.space)
-    if args.datasets:
-        space = space.with_datasets(args.datasets)
-    name = args.name or f"{space.name}-{datetime.now():%Y%m%d-%H%M%S}"
+def _options(args: argparse.Namespace, name: str | None = None) -> LaunchOptions:
+    from orthotune.search.tune import LaunchOptions
+
+    space = _space(args)
     return LaunchOptions(
-        store=args.store, name=name, space=space, samples=args.samples, searcher=args.searcher,
-        scheduler=args.scheduler, address=args.address, cpus_per_trial=args.cpus_per_trial,
-        gpus_per_trial=args.gpus_per_trial, concurrency=args.concurrency, data_root=args.data_root,
-        seed=args.seed, report_every=args.report_every, pack=args.pack,
+        store=args.store, name=name or args.name or default_name(space.name), space=space, samples=args.samples,
+        searcher=args.searcher, scheduler=args.scheduler, address=args.address,
+        cpus_per_trial=args.cpus_per_trial, gpus_per_trial=args.gpus_per_trial, concurrency=args.concurrency,
+        data_root=args.data_root, seed=args.seed, report_every=args.report_every, pack=args.pack,
+        optuna_storage=args.optuna_storage, tensorboard=args.tensorboard,
     )
+
+
+def _space(args: argparse.Namespace):
+    from orthotune.spaces import resolve_space
+
+    space = resolve_space(args.space)
+    return space.with_datasets(args.datasets) if args.datasets else space
+
+
+def default_name(space_name: str) -> str:
+    return f"{space_name}-{datetime.now():%Y%m%d-%H%M%S}"
+
+
+def _submit(args: argparse.Namespace) -> int:
+    """Check the options here (bad input fails before anything is sent), then submit the
+    driver as a Ray job and return."""
+    from orthotune.cli import jobs
+    from orthotune.core import OrthotuneError
+
+    address = jobs.dashboard_address(args.address)
+    for flag, value in (("--store", args.store), ("--data-root", args.data_root)):
+        if value is not None and "://" not in value and not Path(value).is_absolute():
+            raise OrthotuneError(f"{flag} {value!r} is relative; with --submit give an absolute path on the "
+                                 f"head node or a URI (s3://, gs://)")
+    argv = list(args.words)
+    name = args.resume
+    if args.space is not None:  # the client names the search, so it can say which one the job runs
+        name = _options(args, name=args.name or default_name(_space(args).name)).name
+        if args.name is None:
+            argv += ["--name", name]
+    if not any(word == "--store" or word.startswith("--store=") for word in argv):
+        argv += ["--store", args.store]  # the default store is resolved here, once
+    space_file = args.space if args.space and Path(args.space).is_file() else None
+    job = jobs.submit(address, argv, space_file, metadata={"orthotune_search": name,
+                                                                 "orthotune_store": args.store})
+    print(job)
+    print(f"submitted search {name} as Ray job {job}; follow it with `orthotune logs {job} --address "
+          f"{address}`", file=sys.stderr)
+    return OK
 
 
 def summary(outcome: SearchOutcome) -> str:

@@ -5,18 +5,22 @@ from __future__ import annotations
 import argparse
 
 from orthotune.cli.best import add_filter_arguments, filters_from_args
-from orthotune.reports import FORMATS, build_report, write_report
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from orthotune.reports import FORMATS  # only when `report` is the command: its names are the choices
+
     add_filter_arguments(parser)
-    parser.add_argument("--format", default="md", help=f"one of {', '.join(FORMATS.names())} (default: md)")
+    parser.add_argument("--format", default="md", metavar="FORMAT",
+                        help=f"one of: {', '.join(FORMATS.names())} (default: %(default)s)")
     parser.add_argument("-o", "--output", metavar="OUT",
                         help="file to write (md/latex put the plots beside it; html embeds them); "
                              "default: print to stdout")
 
 
 def run(args: argparse.Namespace) -> int:
+    from orthotune.reports import FORMATS, build_report, write_report
+
     fmt = FORMATS.get(args.format)  # a bad format fails before any work
     report = build_report(args.store, filters_from_args(args), plots=fmt.wants_figures(args.output))
     text = write_report(report, args.format, args.output)

@@ -1,23 +1,49 @@
-"""List the searches in a store with their trial counts by status."""
+"""List the searches in a store with their trial counts, or show Ray jobs' states (--address)."""
 
 from __future__ import annotations
 
 import argparse
 from collections import Counter
+from typing import TYPE_CHECKING
 
+from orthotune.cli._common import OK, RUN_FAILED, add_store_argument
 from orthotune.core import Status
-from orthotune.search.store import Store
+
+if TYPE_CHECKING:
+    from orthotune.search.store import Store
 
 STATUSES = tuple(s.value for s in Status)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--store", required=True, help="store root: a path or a URI")
+    add_store_argument(parser)
+    parser.add_argument("job", nargs="?", metavar="JOB",
+                        help="with --address: the job id `orthotune launch --submit` printed "
+                             "(default: list the cluster's jobs)")
+    parser.add_argument("--address", metavar="URL",
+                        help="a Ray cluster's dashboard address (http://HEAD:8265): show its jobs instead "
+                             "of the store (default: $RAY_API_SERVER_ADDRESS or $RAY_ADDRESS when JOB is given)")
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.address or args.job:
+        return _job_status(args)
+    from orthotune.search.store import Store
+
     print(format_status(search_status(Store.open(args.store))))
-    return 0
+    return OK
+
+
+def _job_status(args: argparse.Namespace) -> int:
+    from orthotune.cli import jobs
+
+    client = jobs.connect(args.address)
+    if args.job is None:
+        print(jobs.format_jobs(jobs.list_jobs(client)))
+        return OK
+    info = jobs.job_info(client, args.job)
+    print(jobs.format_jobs([info]))
+    return RUN_FAILED if info.status == "FAILED" else OK
 
 
 def search_status(store: Store) -> list[dict]:

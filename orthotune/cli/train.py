@@ -3,67 +3,137 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from orthotune.core import ConfigError, ConfigResult, TrainConfig
-from orthotune.search.training import choose_device, run_configs
+from orthotune.cli._common import OK, RUN_FAILED
+from orthotune.core import (
+    DATASET_DEFAULTS,
+    DATASETS,
+    PROFILES,
+    SETTING_DEFAULTS,
+    SETTINGS,
+    TASKS,
+    ConfigError,
+    Group,
+    TrainConfig,
+    declared,
+)
 
-FIELDS = ("setting", "backbone", "depth", "T", "beta", "lam", "hidden", "lr",
-          "weight_decay", "dropout", "epochs", "patience")
+if TYPE_CHECKING:
+    from orthotune.core import ConfigResult
+
+#: Flags named otherwise than their field: the repeats are given as lists of one kind.
+FLAG_NAMES = {"splits": "split", "seeds": "seed"}
+#: The help's sections, one per field group, in this order.
+SECTIONS = {
+    Group.CELL: "experiment cell",
+    Group.ORTHO: "Ortho-GConv values (ignored with --no-ortho)",
+    Group.VARIANT: "variant switches",
+    Group.TRAIN: "training",
+    Group.REPEATS: "repeats (run i uses split i and seed i; one value is broadcast)",
+}
+TYPES = {"int": int, "float": float, "str": str, "ints": int}
+
+
+def catalogue_names() -> dict[str, list[str]]:
+    """Valid names of the string fields whose rule is the catalogue, not a fixed choice."""
+    backbones = list(dict.fromkeys(b for task in TASKS for b in TASKS.get(task).backbones))
+    return {"dataset": DATASETS.names(), "setting": list(SETTINGS), "backbone": backbones}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", metavar="FILE",
                         help="a YAML or JSON config (TrainConfig keys, e.g. from `orthotune best --yaml`); "
-                             "exclusive with the config flags")
-    parser.add_argument("--dataset", help="required unless --config is given")
-    parser.add_argument("--setting")
-    parser.add_argument("--backbone", help="default: gcn (node datasets), gunet (proteins, dd)")
-    parser.add_argument("--depth", type=int, help="default: 2 (node backbones), 3 levels (gunet)")
-    # config flags default to None so that --config can tell which were given; TrainConfig
-    # holds the defaults (ortho, T=4, beta=0.4, lam=5e-4, split 0, seed 0)
-    parser.add_argument("--ortho", action=argparse.BooleanOptionalAction)
-    parser.add_argument("--T", type=int)
-    parser.add_argument("--beta", type=float)
-    parser.add_argument("--lam", type=float)
-    for name in ("hidden", "epochs", "patience"):
-        parser.add_argument(f"--{name}", type=int)
-    for name in ("lr", "weight-decay", "dropout"):
-        parser.add_argument(f"--{name}", type=float)
-    parser.add_argument("--split", type=int, nargs="+")
-    parser.add_argument("--seed", type=int, nargs="+")
-    parser.add_argument("--data-root", help="raw data folder (default: $ORTHOTUNE_DATA_ROOT)")
-    parser.add_argument("--device", help="cpu or cuda[:N] (default: cuda when present)")
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
+                             "exclusive with the config options")
+    parser.add_argument("--profile", choices=list(PROFILES), metavar="{" + ",".join(PROFILES) + "}",
+                        help="a named bundle of variant switches; explicit options win (default: none, "
+                             "orthotune's own defaults)")
+    add_config_options(parser)
+    run_group = parser.add_argument_group("run")
+    run_group.add_argument("--data-root", help="raw data folder (default: $ORTHOTUNE_DATA_ROOT)")
+    run_group.add_argument("--device", help="cpu or cuda[:N] (default: cuda when present, else cpu)")
+    run_group.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def add_config_options(parser: argparse.ArgumentParser) -> None:
+    """One option per declared config field, its help, default and choices from the
+    declaration. Every option defaults to None here, so --config can tell which were given;
+    TrainConfig applies the defaults and checks the rules (one place for both)."""
+    sections = {group: parser.add_argument_group(title) for group, title in SECTIONS.items()}
+    for f in declared(TrainConfig):
+        rule = f.metadata["rule"]
+        flag = "--" + FLAG_NAMES.get(f.name, f.name).replace("_", "-")
+        kwargs: dict[str, Any] = {"dest": f.name, "default": None, "help": option_help(f)}
+        if rule.kind == "bool":
+            kwargs["action"] = argparse.BooleanOptionalAction
+        else:
+            kwargs["type"] = TYPES[rule.kind]
+            names = rule.choices or catalogue_names().get(f.name)
+            kwargs["metavar"] = "{" + ",".join(map(str, names)) + "}" if rule.choices else (
+                "N" if rule.kind == "ints" else f.name.upper() if names else None)
+            if rule.kind == "ints":
+                kwargs["nargs"] = "+"
+        sections[f.metadata["group"]].add_argument(flag, **kwargs)
+
+
+def option_help(f: dataclasses.Field) -> str:
+    """The field's doc, its rule in words and its default (argparse %-formats help: escaped)."""
+    rule = f.metadata["rule"]
+    names = catalogue_names().get(f.name)
+    valid = "one of: " + ", ".join(names) if names and not rule.choices else rule.describe()
+    text = f.metadata["doc"] if rule.kind == "bool" else f"{f.metadata['doc']}; {valid}"
+    default = default_text(f)
+    if default:
+        text += f" (default: {default})"
+    return text.replace("%", "%%")
+
+
+def default_text(f: dataclasses.Field) -> str:
+    """The default in words: the declared one, or the per-setting/per-dataset defaults table."""
+    if f.default is not None and f.default is not dataclasses.MISSING:
+        value = f.default
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        return " ".join(map(str, value)) if isinstance(value, tuple) else str(value)
+    if f.name == "dataset":
+        return "none: required unless --config"
+    if "default:" in f.metadata["doc"]:
+        return ""  # the doc states it
+    parts = [f"{s} {v[f.name]}" for s, v in SETTING_DEFAULTS.items() if f.name in v]
+    parts += [f"{d} {v[f.name]}" for d, v in DATASET_DEFAULTS.items() if f.name in v]
+    return "by setting and dataset: " + ", ".join(parts) if parts else "none"
 
 
 def run(args: argparse.Namespace) -> int:
-    config = config_from_args(args)
+    config = config_from_args(args)  # bad input fails before torch is imported
+    from orthotune.search.training import choose_device, run_configs
+
     device = choose_device(args.device)
     result = run_configs([config], device, args.data_root)[0]
     summary = summarise(result)
     print(json.dumps(summary) if args.json else format_text(summary))
-    return 0 if result.status != "failed" else 1
+    return OK if result.status != "failed" else RUN_FAILED
 
 
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
-    """The config from --config FILE, or from the flags; mixing both is refused, so a file
+    """The config from --config FILE, or from the options; mixing both is refused, so a file
     from `orthotune best` reruns exactly what it says."""
-    values = {key: getattr(args, key) for key in FIELDS if getattr(args, key, None) is not None}
-    for flag, key in (("ortho", "ortho"), ("split", "splits"), ("seed", "seeds")):
-        if getattr(args, flag) is not None:
-            values[key] = getattr(args, flag)
+    values = {f.name: getattr(args, f.name) for f in declared(TrainConfig) if getattr(args, f.name) is not None}
+    if args.profile is not None:
+        values["profile"] = args.profile
     if args.config is not None:
-        given = sorted(values) + (["dataset"] if args.dataset is not None else [])
-        if given:
-            raise ConfigError(f"--config is exclusive with the config flags; also given: {', '.join(given)}")
+        if values:
+            flags = sorted("--" + FLAG_NAMES.get(k, k).replace("_", "-") for k in values)
+            raise ConfigError(f"--config is exclusive with the config options; also given: {', '.join(flags)}")
         return TrainConfig.from_dict(load_config_file(args.config))
-    if args.dataset is None:
+    if "dataset" not in values:
         raise ConfigError("--dataset is required (or --config FILE)")
-    return TrainConfig.from_dict({"dataset": args.dataset, **values})
+    return TrainConfig.from_dict(values)
 
 
 def load_config_file(path: str) -> dict:

@@ -68,7 +68,7 @@ class OrthoSettings(_OrthoFields):
 PROFILES: dict[str, dict[str, Any]] = {
     "default": {},
     "paper": dict(bound="frobenius", hybrid="init", target="cI", squared_norm=False, centre_rows=False),
-    "official": dict(bound="covariance", centre_rows=True, hybrid="reparam", target="ones",
+    "official": dict(bound="covariance", centre_rows=True, hybrid="reparam", target="ones", conv_bias=False,
                      squared_norm=True, input_T=4, layout="official", selection="val_loss"),
 }
 
@@ -101,6 +101,7 @@ class TrainConfig(_OrthoFields):
                                       "Figure 1d)", _V)
     jk: str = option("cat", Rule("str", choices=("cat", "max")), "JKNet aggregation", _V)
     gcnii_variant: bool = option(False, Rule("bool"), "GCNII* (separate weights for the two terms)", _V)
+    self_loop: bool = option(False, Rule("bool"), "JKNet: a separate self-loop weight per convolution (--withloop)", _V)
     directed: bool = option(False, Rule("bool"), "keep the graph directed (the authors' WebKB runs)", _V)
     selection: str = option("val_acc", Rule("str", choices=("val_acc", "val_loss")),
                              "the epoch that gives a repeat's result: highest validation accuracy, or "

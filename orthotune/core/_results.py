@@ -86,6 +86,7 @@ class EpochReport:
     best_val: list[float]  # per config: mean over runs of the selected validation accuracy so far
     active: list[bool]  # per config: still training
     runs: list[list[RunResult]] = field(default_factory=list)  # per config and run, so far
+    val_loss: list[list[float]] = field(default_factory=list)  # [config][run], validation loss
 
 
 #: Called after every epoch; may return the indices of configs to stop now (ASHA's verdicts).

@@ -30,7 +30,7 @@ def test_best_prints_a_table_of_winners(real_store, capsys):
     code, out, _ = run_cli(capsys, "best", "--store", real_store.uri)
     assert code == 0
     lines = out.splitlines()
-    assert lines[0].split()[:5] == ["dataset", "setting", "backbone", "depth", "arm"]
+    assert lines[0].split()[:6] == ["dataset", "setting", "backbone", "depth", "variant", "arm"]
     assert len(lines) == 1 + 4 and all("texas" in line for line in lines[1:])
 
 
@@ -64,7 +64,7 @@ def test_train_config_is_exclusive_with_flags_and_needs_one_config(real_store, c
     code, _, err = run_cli(capsys, "train", "--config", str(file))
     assert code == 2 and "holds 4 configs; it must hold one" in err
     code, _, err = run_cli(capsys, "train", "--config", str(file), "--depth", "8")
-    assert code == 2 and "--config is exclusive with the config flags; also given: depth" in err
+    assert code == 2 and "--config is exclusive with the config options; also given: --depth" in err
     (tmp_path / "bad.yaml").write_text("dataset: cora\nlayers: 3\n")
     code, _, err = run_cli(capsys, "train", "--config", str(tmp_path / "bad.yaml"))
     assert code == 2 and "unknown config key 'layers'" in err
@@ -75,7 +75,21 @@ def test_report_md_to_stdout_and_to_a_file(real_store, capsys, tmp_path):
     assert code == 0 and out.startswith("# orthotune report") and "| texas | gcn |" in out
     code, out, _ = run_cli(capsys, "report", "--store", real_store.uri, "--format", "html", "-o",
                            str(tmp_path / "r.html"))
-    assert code == 0 and out == "" and (tmp_path / "r.html").read_text().count("data:image/png;base64,") == 4
+    assert code == 0 and out == "" and (tmp_path / "r.html").read_text().count("data:image/png;base64,") == 5
+
+
+def test_best_json_and_csv_print_decimals_and_integers(tmp_path, capsys):
+    # beta and lr as a search's arithmetic leaves them (0.1 * 7, 0.1 + 0.2)
+    store = hand_store(tmp_path / "s", [
+        hand_row("o", val=[0.8] * 5, test=[0.6] * 5),
+        hand_row("x", ortho=True, beta=0.1 * 7, lr=0.1 + 0.2, val=[0.8] * 5, test=[0.7] * 5),
+    ])
+    code, out, _ = run_cli(capsys, "best", "--store", store.uri, "--ortho", "--json")
+    assert code == 0 and '"beta": 0.7,' in out and '"lr": 0.3,' in out and "000000" not in out
+    code, out, _ = run_cli(capsys, "report", "--store", store.uri, "--format", "csv")
+    header, row = out.splitlines()[:2]
+    values = dict(zip(header.split(","), row.split(",")))
+    assert (values["orig_repeats"], values["ortho_repeats"], values["n_pairs"]) == ("5", "5", "5")
 
 
 def test_report_filters_by_search(tmp_path, capsys):

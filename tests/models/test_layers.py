@@ -6,13 +6,14 @@ import torch
 from orthotune.models import (
     BACKBONES,
     OrthoSettings,
+    PackedLinear,
     SparseFeatures,
     adjacency,
+    block_diagonal,
     dropout,
+    effective_weights,
     node_features,
 )
-from orthotune.models._backbones import block_diagonal
-from orthotune.models._layers import effective_weights
 
 
 def test_cora_features_are_kept_sparse_and_round_trip(cora):
@@ -109,3 +110,30 @@ def test_packed_propagation_reuses_its_block_adjacency(cora):
     second = model.run(node_features(cora.x), *adj).logits
     assert model._blocks[2] is blocks
     torch.testing.assert_close(first, second)
+
+
+@pytest.mark.parametrize("packs", [1, 3])
+def test_sparse_input_projection_gives_each_pack_its_own_values(packs):
+    """Pack ``p`` multiplies its own values (its own dropout mask) by its own weight, in
+    the forward and the backward pass (one block-diagonal sparse product for all)."""
+    torch.manual_seed(0)
+    dense = torch.randn(30, 20) * (torch.rand(30, 20) < 0.1)
+    features = SparseFeatures.from_dense(dense)
+    values = torch.randn(packs, features.values.numel())
+    layer = PackedLinear(20, 5, packs)
+    grad = torch.randn(packs, 30, 5)
+    out = layer.sparse(features, values)
+    (got,) = torch.autograd.grad(out, layer.weight, grad)
+    for p in range(packs):
+        x = features.matrix(values[p]).to_dense()
+        torch.testing.assert_close(out[p], x @ layer.weight[p].T + layer.bias[p], rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(got[p], grad[p].T @ x, rtol=1e-5, atol=1e-5)
+    assert features.blocks(packs) is features.blocks(packs)  # the layout is built once
+
+
+def test_only_the_last_block_layouts_are_kept():
+    features = SparseFeatures.from_dense(torch.eye(4))
+    first = features.blocks(8)
+    features.blocks(4), features.blocks(2)  # a pack compacted twice
+    assert sorted(features._blocks) == [2, 4]
+    assert features.blocks(4) is features.blocks(4) and features.blocks(8) is not first

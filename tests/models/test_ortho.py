@@ -52,8 +52,23 @@ def test_centred_variant_is_rank_deficient_and_groups_orthogonalise_separately()
     q = torch.randn(8, 8, dtype=torch.float64)
     centred = newton_orthogonalise(q, 6, centre_rows=True)
     assert torch.linalg.svdvals(centred).min() < 1e-6
+    # groups split the input axis (columns of an [out, in] weight), as the authors' code
+    # splits the rows of its [in, out] weight
     grouped = newton_orthogonalise(q, 4, norm_groups=2)
-    torch.testing.assert_close(grouped[:4], newton_orthogonalise(q[:4], 4))
+    torch.testing.assert_close(grouped[:, :4], newton_orthogonalise(q[:, :4], 4))
+    assert not torch.allclose(grouped[:4], newton_orthogonalise(q[:4], 4))
+
+
+@pytest.mark.parametrize("bound", ["covariance", "frobenius"])
+def test_iteration_stays_orthogonal_long_after_converging_in_float32(bound):
+    """The uncoupled iteration blew up in float32 from T = 10 (covariance bounding)."""
+    torch.manual_seed(3)
+    q = hybrid_init_(torch.empty(64, 64), beta=0.4)
+    for steps in (10, 30, 100):
+        w = newton_orthogonalise(q, steps, bound=bound)
+        assert torch.isfinite(w).all()
+        if steps >= 30:
+            assert distance_to_orthogonality(w) < 1e-4
 
 
 def test_gradients_reach_c_and_weight():

@@ -16,7 +16,7 @@ from report_stores import hand_row, hand_store
 from orthotune.core import ConfigError
 from orthotune.reports import FORMATS, build_report, write_report
 
-FIGURE_KINDS = ("accuracy-depth", "msig-depth", "grad-norms", "effect-of-T")
+FIGURE_KINDS = ("accuracy-depth", "msig-depth", "grad-norms", "effect-of-T", "history")
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +67,7 @@ def test_latex_table_and_figures(real_report, tmp_path):
     out = tmp_path / "report.tex"
     write_report(real_report, "latex", out)
     text = out.read_text()
-    assert text.count("\\begin{tabular}") == 2 and "\\multicolumn{2}{c}{depth 4}" in text
+    assert text.count("\\begin{tabular}") == 3 and "\\multicolumn{2}{c}{depth 4}" in text
     assert text.count("\\includegraphics") == len(FIGURE_KINDS)
     assert "ttest\\_rel" in text  # underscores escaped
 
@@ -81,7 +81,7 @@ def test_store_with_missing_cells_reports_them_in_every_format(tmp_path):
     for name in ("md", "csv", "latex", "html"):
         write_report(report, name, tmp_path / f"r.{name}")
     md = (tmp_path / "r.md").read_text()
-    assert "| full | cora | gcn | 4 | Ortho-GConv | all 1 trials failed (e.g. non-finite loss at epoch 1) |" in md
+    assert "| full | cora | gcn | 4 | v1 | Ortho-GConv | all 1 trials failed (e.g. non-finite loss at epoch 1) |" in md
     assert "| cora | gcn | 70.00 ± 0.00 | 70.00 ± 0.00 | 70.00 ± 0.00 | — |" in md
 
 

@@ -1,3 +1,5 @@
+from dataclasses import replace
+
 import optuna
 import pytest
 import yaml
@@ -9,18 +11,19 @@ from orthotune.spaces import PRESETS, parse_space, resolve_space
 BASE = {"datasets": ["cora"], "backbones": ["gcn"], "depths": [2]}
 
 
-def test_paper_preset_is_the_papers_grid():
+def test_paper_preset_is_the_papers_grid_and_equals_paper_full():
     space = resolve_space("paper")
     assert space.datasets == ("cora", "citeseer", "pubmed", "cornell", "texas", "wisconsin")
     assert space.backbones == ("gcn", "jknet", "gcnii") and space.depths == (2, 4, 8)
     assert space.ortho["T"].grid() == [1, 2, 3, 4, 5, 6]
     assert space.ortho["beta"].grid() == [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0]
     assert space.ortho["lam"].grid() == [1e-4, 5e-4]
-    grid = space.grid()
-    originals = [p for p in grid if not p["ortho"]]
-    assert len(grid) == 6 * 3 * 3 * (6 * 10 * 2 + 1) and len(originals) == 6 * 3 * 3
-    assert all("T" not in p and "beta" not in p and "lam" not in p for p in originals)
-    assert all(p["splits"] == [0, 1, 2, 3, 4] and p["setting"] == "full" for p in grid)
+    original, ortho = space.cells()[:2]  # cora/gcn/2: the original arm, then Ortho-GConv
+    train = 4 * 4 * 7  # lr x weight decay x dropout: both arms search them
+    assert len(original.grid()) == train and len(ortho.grid()) == 6 * 10 * 2 * train
+    assert all("T" not in p and "beta" not in p and "lam" not in p for p in original.grid())
+    assert all(p["splits"] == [0, 1, 2, 3, 4] and p["setting"] == "full" for p in ortho.grid())
+    assert replace(space, name="paper-full") == resolve_space("paper-full")
 
 
 def test_presets_are_listed_and_unknown_names_list_them():
