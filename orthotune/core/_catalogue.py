@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from orthotune.core._errors import OrthotuneError
+from orthotune.core._errors import ConfigError
 from orthotune.core._registry import Registry
 
 
@@ -29,7 +29,7 @@ class DatasetInfo:
 
     def check_setting(self, setting: str) -> None:
         if setting not in self.settings:
-            raise OrthotuneError(
+            raise ConfigError(
                 f"setting {setting!r} is not available for {self.name}; valid: {', '.join(self.settings)}"
             )
 

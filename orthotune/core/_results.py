@@ -99,8 +99,12 @@ def mean(values: Sequence[float]) -> float:
 
 
 def std(values: Sequence[float]) -> float:
-    """Population std over repeats (0 for one repeat), as the paper's tables report."""
-    return float(statistics.pstdev(values)) if len(values) else math.nan
+    """Population std over repeats (0 for one repeat), as the paper's tables report; NaN when
+    there are no values or any is NaN (a repeat that failed before its first measurement).
+    ``statistics.pstdev`` raises on NaN rather than returning it, hence the guard."""
+    if not len(values) or any(math.isnan(v) for v in values):
+        return math.nan
+    return float(statistics.pstdev(values))
 
 
 def mean_or_zero(values: Sequence[float]) -> float:

@@ -1,8 +1,12 @@
 """Launch and resume searches with Ray Tune's Tuner, its schedulers and Optuna's samplers.
 
-Trials run on a local embedded Ray by default, or on a cluster given its address. Every
-trial is written to the store by :class:`~search._recorder.StoreRecorder`; Ray Tune's own
-experiment lives in the store too (``tune/NAME``), which is what ``--resume`` restores.
+Trials run on a local embedded Ray by default, or on a cluster given its address. A search
+over several cells (dataset, backbone, depth, arm) gives each cell its own searcher and
+``samples`` trainings (:class:`CellSearcher`) and its own ASHA (:class:`CellScheduler`).
+Every trial is written to the store by :class:`StoreRecorder`; progress is drawn by
+:class:`SearchProgress`, TensorBoard files by :class:`TensorBoardLogger`, and each cell's
+Optuna study lives in an Optuna storage (``optuna-dashboard``). Ray Tune's own experiment
+lives in the store too (``tune/NAME``), which is what ``--resume`` restores.
 """
 
 from __future__ import annotations
@@ -12,33 +16,44 @@ import os
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from typing import Any
 
-from orthotune.core import OrthotuneError, Registry, check
+from orthotune.core import ConfigError, OrthotuneError, Registry, Status, check
 from orthotune.search.store import Store, check_search_name, now
 from orthotune.search.training import DataRoot
+from orthotune.search.tune._cells import CellScheduler, CellSearcher, cell_key, space_cell_key
+from orthotune.search.tune._live import (
+    NO_STORAGE,
+    TensorBoardLogger,
+    optuna_storage,
+    optuna_storage_location,
+    tensorboard_folder,
+)
 from orthotune.search.tune._packing import PackSearcher, PointSearcher, RungBoard, pack_points
-from orthotune.search.tune._progress import ProgressLine
+from orthotune.search.tune._progress import MODES, SearchProgress
 from orthotune.search.tune._recorder import StoreRecorder, member_statuses
 from orthotune.search.tune._space import SearchSpace
 from orthotune.search.tune._trainable import OBJECTIVE, TIME_ATTR, TrialContext, member_configs, train_trial
 
-SEARCHERS: Registry[Callable[[SearchSpace, int], Any]] = Registry("search algorithm")
+#: A searcher factory: ``(space, seed, storage=None, study_name=None)`` -> a Tune searcher
+#: over ``space`` (one cell's, in per-cell searches); ``storage`` is an Optuna storage.
+SEARCHERS: Registry[Callable[..., Any]] = Registry("search algorithm")
 SCHEDULERS: Registry[Callable[[SearchSpace], Any]] = Registry("scheduler")
 
 
 @SEARCHERS.register("optuna")
-def _optuna(space: SearchSpace, seed: int):
-    return _optuna_search(space, "TPESampler", seed=seed)
+def _optuna(space: SearchSpace, seed: int, storage: Any = None, study_name: str | None = None):
+    return _optuna_search(space, "TPESampler", storage, study_name, seed=seed)
 
 
 @SEARCHERS.register("random")
-def _random(space: SearchSpace, seed: int):
-    return _optuna_search(space, "RandomSampler", seed=seed)
+def _random(space: SearchSpace, seed: int, storage: Any = None, study_name: str | None = None):
+    return _optuna_search(space, "RandomSampler", storage, study_name, seed=seed)
 
 
 @SEARCHERS.register("grid")
-def _grid(space: SearchSpace, seed: int):
+def _grid(space: SearchSpace, seed: int, storage: Any = None, study_name: str | None = None):
     return _grid_search(space.grid())
 
 
@@ -46,23 +61,36 @@ def _grid_search(points: list[dict[str, Any]]):
     return PointSearcher(points, metric=OBJECTIVE, mode="max")
 
 
-def _optuna_search(space: SearchSpace, sampler: str, **kwargs):
+def _optuna_search(space: SearchSpace, sampler: str, storage: Any, study_name: str | None, **kwargs):
     import optuna
     from ray.tune.search.optuna import OptunaSearch
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    return OptunaSearch(space=space.define_by_run, metric=OBJECTIVE, mode="max",
-                        sampler=getattr(optuna.samplers, sampler)(**kwargs))
+    return OptunaSearch(space=space.define_by_run, metric=OBJECTIVE, mode="max", storage=storage,
+                        study_name=study_name, sampler=getattr(optuna.samplers, sampler)(**kwargs))
 
 
 @SCHEDULERS.register("asha")
 def _asha(space: SearchSpace):
-    from ray.tune.schedulers import ASHAScheduler
+    """One ASHA per cell: trials are compared only within their cell."""
+    return CellScheduler(CellASHA(space))
 
-    # stop_last_trials=False: a trial that reaches max_t completes on its own report
-    return ASHAScheduler(time_attr=TIME_ATTR, metric=OBJECTIVE, mode="max", max_t=space.max_epochs(),
-                         grace_period=space.grace_period, reduction_factor=space.reduction_factor,
-                         stop_last_trials=False)
+
+class CellASHA:
+    """Makes a cell's ASHA, ``max_t`` from that cell's own space (a picklable factory)."""
+
+    def __init__(self, space: SearchSpace) -> None:
+        self.space = space
+        self.cells = {space_cell_key(cell): cell for cell in space.cells()}
+
+    def __call__(self, cell: str):
+        from ray.tune.schedulers import ASHAScheduler
+
+        space = self.cells.get(cell, self.space)  # explicit grid points may lie outside
+        # stop_last_trials=False: a trial that reaches max_t completes on its own report
+        return ASHAScheduler(time_attr=TIME_ATTR, metric=OBJECTIVE, mode="max", max_t=space.max_epochs(),
+                             grace_period=space.grace_period, reduction_factor=space.reduction_factor,
+                             stop_last_trials=False)
 
 
 @SCHEDULERS.register("fifo")
@@ -79,7 +107,7 @@ class LaunchOptions:
     store: str
     name: str
     space: SearchSpace
-    samples: int | None = None
+    samples: int | None = None  # trainings per cell and arm (default: the space's)
     searcher: str = "optuna"
     scheduler: str = "asha"
     address: str | None = None
@@ -91,6 +119,10 @@ class LaunchOptions:
     report_every: int = 10
     pack: int = 1
     points: tuple[dict[str, Any], ...] | None = None  # explicit configs for the grid searcher
+    # Optuna storage of the cells' studies (optuna-dashboard): None for a journal file beside
+    # a local store (<store>/optuna/NAME.journal), an RDB URL, a journal file path, or "off"
+    optuna_storage: str | None = None
+    tensorboard: bool = True  # TensorBoard event files per config under <store>/tensorboard/NAME
 
     def __post_init__(self) -> None:
         check_search_name(self.name)
@@ -107,6 +139,9 @@ class LaunchOptions:
         check(isinstance(self.pack, int) and self.pack >= 1, f"pack={self.pack!r} must be an integer >= 1")
         check(self.points is None or self.searcher == "grid",
               f"explicit points need searcher='grid', got searcher={self.searcher!r}")
+        check(self.optuna_storage is None or (isinstance(self.optuna_storage, str) and self.optuna_storage),
+              f"optuna_storage={self.optuna_storage!r} must be an RDB URL, a journal file path or {NO_STORAGE!r}")
+        check(isinstance(self.tensorboard, bool), f"tensorboard={self.tensorboard!r} must be true or false")
 
     def to_meta(self) -> dict[str, Any]:
         values = asdict(self)
@@ -126,15 +161,33 @@ class LaunchOptions:
 
 @dataclass
 class SearchOutcome:
-    """What a finished (or interrupted) search left: counts by status and the best trial."""
+    """What a finished (or interrupted) search left: counts by status and the best trials.
+
+    ``best_by_cell`` maps each cell (``dataset/backbone/depth/arm``) to its best objective and
+    config; ``best_config``/``best_objective`` are the best over all cells.
+    """
 
     name: str
     counts: dict[str, int] = field(default_factory=dict)
     best_config: dict[str, Any] | None = None
     best_objective: float | None = None
+    best_by_cell: dict[str, tuple[float, dict[str, Any]]] = field(default_factory=dict)
 
 
-def launch(options: LaunchOptions, progress: bool = True) -> SearchOutcome:
+@dataclass
+class SearchPlan:
+    """What Tune runs: the search algorithm, the Tune-level scheduler, the number of Tune
+    trials, and the number of configs that makes (the progress display's total)."""
+
+    search_alg: Any
+    scheduler: Any
+    num_samples: int
+    configs: int
+
+
+def launch(options: LaunchOptions, progress: bool | str = True) -> SearchOutcome:
+    """Run a new search. ``progress``: True (a bar on a terminal, plain lines elsewhere),
+    ``"bar"``, ``"plain"``, or False (nothing)."""
     _data_root(options.data_root)  # a missing data root fails here, not in every trial
     store = Store.open(options.store, create=True)
     if store.exists(f"searches/{options.name}.json"):
@@ -142,13 +195,15 @@ def launch(options: LaunchOptions, progress: bool = True) -> SearchOutcome:
                              f"resume it with --resume {options.name} or pick another --name")
     fits = _start_ray(options)
     tuner = _tuner(options, store, progress, options.concurrency or fits)
+    started = now().isoformat()
     store.save_search_meta(options.name, {"options": options.to_meta(), "state": "running",
-                                          "created_at": now().isoformat()})
+                                          "created_at": started, "session_started_at": started,
+                                          "elapsed_s": 0.0})
     return _fit(tuner, store, options)
 
 
 def resume(store_uri: str, name: str, parse_space: Callable[[dict[str, Any]], SearchSpace],
-           address: str | None = None, progress: bool = True) -> SearchOutcome:
+           address: str | None = None, progress: bool | str = True) -> SearchOutcome:
     """Continue a search whose driver died: finished trials are kept, the rest run."""
     from ray import tune
 
@@ -162,32 +217,81 @@ def resume(store_uri: str, name: str, parse_space: Callable[[dict[str, Any]], Se
     _start_ray(options)
     tuner = tune.Tuner.restore(path, trainable=_trainable(options), resume_unfinished=True,
                                resume_errored=False, restart_errored=False)
-    store.save_search_meta(name, {**meta, "state": "running", "resumed_at": now().isoformat()})
+    elapsed = prior_elapsed(meta, store)
+    _replace_callbacks(tuner, _callbacks(options, store, progress, planned_configs(options), elapsed))
+    started = now().isoformat()
+    store.save_search_meta(name, {**meta, "state": "running", "resumed_at": started,
+                                  "session_started_at": started, "elapsed_s": elapsed})
     return _fit(tuner, store, options)
+
+
+def prior_elapsed(meta: dict[str, Any], store: Store) -> float:
+    """Seconds the search ran before this session: the sessions that ended cleanly, plus,
+    for one whose driver died, the time until its last stored trial."""
+    elapsed = float(meta.get("elapsed_s") or 0.0)
+    started = meta.get("session_started_at") or meta.get("created_at")
+    if meta.get("state") != "running" or not started:
+        return elapsed  # the last session recorded its time when it ended
+    rows = store.read("trials", search=meta["options"]["name"]).column("finished_at").to_pylist()
+    last = max((t for t in rows if t is not None), default=None)
+    if last is None:
+        return elapsed
+    return elapsed + max(0.0, (last - datetime.fromisoformat(started)).total_seconds())
+
+
+def _replace_callbacks(tuner, callbacks: list) -> None:
+    """Give a restored Tuner this session's callbacks (Tune restores the first session's,
+    pickled: an old store path, progress mode and clock). Under Ray Client the tuner runs
+    remotely and keeps the pickled ones."""
+    local = getattr(tuner, "_local_tuner", None)
+    if local is not None:
+        local.get_run_config().callbacks = callbacks
 
 
 def _fit(tuner, store: Store, options: LaunchOptions) -> SearchOutcome:
     meta = store.search_meta(options.name)
+    started = datetime.fromisoformat(meta.get("session_started_at") or now().isoformat())
+
+    def ended(state: str, **extra: Any) -> dict[str, Any]:
+        ran = (now() - started).total_seconds()
+        return {**meta, "state": state, "elapsed_s": float(meta.get("elapsed_s") or 0.0) + ran, **extra}
+
     try:
         grid = tuner.fit()
     except KeyboardInterrupt:
-        store.save_search_meta(options.name, {**meta, "state": "interrupted"})
+        store.save_search_meta(options.name, ended("interrupted"))
         raise
     outcome = _outcome(options.name, grid)
-    store.save_search_meta(options.name, {**meta, "state": "finished", "finished_at": now().isoformat(),
-                                          "counts": outcome.counts})
+    store.save_search_meta(options.name, ended("finished", finished_at=now().isoformat(), counts=outcome.counts))
     return outcome
 
 
-def _tuner(options: LaunchOptions, store: Store, progress: bool, concurrency: int):
+def _callbacks(options: LaunchOptions, store: Store, progress: bool | str, configs: int,
+               elapsed_before: float = 0.0) -> list:
+    """The recorder (the store), the live views, and the progress display."""
+    callbacks: list = [StoreRecorder(options.store, options.name)]
+    folder = tensorboard_folder(store, options.name) if options.tensorboard else None
+    if folder is not None:
+        callbacks.append(TensorBoardLogger(folder))
+    if progress and progress != "off":
+        mode = "auto" if progress is True else str(progress)
+        check(mode in MODES, f"progress={progress!r} must be one of {', '.join(MODES)} or true/false")
+        callbacks.append(SearchProgress(configs, mode=mode, elapsed_before=elapsed_before))
+    return callbacks
+
+
+def _tuner(options: LaunchOptions, store: Store, progress: bool | str, concurrency: int):
     from ray import tune
 
-    search_alg, scheduler, samples = _plan(options)
-    callbacks = [StoreRecorder(options.store, options.name)] + ([ProgressLine()] if progress else [])
+    storage = None
+    if options.searcher != "grid":  # the grid has no Optuna study
+        storage = optuna_storage(optuna_storage_location(options.optuna_storage, store, options.name))
+    planned = plan(options, storage)
+    callbacks = _callbacks(options, store, progress, planned.configs)
     return tune.Tuner(
         _trainable(options),
         tune_config=tune.TuneConfig(
-            search_alg=search_alg, scheduler=scheduler, num_samples=samples,
+            search_alg=planned.search_alg, scheduler=planned.scheduler, num_samples=planned.num_samples,
             max_concurrent_trials=concurrency,
             reuse_actors=True,  # a fresh worker spends seconds importing torch and PyG
         ),
@@ -199,24 +303,52 @@ def _tuner(options: LaunchOptions, store: Store, progress: bool, concurrency: in
     )
 
 
-def _plan(options: LaunchOptions) -> tuple[Any, Any, int]:
+def plan(options: LaunchOptions, storage: Any = None) -> SearchPlan:
     """Search algorithm, Tune-level scheduler and number of Tune trials.
 
-    Packed, Tune runs packs FIFO and ASHA decides per config on the rung board.
+    Sampled searches get one searcher per cell (``samples`` trainings each); ``storage`` is
+    the Optuna storage their studies are written to (one study per cell, named
+    ``SEARCH/cell``). Packed, Tune runs packs FIFO and ASHA decides per config on the rung
+    board (one ASHA per cell there too).
     """
     space, pack = options.space, options.pack
-    samples = options.samples or space.samples
     if options.searcher == "grid":
         points = list(options.points) if options.points is not None else space.grid()
         if pack == 1:
-            return _grid_search(points), SCHEDULERS.get(options.scheduler)(space), len(points)
+            return SearchPlan(_grid_search(points), SCHEDULERS.get(options.scheduler)(space), len(points), len(points))
         packs = pack_points(points, pack)
-        return _grid_search(packs), SCHEDULERS.get("fifo")(space), len(packs)
-    searcher = SEARCHERS.get(options.searcher)(space, options.seed)
+        return SearchPlan(_grid_search(packs), SCHEDULERS.get("fifo")(space), len(packs), len(points))
+    cells = space.cells()
+    samples = options.samples or space.samples
+    make = SEARCHERS.get(options.searcher)
+    searchers = {space_cell_key(cell): make(cell, options.seed + index, storage=storage,
+                                            study_name=f"{options.name}/{space_cell_key(cell)}")
+                 for index, cell in enumerate(cells)}
+    sizes = {space_cell_key(cell): _grid_size(cell) for cell in cells}
+    searcher = CellSearcher(searchers, samples, sizes, metric=OBJECTIVE, mode="max")
+    total = samples * len(cells)  # Tune's bound; the searcher finishes spent cells earlier
+    configs = planned_configs(options)
     if pack == 1:
-        return searcher, SCHEDULERS.get(options.scheduler)(space), samples
-    packed = PackSearcher(searcher, pack, samples, metric=OBJECTIVE, mode="max")
-    return packed, SCHEDULERS.get("fifo")(space), samples
+        return SearchPlan(searcher, SCHEDULERS.get(options.scheduler)(space), total, configs)
+    packed = PackSearcher(searcher, pack, total, metric=OBJECTIVE, mode="max")
+    return SearchPlan(packed, SCHEDULERS.get("fifo")(space), total, configs)
+
+
+def planned_configs(options: LaunchOptions) -> int:
+    """How many configs a search trains at most: the grid's points, or per cell ``samples``
+    (fewer where the cell has fewer distinct configs: nothing trains twice)."""
+    if options.searcher == "grid":
+        return len(options.points) if options.points is not None else len(options.space.grid())
+    samples = options.samples or options.space.samples
+    return sum(min(samples, _grid_size(cell) or samples) for cell in options.space.cells())
+
+
+def _grid_size(cell: SearchSpace) -> int | None:
+    """How many distinct configs a cell has; None when a dimension is continuous."""
+    try:
+        return len(cell.grid())
+    except ConfigError:
+        return None
 
 
 def _trainable(options: LaunchOptions):
@@ -224,7 +356,7 @@ def _trainable(options: LaunchOptions):
 
     threads = max(1, int(options.cpus_per_trial))
     board = None
-    if options.pack > 1 and options.scheduler == "asha":
+    if options.pack > 1 and options.scheduler == "asha":  # one ASHA per cell, on the board
         board = RungBoard.remote(SCHEDULERS.get("asha")(options.space))
     context = TrialContext(_data_root(options.data_root), options.report_every, threads, rung_board=board)
     resources = {"cpu": options.cpus_per_trial, "gpu": options.gpus_per_trial}
@@ -267,17 +399,20 @@ def _data_root(option: str | None) -> str | None:
 
 
 def _outcome(name: str, grid) -> SearchOutcome:
-    """Counts by status and the best config, per config (packs unpacked), as Ray Tune saw them."""
+    """Counts by status and the best config per cell, per config (packs unpacked), as Ray
+    Tune saw them; failed configs are never best."""
     counts: Counter = Counter()
-    best: tuple[float, dict] | None = None
+    best: dict[str, tuple[float, dict[str, Any]]] = {}
     for result in grid:
         members = member_configs(result.config)
         last = result.metrics or {}
-        counts.update(member_statuses(last, result.error is not None, len(members)))
-        for config, objective in zip(members, last.get("member_val_acc") or []):
-            if best is None or objective > best[0]:
-                best = (objective, config)
-    outcome = SearchOutcome(name, dict(counts))
-    if best is not None:
-        outcome.best_objective, outcome.best_config = best
+        statuses = member_statuses(last, result.error is not None, len(members))
+        counts.update(statuses)
+        for config, status, objective in zip(members, statuses, last.get("member_val_acc") or []):
+            cell = cell_key(config)
+            if status != Status.FAILED and (cell not in best or objective > best[cell][0]):
+                best[cell] = (objective, config)
+    outcome = SearchOutcome(name, dict(counts), best_by_cell=dict(sorted(best.items())))
+    if best:
+        outcome.best_objective, outcome.best_config = max(best.values(), key=lambda entry: entry[0])
     return outcome

@@ -14,6 +14,8 @@ How ASHA's per-config decisions survive packing:
   the config's id. A config it stops is frozen inside the pack at what it reached (the
   trainer drops it from the active mask) and is stored as ``stopped``; the rest of the
   pack trains on. A pack ends when its last config ends.
+- **Cells.** The board's scheduler keeps one ASHA per cell (dataset, backbone, depth,
+  arm), as Tune's does without packing: a config is compared only within its cell.
 - **Resuming.** Like Ray's own ASHA under ``Tuner.restore``, the board's rungs are not
   restored; the searcher's state is (Tune checkpoints it).
 """
@@ -58,10 +60,10 @@ class PointSearcher(Searcher):
         pass
 
     def save(self, checkpoint_path: str) -> None:
-        _save(self.__dict__, checkpoint_path)
+        save_state(self.__dict__, checkpoint_path)
 
     def restore(self, checkpoint_path: str) -> None:
-        self.__dict__.update(_load(checkpoint_path))
+        self.__dict__.update(load_state(checkpoint_path))
 
 
 class PackSearcher(Searcher):
@@ -129,20 +131,21 @@ class PackSearcher(Searcher):
             self.inner.on_trial_complete(member_id, own, error=error or own is None)
 
     def save(self, checkpoint_path: str) -> None:
-        _save(self.__dict__, checkpoint_path)
+        save_state(self.__dict__, checkpoint_path)
 
     def restore(self, checkpoint_path: str) -> None:
-        self.__dict__.update(_load(checkpoint_path))
+        self.__dict__.update(load_state(checkpoint_path))
 
 
-def _save(state: dict[str, Any], path: str) -> None:
+def save_state(state: dict[str, Any], path: str) -> None:
+    """A searcher's or scheduler's state for Tune's checkpoints (cloudpickle, as Tune's own)."""
     import cloudpickle
 
     with open(path, "wb") as sink:
         cloudpickle.dump(state, sink)
 
 
-def _load(path: str) -> dict[str, Any]:
+def load_state(path: str) -> dict[str, Any]:
     import cloudpickle
 
     with open(path, "rb") as source:
@@ -159,10 +162,10 @@ def pack_points(points: list[dict[str, Any]], pack_size: int, key: PackKey = con
 
 
 class _Member:
-    """What Ray's ASHA reads of a trial: its id."""
+    """What Ray's ASHA reads of a trial: its id (and, for a per-cell scheduler, its cell)."""
 
-    def __init__(self, trial_id: str) -> None:
-        self.trial_id = trial_id
+    def __init__(self, trial_id: str, cell: str | None = None) -> None:
+        self.trial_id, self.cell, self.config = trial_id, cell, {}
 
 
 @ray.remote(num_cpus=0)
@@ -173,15 +176,19 @@ class RungBoard:
         self.scheduler = scheduler
         self.known: set[str] = set()
 
-    def decide(self, reports: list[tuple[str, int, float]]) -> list[bool]:
-        """For each ``(config id, epoch, objective)``: should that config stop now?"""
+    def decide(self, reports: list[tuple[str, str, int, float]]) -> list[bool]:
+        """For each ``(config id, cell, epoch, objective)``: should that config stop now?
+
+        The scheduler is a :class:`~orthotune.search.tune._cells.CellScheduler`: a config is
+        compared only with configs of its own cell.
+        """
         from ray.tune.schedulers import TrialScheduler
 
         from orthotune.search.tune._trainable import OBJECTIVE, TIME_ATTR
 
         verdicts = []
-        for member_id, epoch, objective in reports:
-            member = _Member(member_id)
+        for member_id, cell, epoch, objective in reports:
+            member = _Member(member_id, cell)
             if member_id not in self.known:
                 self.known.add(member_id)
                 self.scheduler.on_trial_add(None, member)

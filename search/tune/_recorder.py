@@ -38,9 +38,10 @@ class StoreRecorder(Callback):
 
     def on_trial_result(self, iteration, trials, trial, result, **info) -> None:
         history = self._history.setdefault(trial.trial_id, {})
-        for member, repeat, epoch, loss, val, test in result.get("history", []):
+        for row in result.get("history", []):
+            member, repeat, epoch, loss, val, test = row[:6]
             history[(int(member), int(repeat), int(epoch))] = {
-                "train_loss": loss, "val_acc": val, "test_acc": test}
+                "train_loss": loss, "val_acc": val, "test_acc": test, "val_loss": _nan_none(row[6:7])}
 
     def on_trial_complete(self, iteration, trials, trial, **info) -> None:
         self._write(trial, error=None)
@@ -67,6 +68,12 @@ class StoreRecorder(Callback):
             trial_id = member_trial_id(trial.trial_id, member, len(members))
             row = trial_row(self.search, trial_id, result, status, reason, trial.trial_id)
             self.store.write_trial(row, epoch_rows(own, result.runs))
+
+
+def _nan_none(values: list) -> float | None:
+    """A reported value, None where it is absent or NaN (not measured)."""
+    value = values[0] if values else None
+    return None if value is None or value != value else float(value)
 
 
 def _final_result(config: TrainConfig, values: dict[str, Any]) -> ConfigResult:

@@ -8,6 +8,11 @@ from typing import Any, Protocol
 class SearchSpace(Protocol):
     """A search space as the Ray glue sees it (``orthotune.spaces.SearchSpace`` implements it)."""
 
+    name: str
+    datasets: tuple[str, ...]
+    backbones: tuple[str, ...]
+    depths: tuple[int, ...]
+    ortho: Any  # the Ortho-GConv arm's dimensions, None without that arm
     samples: int
     grace_period: int
     reduction_factor: int

@@ -19,6 +19,7 @@ from ray import tune
 
 from orthotune.core import ConfigResult, EpochReport, Status, TrainConfig
 from orthotune.search.training import choose_device, run_configs
+from orthotune.search.tune._cells import cell_key
 
 OBJECTIVE = "val_acc"
 TIME_ATTR = "epoch"
@@ -45,7 +46,8 @@ def train_trial(config: dict[str, Any], context: TrialContext) -> None:
     configs = [TrainConfig.from_dict(values) for values in member_configs(config)]
     ids = [member_trial_id(tune.get_context().get_trial_id() or "trial", k, len(configs))
            for k in range(len(configs))]
-    reporter = _Reporter(context.report_every, context.rung_board, ids)
+    cells = [cell_key(values) for values in member_configs(config)]
+    reporter = _Reporter(context.report_every, context.rung_board, ids, cells)
     results = run_configs(configs, choose_device(context.device), context.data_root, reporter)
     tune.report(reporter.final_metrics(results))
 
@@ -58,8 +60,10 @@ def member_trial_id(tune_trial_id: str, member: int, members: int) -> str:
 class _Reporter:
     """Collects per-epoch values and hands them to Tune at the report cadence."""
 
-    def __init__(self, every: int, rung_board: Any = None, member_ids: list[str] | None = None) -> None:
+    def __init__(self, every: int, rung_board: Any = None, member_ids: list[str] | None = None,
+                 cells: list[str] | None = None) -> None:
         self.every, self.rung_board, self.member_ids = every, rung_board, member_ids or []
+        self.cells = cells or []
         self.pending: list[list[float]] = []
         self.objective = [0.0]
         self.epoch = 0
@@ -71,7 +75,8 @@ class _Reporter:
         for member, runs in enumerate(report.val_acc):
             for repeat in range(len(runs)):
                 self.pending.append([member, repeat, report.epoch, report.train_loss[member][repeat],
-                                     report.val_acc[member][repeat], report.test_acc[member][repeat]])
+                                     report.val_acc[member][repeat], report.test_acc[member][repeat],
+                                     _at(report.val_loss, member, repeat)])
         # the last epoch goes out with the final report, so ASHA never sees a trial end twice
         if report.epoch % self.every != 0 or not any(report.active):
             return []
@@ -85,7 +90,7 @@ class _Reporter:
         import ray
 
         live = [k for k, active in enumerate(report.active) if active]
-        asks = [(self.member_ids[k], report.epoch, report.best_val[k]) for k in live]
+        asks = [(self.member_ids[k], self.cells[k], report.epoch, report.best_val[k]) for k in live]
         stops = ray.get(self.rung_board.decide.remote(asks))
         return [k for k, stop in zip(live, stops) if stop]
 
@@ -97,6 +102,14 @@ class _Reporter:
     def final_metrics(self, results: list[ConfigResult]) -> dict[str, Any]:
         objectives = [_objective(r) for r in results]
         return self._metrics(True, objectives, {"results": [result_to_dict(r) for r in results]})
+
+
+def _at(values: list[list[float]], member: int, repeat: int) -> float:
+    """``values[member][repeat]``, NaN where the trainer did not measure it."""
+    try:
+        return float(values[member][repeat])
+    except (IndexError, TypeError):
+        return math.nan
 
 
 def _objective(result: ConfigResult) -> float:

@@ -15,6 +15,8 @@ import yaml
 
 from orthotune.search.store import Store
 
+pytestmark = pytest.mark.slow  # each launches a real Ray and trains on Cora
+
 SPACE = {
     "name": "test",
     "datasets": ["cora"],
@@ -22,14 +24,16 @@ SPACE = {
     "backbones": ["gcn"],
     "depths": [2],
     "original": True,
-    # T = 60 overflows the Newton iteration: those trials must fail, the search must not
-    "ortho": {"T": [2, 60], "beta": 1.0, "lam": 5.0e-4},
+    "ortho": {"T": [2, 6], "beta": 1.0, "lam": 5.0e-4},
     # a tiny learning rate trails at ASHA's rungs (measured: best validation 0.14 against 0.30 at
-    # epoch 4), so ASHA has trials to stop
-    "train": {"lr": [0.1, 0.0002], "dropout": 0.0, "epochs": 24, "patience": 24, "hidden": 16},
+    # epoch 4), so ASHA has trials to stop; lr 1e30 makes the loss non-finite at once: those
+    # trials must fail, the search must not. Each cell has more configs than samples.
+    "train": {"lr": [0.1, 0.03, 0.01, 0.0002, 1.0e+30], "dropout": 0.0, "epochs": 24, "patience": 24,
+              "hidden": 16},
     "asha": {"grace_period": 4, "reduction_factor": 2},
-    "samples": 10,
+    "samples": 5,  # per cell: two cells (the original and the ortho arm)
 }
+TOTAL = 2 * SPACE["samples"]
 
 
 def orthotune(*args, env=None, **kwargs):
@@ -68,20 +72,37 @@ def test_asha_and_optuna_search_completes_and_stores_every_trial(finished_search
     store, out = finished_search
     trials = Store.open(str(store)).read("trials").to_pylist()
     counts = printed_counts(out)
-    assert sum(counts.values()) == len(trials) == SPACE["samples"]
+    assert sum(counts.values()) == len(trials) == TOTAL
+    assert Counter(t["ortho"] for t in trials) == {True: SPACE["samples"], False: SPACE["samples"]}  # per cell
     assert Counter(t["status"] for t in trials) == counts  # the store agrees with Ray Tune
     assert counts["stopped"] >= 1, out  # ASHA stopped some trial early
     stopped = [t for t in trials if t["status"] == "stopped"]
     assert all(t["epochs"] < SPACE["train"]["epochs"] for t in stopped)
     assert len({t["trial_id"] for t in trials}) == len(trials)
-    assert "best val_acc" in out and "done:" in out  # progress lines and the best config
+    assert "best val_acc cora/gcn/2/ortho" in out and f"/{TOTAL} configs done:" in out  # progress lines
+
+
+def test_live_views_hold_each_trials_curves_and_each_cells_study(finished_search):
+    import optuna
+    from optuna.storages import JournalStorage
+    from optuna.storages.journal import JournalFileBackend
+
+    store, _ = finished_search
+    trials = Store.open(str(store)).read("trials").to_pylist()
+    for trial in trials:
+        arm = "ortho" if trial["ortho"] else "original"
+        assert list((store / "tensorboard" / "asha" / f"cora-gcn-2-{arm}" / trial["trial_id"]).glob("events.*"))
+    storage = JournalStorage(JournalFileBackend(str(store / "optuna" / "asha.journal")))
+    assert sorted(optuna.get_all_study_names(storage)) == ["asha/cora/gcn/2/original", "asha/cora/gcn/2/ortho"]
+    study = optuna.load_study(study_name="asha/cora/gcn/2/ortho", storage=storage)
+    assert len([t for t in study.trials if t.state.is_finished()]) >= SPACE["samples"]
 
 
 def test_a_diverging_config_fails_while_the_search_completes(finished_search):
     store, _ = finished_search
     trials = Store.open(str(store)).read("trials").to_pylist()
     failed = [t for t in trials if t["status"] == "failed"]
-    assert failed and all(t["T"] == 60 and "non-finite" in t["reason"] for t in failed)
+    assert failed and all(t["lr"] == 1.0e30 and "non-finite" in t["reason"] for t in failed)
     assert any(t["status"] == "completed" for t in trials)
 
 
@@ -110,7 +131,7 @@ def test_status_lists_searches_with_counts(finished_search):
     out = subprocess.run([sys.executable, "-m", "orthotune.cli", "status", "--store", str(store)],
                          capture_output=True, text=True, check=True).stdout
     row = next(line for line in out.splitlines() if line.startswith("asha"))
-    assert "finished" in row and f" {SPACE['samples']} " in row
+    assert "finished" in row and f" {TOTAL} " in row
 
 
 def test_same_name_twice_is_refused_and_keeps_the_data(finished_search, space_file):
@@ -131,11 +152,11 @@ def test_killed_driver_resumes_without_losing_or_duplicating(tmp_path):
                        "--concurrency", "2", "--report-every", "2", "--scheduler", "fifo",
                        "--seed", "5", start_new_session=True, env={"TUNE_GLOBAL_CHECKPOINT_S": "1"})
     before = _kill_after_some_trials(driver, store, "killed")
-    assert 0 < len(before) < SPACE["samples"]
+    assert 0 < len(before) < TOTAL
     out = finish(orthotune("launch", "--resume", "killed", "--store", str(store)))
     trials = Store.open(str(store)).read("trials").to_pylist()
     ids = [t["trial_id"] for t in trials]
-    assert len(ids) == len(set(ids)) == SPACE["samples"], out
+    assert len(ids) == len(set(ids)) == TOTAL, out
     after = {t["trial_id"]: t["finished_at"] for t in trials}
     assert all(after[trial_id] == finished for trial_id, finished in before.items())  # not rerun
     epochs = Store.open(str(store)).read("epochs").to_pylist()
@@ -168,7 +189,7 @@ def test_packed_search_decides_per_config_and_stores_each(tmp_path, space_file):
                            "--pack", "4", "--concurrency", "2", "--report-every", "2", "--seed", "0"))
     trials = Store.open(str(store)).read("trials").to_pylist()
     counts = printed_counts(out)
-    assert sum(counts.values()) == len(trials) == SPACE["samples"]
+    assert sum(counts.values()) == len(trials) == TOTAL
     assert Counter(t["status"] for t in trials) == counts
     packs = Counter(t["tune_trial_id"] for t in trials)
     assert max(packs.values()) > 1 and len(packs) < len(trials)  # several configs per Ray trial
@@ -177,7 +198,7 @@ def test_packed_search_decides_per_config_and_stores_each(tmp_path, space_file):
         if trial["status"] == "stopped":
             assert trial["epochs"] < SPACE["train"]["epochs"] and "ASHA" in trial["reason"]
         if trial["status"] == "failed":
-            assert trial["T"] == 60
+            assert trial["lr"] == 1.0e30
     mates = {}
     for trial in trials:  # members of one pack differ in lr/T but share the pack key
         mates.setdefault(trial["tune_trial_id"], set()).add((trial["depth"], trial["ortho"], trial["hidden"]))
