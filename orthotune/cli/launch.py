@@ -15,14 +15,11 @@ from orthotune.cli._common import OK, RUN_FAILED, add_store_argument
 if TYPE_CHECKING:
     from orthotune.search.tune import LaunchOptions, SearchOutcome
 
-#: Progress displays of the tune layer (its ``launch(progress=...)``), plus off.
-PROGRESS = ("auto", "bar", "plain", "off")
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     # Only built when `launch` is the command: the registries' names and the options'
     # defaults come from the tune layer, their one place.
-    from orthotune.search.tune import NO_STORAGE, SCHEDULERS, SEARCHERS, LaunchOptions
+    from orthotune.search.tune import MODES, NO_STORAGE, SCHEDULERS, SEARCHERS, LaunchOptions
 
     default = {f.name: f.default for f in dataclasses.fields(LaunchOptions)}
     what = parser.add_mutually_exclusive_group(required=True)
@@ -61,7 +58,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                          help="epochs between reports to Tune (default: %(default)s)")
     cluster.add_argument("--data-root", help="raw data folder (default: $ORTHOTUNE_DATA_ROOT)")
     views = parser.add_argument_group("progress and live views")
-    views.add_argument("--progress", choices=PROGRESS, default="auto",
+    views.add_argument("--progress", choices=(*MODES, "off"), default="auto",
                        help="auto: a bar on a terminal, plain lines in logs; off: nothing (default: %(default)s)")
     views.add_argument("--quiet", action="store_true", help="no progress display (same as --progress off)")
     views.add_argument("--optuna-storage", metavar="URL|FILE",
@@ -144,9 +141,15 @@ def _submit(args: argparse.Namespace) -> int:
 
 
 def summary(outcome: SearchOutcome) -> str:
+    """Counts by status, then each cell's best config (validation-selected; cells are never
+    compared with each other, so there is no single best over a multi-cell search)."""
+    from orthotune.reports import tidy
+
     counts = ", ".join(f"{n} {status}" for status, n in sorted(outcome.counts.items()))
     lines = [f"search {outcome.name}: {sum(outcome.counts.values())} trials ({counts})"]
-    if outcome.best_config is not None:
-        lines.append(f"best val_acc {outcome.best_objective:.4f} (mean over repeats) with config:")
-        lines.append(json.dumps(outcome.best_config, sort_keys=True))
+    if outcome.best_by_cell:
+        lines.append("best config per cell (val_acc: mean over repeats at each repeat's selected epoch):")
+    for cell, (objective, config) in outcome.best_by_cell.items():
+        values = {key: tidy(value) for key, value in config.items()}
+        lines.append(f"  {cell}  val_acc {objective:.4f}  {json.dumps(values, sort_keys=True)}")
     return "\n".join(lines)

@@ -68,7 +68,8 @@ class OrthoSettings(_OrthoFields):
 PROFILES: dict[str, dict[str, Any]] = {
     "default": {},
     "paper": dict(bound="frobenius", hybrid="init", target="cI", squared_norm=False, centre_rows=False),
-    "official": dict(bound="covariance", centre_rows=True, hybrid="reparam", target="ones", conv_bias=False,
+    # conv_bias stays on: the scripts pass `--bias False`, a string argparse keeps, so truthy
+    "official": dict(bound="covariance", centre_rows=True, hybrid="reparam", target="ones",
                      squared_norm=True, input_T=4, layout="official", selection="val_loss"),
 }
 

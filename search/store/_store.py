@@ -26,13 +26,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute  # noqa: F401  (pa.compute)
-import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
+
+if TYPE_CHECKING:
+    import pyarrow.dataset as ds
 
 from orthotune.core import OrthotuneError, TrainConfig, column_name, declared
 
@@ -224,6 +226,9 @@ class Store:
         self.fs.move(temporary, final)
 
     def dataset(self, table: str) -> ds.Dataset:
+        # imported here: pyarrow.dataset pulls in pandas, which `launch --help` does not need
+        import pyarrow.dataset as ds
+
         schema = TABLES[table]
         base = self.path(table)
         if self.fs.get_file_info(base).type != pafs.FileType.Directory:
@@ -239,6 +244,8 @@ class Store:
         Rows written by schema v1 (no variant columns) come back with :data:`V1_VARIANT`.
         """
         dataset = self.dataset(table)
+        import pyarrow.dataset as ds
+
         where = None if search is None else ds.field("search") == search
         data = dataset.to_table(filter=where).cast(TABLES[table])
         return upgrade_v1(data) if table == "trials" else data

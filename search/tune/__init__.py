@@ -1,32 +1,49 @@
 """The Ray Tune glue: the trainable, per-cell searchers and schedulers, the store recorder,
-the progress display, the live views (TensorBoard, Optuna storage) and launch."""
+the progress display, the live views (TensorBoard, Optuna storage) and launch.
 
-from orthotune.search.tune._cells import CellScheduler, CellSearcher, cell_key, config_identity, space_cell_key
-from orthotune.search.tune._launch import (
+The options (registries, ``LaunchOptions``, constants) load at once and are light; the rest
+imports Ray, torch and PyG, so it loads on first use (PEP 562), which keeps ``orthotune
+launch --help`` instant.
+"""
+
+from importlib import import_module
+from typing import Any
+
+from orthotune.search.tune._options import (
+    MODES,
+    NO_STORAGE,
+    OBJECTIVE,
     SCHEDULERS,
     SEARCHERS,
+    TIME_ATTR,
     LaunchOptions,
     SearchOutcome,
-    SearchPlan,
-    launch,
-    plan,
-    prior_elapsed,
-    resume,
 )
-from orthotune.search.tune._live import (
-    NO_STORAGE,
-    TensorBoardLogger,
-    optuna_storage,
-    optuna_storage_location,
-    tensorboard_folder,
-)
-from orthotune.search.tune._packing import PackSearcher, PointSearcher, RungBoard, pack_points
-from orthotune.search.tune._progress import SearchProgress, Snapshot, snapshot
-from orthotune.search.tune._recorder import StoreRecorder, member_statuses, trial_statuses
 from orthotune.search.tune._space import SearchSpace
-from orthotune.search.tune._trainable import OBJECTIVE, TIME_ATTR, TrialContext, member_configs, train_trial
+
+#: Heavy names -> the private module that defines them (loaded on first access).
+_LAZY = {
+    **dict.fromkeys(("CellScheduler", "CellSearcher", "cell_key", "config_identity", "space_cell_key"), "_cells"),
+    **dict.fromkeys(("SearchPlan", "launch", "plan", "prior_elapsed", "resume"), "_launch"),
+    **dict.fromkeys(("TensorBoardLogger", "optuna_storage", "optuna_storage_location", "tensorboard_folder"),
+                    "_live"),
+    **dict.fromkeys(("PackSearcher", "PointSearcher", "RungBoard", "pack_points"), "_packing"),
+    **dict.fromkeys(("SearchProgress", "Snapshot", "snapshot"), "_progress"),
+    **dict.fromkeys(("StoreRecorder", "member_statuses", "trial_statuses"), "_recorder"),
+    **dict.fromkeys(("TrialContext", "member_configs", "train_trial"), "_trainable"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(f"{__name__}.{_LAZY[name]}"), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
 
 __all__ = [
+    "MODES",
     "NO_STORAGE",
     "OBJECTIVE",
     "SCHEDULERS",

@@ -36,15 +36,25 @@ MAX_REPEATS = 50
 
 
 def cell_key(config: Mapping[str, Any]) -> str:
-    """A config's cell: ``dataset/backbone/depth/arm`` (arm ``ortho`` or ``original``)."""
+    """A config's cell: ``dataset/backbone/depth/arm`` (arm ``ortho`` or ``original``), with
+    ``/VARIANT`` before the arm for any variant label but ``default``.
+
+    The variant label is part of it, so the variants of one space (profiles, ablations)
+    get their own searchers, budgets and ASHA brackets (as the spaces layer names them).
+    """
     arm = "ortho" if config.get("ortho") else "original"
-    return f"{config['dataset']}/{config['backbone']}/{config['depth']}/{arm}"
+    variant = config.get("variant") or "default"
+    middle = "" if variant == "default" else f"/{variant}"
+    return f"{config['dataset']}/{config['backbone']}/{config['depth']}{middle}/{arm}"
 
 
 def space_cell_key(space: Any) -> str:
-    """The cell key of a one-cell space (one of ``SearchSpace.cells()``)."""
-    return cell_key({"dataset": space.datasets[0], "backbone": space.backbones[0],
-                     "depth": space.depths[0], "ortho": space.ortho is not None})
+    """The cell key of a one-cell space (one of ``SearchSpace.cells()``): its variant is
+    the fixed ``variant`` value of its training values, if any."""
+    variant = space.train.get("variant") if isinstance(space.train, Mapping) else None
+    return cell_key({"dataset": space.datasets[0], "backbone": space.backbones[0], "depth": space.depths[0],
+                     "ortho": space.ortho is not None,
+                     "variant": variant.values[0] if variant is not None else None})
 
 
 def config_identity(config: Mapping[str, Any]) -> str:

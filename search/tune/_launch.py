@@ -15,163 +15,34 @@ import logging
 import os
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from orthotune.core import ConfigError, OrthotuneError, Registry, Status, check
-from orthotune.search.store import Store, check_search_name, now
+from orthotune.core import ConfigError, OrthotuneError, Status, check
+from orthotune.search.store import Store, now
 from orthotune.search.training import DataRoot
-from orthotune.search.tune._cells import CellScheduler, CellSearcher, cell_key, space_cell_key
+from orthotune.search.tune._cells import CellSearcher, cell_key, space_cell_key
 from orthotune.search.tune._live import (
-    NO_STORAGE,
     TensorBoardLogger,
     optuna_storage,
     optuna_storage_location,
     tensorboard_folder,
 )
-from orthotune.search.tune._packing import PackSearcher, PointSearcher, RungBoard, pack_points
-from orthotune.search.tune._progress import MODES, SearchProgress
+from orthotune.search.tune._options import (
+    MODES,
+    OBJECTIVE,
+    SCHEDULERS,
+    SEARCHERS,
+    LaunchOptions,
+    SearchOutcome,
+    grid_search,
+)
+from orthotune.search.tune._packing import PackSearcher, RungBoard, pack_points
+from orthotune.search.tune._progress import SearchProgress
 from orthotune.search.tune._recorder import StoreRecorder, member_statuses
 from orthotune.search.tune._space import SearchSpace
-from orthotune.search.tune._trainable import OBJECTIVE, TIME_ATTR, TrialContext, member_configs, train_trial
-
-#: A searcher factory: ``(space, seed, storage=None, study_name=None)`` -> a Tune searcher
-#: over ``space`` (one cell's, in per-cell searches); ``storage`` is an Optuna storage.
-SEARCHERS: Registry[Callable[..., Any]] = Registry("search algorithm")
-SCHEDULERS: Registry[Callable[[SearchSpace], Any]] = Registry("scheduler")
-
-
-@SEARCHERS.register("optuna")
-def _optuna(space: SearchSpace, seed: int, storage: Any = None, study_name: str | None = None):
-    return _optuna_search(space, "TPESampler", storage, study_name, seed=seed)
-
-
-@SEARCHERS.register("random")
-def _random(space: SearchSpace, seed: int, storage: Any = None, study_name: str | None = None):
-    return _optuna_search(space, "RandomSampler", storage, study_name, seed=seed)
-
-
-@SEARCHERS.register("grid")
-def _grid(space: SearchSpace, seed: int, storage: Any = None, study_name: str | None = None):
-    return _grid_search(space.grid())
-
-
-def _grid_search(points: list[dict[str, Any]]):
-    return PointSearcher(points, metric=OBJECTIVE, mode="max")
-
-
-def _optuna_search(space: SearchSpace, sampler: str, storage: Any, study_name: str | None, **kwargs):
-    import optuna
-    from ray.tune.search.optuna import OptunaSearch
-
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    return OptunaSearch(space=space.define_by_run, metric=OBJECTIVE, mode="max", storage=storage,
-                        study_name=study_name, sampler=getattr(optuna.samplers, sampler)(**kwargs))
-
-
-@SCHEDULERS.register("asha")
-def _asha(space: SearchSpace):
-    """One ASHA per cell: trials are compared only within their cell."""
-    return CellScheduler(CellASHA(space))
-
-
-class CellASHA:
-    """Makes a cell's ASHA, ``max_t`` from that cell's own space (a picklable factory)."""
-
-    def __init__(self, space: SearchSpace) -> None:
-        self.space = space
-        self.cells = {space_cell_key(cell): cell for cell in space.cells()}
-
-    def __call__(self, cell: str):
-        from ray.tune.schedulers import ASHAScheduler
-
-        space = self.cells.get(cell, self.space)  # explicit grid points may lie outside
-        # stop_last_trials=False: a trial that reaches max_t completes on its own report
-        return ASHAScheduler(time_attr=TIME_ATTR, metric=OBJECTIVE, mode="max", max_t=space.max_epochs(),
-                             grace_period=space.grace_period, reduction_factor=space.reduction_factor,
-                             stop_last_trials=False)
-
-
-@SCHEDULERS.register("fifo")
-def _fifo(space: SearchSpace):
-    from ray.tune.schedulers import FIFOScheduler
-
-    return FIFOScheduler()
-
-
-@dataclass(frozen=True)
-class LaunchOptions:
-    """How to run one search; validated here, typed afterwards."""
-
-    store: str
-    name: str
-    space: SearchSpace
-    samples: int | None = None  # trainings per cell and arm (default: the space's)
-    searcher: str = "optuna"
-    scheduler: str = "asha"
-    address: str | None = None
-    cpus_per_trial: float = 1.0
-    gpus_per_trial: float = 0.0
-    concurrency: int | None = None
-    data_root: str | None = None
-    seed: int = 0
-    report_every: int = 10
-    pack: int = 1
-    points: tuple[dict[str, Any], ...] | None = None  # explicit configs for the grid searcher
-    # Optuna storage of the cells' studies (optuna-dashboard): None for a journal file beside
-    # a local store (<store>/optuna/NAME.journal), an RDB URL, a journal file path, or "off"
-    optuna_storage: str | None = None
-    tensorboard: bool = True  # TensorBoard event files per config under <store>/tensorboard/NAME
-
-    def __post_init__(self) -> None:
-        check_search_name(self.name)
-        SEARCHERS.get(self.searcher)
-        SCHEDULERS.get(self.scheduler)
-        check(self.samples is None or self.samples >= 1, f"samples={self.samples!r} must be >= 1")
-        check(self.cpus_per_trial > 0, f"cpus_per_trial={self.cpus_per_trial!r} must be > 0")
-        check(self.gpus_per_trial >= 0, f"gpus_per_trial={self.gpus_per_trial!r} must be >= 0")
-        check(self.gpus_per_trial <= 1 or float(self.gpus_per_trial).is_integer(),
-              f"gpus_per_trial={self.gpus_per_trial!r} must be a fraction <= 1 or a whole number")
-        check(self.concurrency is None or self.concurrency >= 1,
-              f"concurrency={self.concurrency!r} must be >= 1")
-        check(self.report_every >= 1, f"report_every={self.report_every!r} must be >= 1")
-        check(isinstance(self.pack, int) and self.pack >= 1, f"pack={self.pack!r} must be an integer >= 1")
-        check(self.points is None or self.searcher == "grid",
-              f"explicit points need searcher='grid', got searcher={self.searcher!r}")
-        check(self.optuna_storage is None or (isinstance(self.optuna_storage, str) and self.optuna_storage),
-              f"optuna_storage={self.optuna_storage!r} must be an RDB URL, a journal file path or {NO_STORAGE!r}")
-        check(isinstance(self.tensorboard, bool), f"tensorboard={self.tensorboard!r} must be true or false")
-
-    def to_meta(self) -> dict[str, Any]:
-        values = asdict(self)
-        values["space"] = self.space.to_dict()
-        return values
-
-    @classmethod
-    def from_meta(cls, values: dict[str, Any], parse_space: Callable[[dict[str, Any]], SearchSpace]) -> LaunchOptions:
-        """Options saved by :meth:`to_meta`; ``parse_space`` reads the space back (the spaces
-        layer sits above this one, so it is handed in)."""
-        values = dict(values)
-        values["space"] = parse_space(values["space"])
-        if values.get("points") is not None:
-            values["points"] = tuple(values["points"])
-        return cls(**values)
-
-
-@dataclass
-class SearchOutcome:
-    """What a finished (or interrupted) search left: counts by status and the best trials.
-
-    ``best_by_cell`` maps each cell (``dataset/backbone/depth/arm``) to its best objective and
-    config; ``best_config``/``best_objective`` are the best over all cells.
-    """
-
-    name: str
-    counts: dict[str, int] = field(default_factory=dict)
-    best_config: dict[str, Any] | None = None
-    best_objective: float | None = None
-    best_by_cell: dict[str, tuple[float, dict[str, Any]]] = field(default_factory=dict)
+from orthotune.search.tune._trainable import TrialContext, member_configs, train_trial
 
 
 @dataclass
@@ -315,9 +186,9 @@ def plan(options: LaunchOptions, storage: Any = None) -> SearchPlan:
     if options.searcher == "grid":
         points = list(options.points) if options.points is not None else space.grid()
         if pack == 1:
-            return SearchPlan(_grid_search(points), SCHEDULERS.get(options.scheduler)(space), len(points), len(points))
+            return SearchPlan(grid_search(points), SCHEDULERS.get(options.scheduler)(space), len(points), len(points))
         packs = pack_points(points, pack)
-        return SearchPlan(_grid_search(packs), SCHEDULERS.get("fifo")(space), len(packs), len(points))
+        return SearchPlan(grid_search(packs), SCHEDULERS.get("fifo")(space), len(packs), len(points))
     cells = space.cells()
     samples = options.samples or space.samples
     make = SEARCHERS.get(options.searcher)

@@ -30,10 +30,10 @@ from ray.tune import Callback
 from orthotune.core import ConfigError
 from orthotune.search.store import Store
 from orthotune.search.tune._cells import cell_key
-from orthotune.search.tune._trainable import OBJECTIVE, TIME_ATTR, member_configs, member_trial_id
+from orthotune.search.tune._options import NO_STORAGE, OBJECTIVE, TIME_ATTR
+from orthotune.search.tune._trainable import member_configs, member_trial_id
 
 #: ``LaunchOptions.optuna_storage`` value that turns the Optuna storage off.
-NO_STORAGE = "off"
 
 
 def local_folder(store: Store, *parts: str) -> str | None:

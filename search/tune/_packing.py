@@ -184,7 +184,7 @@ class RungBoard:
         """
         from ray.tune.schedulers import TrialScheduler
 
-        from orthotune.search.tune._trainable import OBJECTIVE, TIME_ATTR
+        from orthotune.search.tune._options import OBJECTIVE, TIME_ATTR
 
         verdicts = []
         for member_id, cell, epoch, objective in reports:

@@ -28,10 +28,9 @@ from ray.tune import Callback
 
 from orthotune.core import Status
 from orthotune.search.tune._cells import cell_key
+from orthotune.search.tune._options import OBJECTIVE
 from orthotune.search.tune._recorder import trial_statuses
-from orthotune.search.tune._trainable import OBJECTIVE, member_configs
-
-MODES = ("auto", "bar", "plain")
+from orthotune.search.tune._trainable import member_configs
 
 
 @dataclass

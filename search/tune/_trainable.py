@@ -20,9 +20,7 @@ from ray import tune
 from orthotune.core import ConfigResult, EpochReport, Status, TrainConfig
 from orthotune.search.training import choose_device, run_configs
 from orthotune.search.tune._cells import cell_key
-
-OBJECTIVE = "val_acc"
-TIME_ATTR = "epoch"
+from orthotune.search.tune._options import OBJECTIVE, TIME_ATTR
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ def imported_after(*argv: str, env: dict[str, str] | None = None) -> tuple[subpr
 
 
 @pytest.mark.parametrize("argv", [["--help"], ["--version"], ["train", "--help"], ["status", "--help"],
-                                  ["best", "--help"], ["logs", "--help"]])
+                                  ["best", "--help"], ["logs", "--help"], ["launch", "--help"]])
 def test_help_imports_no_heavy_library(argv):
     proc, heavy = imported_after(*argv)
     assert proc.returncode == 0, proc.stderr

@@ -18,10 +18,14 @@ from orthotune.cli import main
         (["--space", "nonexistent.yaml"], "space file 'nonexistent.yaml' does not exist"),
         (["--resume", "nothing"], "no orthotune store"),
         (["--space", "quick", "--data-root", "no-such-data-root"], "data root 'no-such-data-root' is not a directory"),
+        (["--space", "SHORT"], "asha.grace_period=10 must be <= the fewest epochs a cell trains (5)"),
     ],
 )
 def test_bad_launch_input_is_one_line(tmp_path, capsys, args, message):
     store = tmp_path / "store"
+    short = tmp_path / "short.yaml"  # trains fewer epochs than ASHA's grace period
+    short.write_text("datasets: [cora]\nbackbones: [gcn]\ndepths: [2]\ntrain: {epochs: 5}\n")
+    args = [str(short) if a == "SHORT" else a for a in args]
     assert main(["launch", "--store", str(store), *args]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0], err
