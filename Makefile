@@ -30,9 +30,13 @@ test: setup browser
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q
 
+# The tests not marked slow (no real searches): a quick check while working.
+test-fast: setup
+	$(BIN)/python -m pytest -q -m "not slow"
+
 # The HTML report test opens the report in Debian's chromium (headless); CI runs as root.
 browser:
 	command -v chromium >/dev/null 2>&1 || { apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
 
-.PHONY: setup demo test browser
+.PHONY: setup demo test test-fast browser

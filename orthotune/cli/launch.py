@@ -23,7 +23,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     default = {f.name: f.default for f in dataclasses.fields(LaunchOptions)}
     what = parser.add_mutually_exclusive_group(required=True)
-    what.add_argument("--space", help="a preset (quick, paper) or a space YAML file")
+    from orthotune.spaces import PRESETS
+
+    what.add_argument("--space", help=f"a preset ({', '.join(sorted(PRESETS.names()))}) or a space YAML file")
     what.add_argument("--resume", metavar="NAME", help="continue the search NAME whose driver died")
     add_store_argument(parser)
     parser.add_argument("--name", help="search name (default: the space's name and the time)")

@@ -142,7 +142,8 @@ def test_readme_documents_every_column():
     from pathlib import Path
 
     readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
-    section = readme[readme.index("## The store"):readme.index("## Run on a cluster")]
+    start = readme.index("## The store")
+    section = readme[start:readme.index("\n## ", start + 1)]
     for schema in (TRIALS_SCHEMA, EPOCHS_SCHEMA):
         missing = [name for name in schema.names if f"`{name}`" not in section]
         assert not missing, f"README's store section does not document {missing}"
