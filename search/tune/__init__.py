@@ -24,7 +24,8 @@ from orthotune.search.tune._space import SearchSpace
 #: Heavy names -> the private module that defines them (loaded on first access).
 _LAZY = {
     **dict.fromkeys(("CellScheduler", "CellSearcher", "cell_key", "config_identity", "space_cell_key"), "_cells"),
-    **dict.fromkeys(("SearchPlan", "launch", "plan", "prior_elapsed", "resume"), "_launch"),
+    **dict.fromkeys(("TUNE_SETTINGS", "SearchPlan", "launch", "plan", "prior_elapsed", "resume", "tune_settings"),
+                    "_launch"),
     **dict.fromkeys(("TensorBoardLogger", "optuna_storage", "optuna_storage_location", "tensorboard_folder"),
                     "_live"),
     **dict.fromkeys(("PackSearcher", "PointSearcher", "RungBoard", "pack_points"), "_packing"),
@@ -49,6 +50,7 @@ __all__ = [
     "SCHEDULERS",
     "SEARCHERS",
     "TIME_ATTR",
+    "TUNE_SETTINGS",
     "CellScheduler",
     "CellSearcher",
     "LaunchOptions",
@@ -79,4 +81,5 @@ __all__ = [
     "tensorboard_folder",
     "train_trial",
     "trial_statuses",
+    "tune_settings",
 ]

@@ -14,7 +14,8 @@ from __future__ import annotations
 import logging
 import os
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -64,13 +65,14 @@ def launch(options: LaunchOptions, progress: bool | str = True) -> SearchOutcome
     if store.exists(f"searches/{options.name}.json"):
         raise OrthotuneError(f"search {options.name!r} already exists in store {options.store!r}; "
                              f"resume it with --resume {options.name} or pick another --name")
-    fits = _start_ray(options)
-    tuner = _tuner(options, store, progress, options.concurrency or fits)
-    started = now().isoformat()
-    store.save_search_meta(options.name, {"options": options.to_meta(), "state": "running",
-                                          "created_at": started, "session_started_at": started,
-                                          "elapsed_s": 0.0})
-    return _fit(tuner, store, options)
+    with tune_settings():
+        fits = _start_ray(options)
+        tuner = _tuner(options, store, progress, options.concurrency or fits)
+        started = now().isoformat()
+        store.save_search_meta(options.name, {"options": options.to_meta(), "state": "running",
+                                              "created_at": started, "session_started_at": started,
+                                              "elapsed_s": 0.0})
+        return _fit(tuner, store, options)
 
 
 def resume(store_uri: str, name: str, parse_space: Callable[[dict[str, Any]], SearchSpace],
@@ -85,15 +87,16 @@ def resume(store_uri: str, name: str, parse_space: Callable[[dict[str, Any]], Se
     path = f"{store.tune_path()}/{name}"
     if not tune.Tuner.can_restore(path):
         raise OrthotuneError(f"search {name!r} has no Ray Tune state at {path!r} to resume from")
-    _start_ray(options)
-    tuner = tune.Tuner.restore(path, trainable=_trainable(options), resume_unfinished=True,
-                               resume_errored=False, restart_errored=False)
-    elapsed = prior_elapsed(meta, store)
-    _replace_callbacks(tuner, _callbacks(options, store, progress, planned_configs(options), elapsed))
-    started = now().isoformat()
-    store.save_search_meta(name, {**meta, "state": "running", "resumed_at": started,
-                                  "session_started_at": started, "elapsed_s": elapsed})
-    return _fit(tuner, store, options)
+    with tune_settings():
+        _start_ray(options)
+        tuner = tune.Tuner.restore(path, trainable=_trainable(options), resume_unfinished=True,
+                                   resume_errored=False, restart_errored=False)
+        elapsed = prior_elapsed(meta, store)
+        _replace_callbacks(tuner, _callbacks(options, store, progress, planned_configs(options), elapsed))
+        started = now().isoformat()
+        store.save_search_meta(name, {**meta, "state": "running", "resumed_at": started,
+                                      "session_started_at": started, "elapsed_s": elapsed})
+        return _fit(tuner, store, options)
 
 
 def prior_elapsed(meta: dict[str, Any], store: Store) -> float:
@@ -234,6 +237,30 @@ def _trainable(options: LaunchOptions):
     return tune.with_resources(tune.with_parameters(train_trial, context=context), resources)
 
 
+#: Settings Ray Tune reads only from the environment (it has no API for them): our progress
+#: display replaces Tune's tables; the store and our TensorBoard logger replace Tune's own
+#: JSON/CSV/TBX loggers; Tune saves its experiment state every 5 s (how much a killed driver
+#: replays). Set only while a search runs (a value the user set wins), then restored.
+TUNE_SETTINGS = {"RAY_AIR_NEW_OUTPUT": "0", "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "1",
+                 "TUNE_GLOBAL_CHECKPOINT_S": "5"}
+
+
+@contextmanager
+def tune_settings() -> Iterator[None]:
+    """:data:`TUNE_SETTINGS` in the environment for the duration of a search only."""
+    saved = {key: os.environ.get(key) for key in TUNE_SETTINGS}
+    for key, value in TUNE_SETTINGS.items():
+        os.environ.setdefault(key, value)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
 def _start_ray(options: LaunchOptions) -> int:
     """A local embedded Ray (dashboard off, bound to localhost), or the given cluster.
 
@@ -243,9 +270,6 @@ def _start_ray(options: LaunchOptions) -> int:
     """
     import ray
 
-    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # our progress line replaces Tune's tables
-    os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
-    os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "5")  # how much a killed driver replays
     # Without Tune's JSON/CSV loggers (the store is the record) its result grid warns once
     # per trial that it found no metrics files: thousands of lines for a large search.
     logging.getLogger("ray.tune.analysis.experiment_analysis").setLevel(logging.ERROR)

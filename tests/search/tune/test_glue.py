@@ -2,6 +2,7 @@
 the TensorBoard writer, each checked on what it leaves (rows, lines, event files)."""
 
 import io
+import os
 import struct
 from dataclasses import asdict
 from datetime import timedelta
@@ -233,3 +234,14 @@ def test_prior_elapsed_counts_a_killed_session_until_its_last_stored_trial(store
             "elapsed_s": 100.0}
     assert prior_elapsed(meta, store) == pytest.approx(100.0 + 7200, abs=5)
     assert prior_elapsed({**meta, "state": "interrupted"}, store) == 100.0
+
+
+def test_tune_settings_live_only_while_a_search_runs(monkeypatch):
+    from orthotune.search.tune import TUNE_SETTINGS, tune_settings
+
+    monkeypatch.delenv("RAY_AIR_NEW_OUTPUT", raising=False)
+    monkeypatch.setenv("TUNE_GLOBAL_CHECKPOINT_S", "1")  # the user's own value wins
+    with tune_settings():
+        assert os.environ["RAY_AIR_NEW_OUTPUT"] == TUNE_SETTINGS["RAY_AIR_NEW_OUTPUT"]
+        assert os.environ["TUNE_GLOBAL_CHECKPOINT_S"] == "1"
+    assert "RAY_AIR_NEW_OUTPUT" not in os.environ and os.environ["TUNE_GLOBAL_CHECKPOINT_S"] == "1"

@@ -120,10 +120,30 @@ def test_epochs_table_holds_each_trials_history(finished_search):
 
 
 def test_objective_is_mean_validation_never_test(finished_search):
+    """Checked against the per-epoch history, not against the row's own lists: each repeat's
+    result is its first epoch with the highest validation accuracy, its test accuracy is the
+    one at that epoch, and the objective is their mean (test never picks anything)."""
     store, _ = finished_search
-    for trial in Store.open(str(store)).read("trials").to_pylist():
-        if trial["status"] == "completed":
-            assert trial["val_acc"] == pytest.approx(sum(trial["repeat_val_acc"]) / len(trial["repeat_val_acc"]))
+    opened = Store.open(str(store))
+    history = {}
+    for row in opened.read("epochs").to_pylist():
+        history.setdefault((row["trial_id"], row["repeat"]), []).append(row)
+    checked = 0
+    for trial in opened.read("trials").to_pylist():
+        if trial["status"] != "completed":
+            continue
+        selected = []
+        for repeat in range(len(trial["repeat_val_acc"])):
+            epochs = sorted(history[(trial["trial_id"], repeat)], key=lambda r: r["epoch"])
+            best = max(r["val_acc"] for r in epochs)
+            first = next(r for r in epochs if r["val_acc"] == best)
+            assert trial["repeat_best_epoch"][repeat] == first["epoch"]
+            assert trial["repeat_val_acc"][repeat] == pytest.approx(best)
+            assert trial["repeat_test_acc"][repeat] == pytest.approx(first["test_acc"])
+            selected.append(best)
+        assert trial["val_acc"] == pytest.approx(sum(selected) / len(selected))
+        checked += 1
+    assert checked
 
 
 def test_status_lists_searches_with_counts(finished_search):
