@@ -54,8 +54,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                          help="GPUs each trial reserves; fractions share a GPU (default: %(default)s)")
     cluster.add_argument("--concurrency", type=int, metavar="N",
                          help="most trials at once (default: what the cluster's resources fit)")
-    cluster.add_argument("--pack", type=int, default=default["pack"], metavar="N",
-                         help="configs trained together as one batched model per trial (default: %(default)s)")
+    cluster.add_argument("--configs-per-trial", type=int, default=default["configs_per_trial"], metavar="N",
+                         help="a trial group: configs trained together in one trial as one packed "
+                              "model, each still selected and stopped on its own (default: %(default)s)")
     cluster.add_argument("--report-every", type=int, default=default["report_every"], metavar="EPOCHS",
                          help="epochs between reports to Tune (default: %(default)s)")
     cluster.add_argument("--data-root", help="raw data folder (default: $ORTHOTUNE_DATA_ROOT)")
@@ -98,7 +99,8 @@ def _options(args: argparse.Namespace, name: str | None = None) -> LaunchOptions
         store=args.store, name=name or args.name or default_name(space.name), space=space, samples=args.samples,
         searcher=args.searcher, scheduler=args.scheduler, address=args.address,
         cpus_per_trial=args.cpus_per_trial, gpus_per_trial=args.gpus_per_trial, concurrency=args.concurrency,
-        data_root=args.data_root, seed=args.seed, report_every=args.report_every, pack=args.pack,
+        data_root=args.data_root, seed=args.seed, report_every=args.report_every,
+        configs_per_trial=args.configs_per_trial,
         optuna_storage=args.optuna_storage, tensorboard=args.tensorboard,
     )
 

@@ -28,7 +28,7 @@ from typing import Any
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 from ray.tune.search import Searcher
 
-from orthotune.search.tune._packing import load_state, save_state
+from orthotune.search.tune._grouping import load_state, save_state
 
 #: How many repeats in a row one ``suggest`` answers before it decides that the cell's
 #: searcher has nothing new to propose (it keeps returning configs already trained).

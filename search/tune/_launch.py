@@ -24,6 +24,7 @@ from orthotune.core import ConfigError, OrthotuneError, Status, check
 from orthotune.search.store import Store, now
 from orthotune.search.training import DataRoot
 from orthotune.search.tune._cells import CellSearcher, cell_key, space_cell_key
+from orthotune.search.tune._grouping import GroupSearcher, RungBoard, group_points
 from orthotune.search.tune._live import (
     TensorBoardLogger,
     optuna_storage,
@@ -39,7 +40,6 @@ from orthotune.search.tune._options import (
     SearchOutcome,
     grid_search,
 )
-from orthotune.search.tune._packing import PackSearcher, RungBoard, pack_points
 from orthotune.search.tune._progress import SearchProgress
 from orthotune.search.tune._recorder import StoreRecorder, member_statuses
 from orthotune.search.tune._space import SearchSpace
@@ -182,16 +182,17 @@ def plan(options: LaunchOptions, storage: Any = None) -> SearchPlan:
 
     Sampled searches get one searcher per cell (``samples`` trainings each); ``storage`` is
     the Optuna storage their studies are written to (one study per cell, named
-    ``SEARCH/cell``). Packed, Tune runs packs FIFO and ASHA decides per config on the rung
-    board (one ASHA per cell there too).
+    ``SEARCH/cell``). With several configs per trial (a trial group, trained as one packed
+    model), Tune runs the groups FIFO and ASHA decides per config on the rung board (one
+    ASHA per cell there too).
     """
-    space, pack = options.space, options.pack
+    space, group = options.space, options.configs_per_trial
     if options.searcher == "grid":
         points = list(options.points) if options.points is not None else space.grid()
-        if pack == 1:
+        if group == 1:
             return SearchPlan(grid_search(points), SCHEDULERS.get(options.scheduler)(space), len(points), len(points))
-        packs = pack_points(points, pack)
-        return SearchPlan(grid_search(packs), SCHEDULERS.get("fifo")(space), len(packs), len(points))
+        groups = group_points(points, group)
+        return SearchPlan(grid_search(groups), SCHEDULERS.get("fifo")(space), len(groups), len(points))
     cells = space.cells()
     samples = options.samples or space.samples
     make = SEARCHERS.get(options.searcher)
@@ -202,10 +203,10 @@ def plan(options: LaunchOptions, storage: Any = None) -> SearchPlan:
     searcher = CellSearcher(searchers, samples, sizes, metric=OBJECTIVE, mode="max")
     total = samples * len(cells)  # Tune's bound; the searcher finishes spent cells earlier
     configs = planned_configs(options)
-    if pack == 1:
+    if group == 1:
         return SearchPlan(searcher, SCHEDULERS.get(options.scheduler)(space), total, configs)
-    packed = PackSearcher(searcher, pack, total, metric=OBJECTIVE, mode="max")
-    return SearchPlan(packed, SCHEDULERS.get("fifo")(space), total, configs)
+    grouped = GroupSearcher(searcher, group, total, metric=OBJECTIVE, mode="max")
+    return SearchPlan(grouped, SCHEDULERS.get("fifo")(space), total, configs)
 
 
 def planned_configs(options: LaunchOptions) -> int:
@@ -230,7 +231,7 @@ def _trainable(options: LaunchOptions):
 
     threads = max(1, int(options.cpus_per_trial))
     board = None
-    if options.pack > 1 and options.scheduler == "asha":  # one ASHA per cell, on the board
+    if options.configs_per_trial > 1 and options.scheduler == "asha":  # one ASHA per cell, on the board
         board = RungBoard.remote(SCHEDULERS.get("asha")(options.space))
     context = TrialContext(_data_root(options.data_root), options.report_every, threads, rung_board=board)
     resources = {"cpu": options.cpus_per_trial, "gpu": options.gpus_per_trial}
@@ -294,7 +295,7 @@ def _data_root(option: str | None) -> str | None:
 
 
 def _outcome(name: str, grid) -> SearchOutcome:
-    """Counts by status and the best config per cell, per config (packs unpacked), as Ray
+    """Counts by status and the best config per cell, per config (trial groups unpacked), as Ray
     Tune saw them; failed configs are never best."""
     counts: Counter = Counter()
     best: dict[str, tuple[float, dict[str, Any]]] = {}

@@ -43,7 +43,7 @@ def _grid(space: SearchSpace, seed: int, storage: Any = None, study_name: str | 
 
 
 def grid_search(points: list[dict[str, Any]]):
-    from orthotune.search.tune._packing import PointSearcher
+    from orthotune.search.tune._grouping import PointSearcher
 
     return PointSearcher(points, metric=OBJECTIVE, mode="max")
 
@@ -108,7 +108,7 @@ class LaunchOptions:
     data_root: str | None = None
     seed: int = 0
     report_every: int = 10
-    pack: int = 1
+    configs_per_trial: int = 1
     points: tuple[dict[str, Any], ...] | None = None  # explicit configs for the grid searcher
     # Optuna storage of the cells' studies (optuna-dashboard): None for a journal file beside
     # a local store (<store>/optuna/NAME.journal), an RDB URL, a journal file path, or "off"
@@ -127,7 +127,8 @@ class LaunchOptions:
         check(self.concurrency is None or self.concurrency >= 1,
               f"concurrency={self.concurrency!r} must be >= 1")
         check(self.report_every >= 1, f"report_every={self.report_every!r} must be >= 1")
-        check(isinstance(self.pack, int) and self.pack >= 1, f"pack={self.pack!r} must be an integer >= 1")
+        check(isinstance(self.configs_per_trial, int) and self.configs_per_trial >= 1,
+              f"configs_per_trial={self.configs_per_trial!r} must be an integer >= 1")
         check(self.points is None or self.searcher == "grid",
               f"explicit points need searcher='grid', got searcher={self.searcher!r}")
         check(self.optuna_storage is None or (isinstance(self.optuna_storage, str) and self.optuna_storage),

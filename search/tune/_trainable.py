@@ -35,8 +35,8 @@ class TrialContext:
 
 
 def member_configs(config: dict[str, Any]) -> list[dict[str, Any]]:
-    """The configs a trial trains: ``config["pack"]`` when packed, else the config itself."""
-    return list(config["pack"]) if "pack" in config else [config]
+    """The configs a trial trains: ``config["group"]`` when packed, else the config itself."""
+    return list(config["group"]) if "group" in config else [config]
 
 
 def train_trial(config: dict[str, Any], context: TrialContext) -> None:

@@ -14,7 +14,7 @@ from orthotune.cli import main
         (["--space", "quick", "--samples", "0"], "samples=0 must be >= 1"),
         (["--space", "quick", "--gpus-per-trial", "1.5"], "gpus_per_trial=1.5 must be a fraction <= 1"),
         (["--space", "quick", "--name", "a/b"], "search name 'a/b' must start with a letter or digit"),
-        (["--space", "quick", "--pack", "0"], "pack=0 must be an integer >= 1"),
+        (["--space", "quick", "--configs-per-trial", "0"], "configs_per_trial=0 must be an integer >= 1"),
         (["--space", "nonexistent.yaml"], "space file 'nonexistent.yaml' does not exist"),
         (["--resume", "nothing"], "no orthotune store"),
         (["--space", "quick", "--data-root", "no-such-data-root"], "data root 'no-such-data-root' is not a directory"),

@@ -109,7 +109,7 @@ def test_recorder_marks_an_errored_trial_failed_with_its_last_error_line(store):
 
 def test_recorder_writes_each_config_of_a_pack_under_its_own_id(store):
     recorder = StoreRecorder(store.uri, "s")
-    trial = FakeTrial("p", {"pack": [ORTHO, {**ORTHO, "T": 3}]}, "TERMINATED",
+    trial = FakeTrial("p", {"group": [ORTHO, {**ORTHO, "T": 3}]}, "TERMINATED",
                       final([[run(0, 0.4), run(1, 0.4)], [run(0, 0.6), run(1, 0.6)]], [0.4, 0.6]))
     recorder.on_trial_result(0, [trial], trial, {"history": history([1], member=0) + history([1], member=1)})
     recorder.on_trial_complete(0, [trial], trial)

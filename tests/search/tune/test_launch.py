@@ -206,7 +206,7 @@ def _kill_after_some_trials(driver, store: Path, name: str, deadline_s: float = 
 def test_packed_search_decides_per_config_and_stores_each(tmp_path, space_file):
     store = tmp_path / "store"
     out = finish(orthotune("launch", "--space", str(space_file), "--store", str(store), "--name", "packed",
-                           "--pack", "4", "--concurrency", "2", "--report-every", "2", "--seed", "0"))
+                           "--configs-per-trial", "4", "--concurrency", "2", "--report-every", "2", "--seed", "0"))
     trials = Store.open(str(store)).read("trials").to_pylist()
     counts = printed_counts(out)
     assert sum(counts.values()) == len(trials) == TOTAL
@@ -232,7 +232,7 @@ def test_grid_search_packed_trains_every_point_once(tmp_path):
     space_file.write_text(yaml.safe_dump(space))
     store = tmp_path / "store"
     out = finish(orthotune("launch", "--space", str(space_file), "--store", str(store), "--name", "grid",
-                           "--searcher", "grid", "--scheduler", "fifo", "--pack", "2"))
+                           "--searcher", "grid", "--scheduler", "fifo", "--configs-per-trial", "2"))
     trials = Store.open(str(store)).read("trials").to_pylist()
     assert sorted((t["ortho"], t["T"]) for t in trials) == [(False, None), (True, 2), (True, 3)], out
     assert len({t["tune_trial_id"] for t in trials}) == 2  # the two ortho points share a pack

@@ -1,19 +1,20 @@
-"""Packing: one Ray trial trains several configs as one batched model.
+"""Trial groups: one Ray trial trains several configs (``--configs-per-trial``) as one
+packed model (the training layer's pack: configs that share a pack key).
 
-How ASHA's per-config decisions survive packing:
+How ASHA's per-config decisions survive grouping:
 
-- **Suggesting.** :class:`PackSearcher` wraps the real searcher (Optuna's samplers). Each
+- **Suggesting.** :class:`GroupSearcher` wraps the real searcher (Optuna's samplers). Each
   config it is given is a trial of that searcher under its own id; configs wait in a small
-  buffer until ``pack_size`` of them share a pack key (dataset, backbone, depth, form and
-  the structural training values), and then go to Ray as one trial ``{"pack": [...]}``.
-  When a pack ends, each config's own objective goes back to the searcher under its own
-  id, so Optuna learns from every config, not from packs.
-- **Stopping.** Ray Tune's scheduler sees packs, so it runs them FIFO; ASHA runs one level
+  buffer until ``group_size`` of them share a pack key (dataset, backbone, depth, form and
+  the structural training values), and then go to Ray as one trial ``{"group": [...]}``.
+  When a group ends, each config's own objective goes back to the searcher under its own
+  id, so Optuna learns from every config, not from groups.
+- **Stopping.** Ray Tune's scheduler sees groups, so it runs them FIFO; ASHA runs one level
   down, per config: :class:`RungBoard` is a Ray actor holding Ray's own
   ``AsyncHyperBandScheduler``, fed each config's objective at the report cadence under
-  the config's id. A config it stops is frozen inside the pack at what it reached (the
+  the config's id. A config it stops is frozen inside the group at what it reached (the
   trainer drops it from the active mask) and is stored as ``stopped``; the rest of the
-  pack trains on. A pack ends when its last config ends.
+  group trains on. A group ends when its last config ends.
 - **Cells.** The board's scheduler keeps one ASHA per cell (dataset, backbone, depth,
   arm), as Tune's does without packing: a config is compared only within its cell.
 - **Resuming.** Like Ray's own ASHA under ``Tuner.restore``, the board's rungs are not
@@ -43,7 +44,7 @@ class PointSearcher(Searcher):
     """Suggests given configs in order, each once (the grid: every point of a space).
 
     Ray's ``BasicVariantGenerator`` resolves ``points_to_evaluate`` against a parameter
-    space and cannot take packs (lists of configs) as points, hence this.
+    space and cannot take groups (lists of configs) as points, hence this.
     """
 
     def __init__(self, points: list[dict[str, Any]], metric: str | None = None, mode: str | None = None) -> None:
@@ -66,13 +67,13 @@ class PointSearcher(Searcher):
         self.__dict__.update(load_state(checkpoint_path))
 
 
-class PackSearcher(Searcher):
-    """Groups the configs a searcher suggests into packs that share a pack key."""
+class GroupSearcher(Searcher):
+    """Groups the configs a searcher suggests into trial groups that share a pack key."""
 
-    def __init__(self, inner: Searcher, pack_size: int, samples: int, key: PackKey = config_pack_key,
+    def __init__(self, inner: Searcher, group_size: int, samples: int, key: PackKey = config_pack_key,
                  metric: str | None = None, mode: str | None = None) -> None:
         super().__init__(metric=metric, mode=mode)
-        self.inner, self.pack_size, self.samples, self.key = inner, pack_size, samples, key
+        self.inner, self.group_size, self.samples, self.key = inner, group_size, samples, key
         self.buffer: list[tuple[str, dict[str, Any]]] = []
         self.members: dict[str, list[str]] = {}
         self.asked, self.inner_done = 0, False
@@ -83,15 +84,15 @@ class PackSearcher(Searcher):
 
     def suggest(self, trial_id: str) -> dict[str, Any] | str | None:
         self._fill()
-        pack = self._next_pack()
-        if pack is None:
+        group = self._next_group()
+        if group is None:
             return Searcher.FINISHED if self.inner_done and not self.buffer else None
-        self.members[trial_id] = [member_id for member_id, _ in pack]
-        return {"pack": [config for _, config in pack]}
+        self.members[trial_id] = [member_id for member_id, _ in group]
+        return {"group": [config for _, config in group]}
 
     def _fill(self) -> None:
-        """Ask the real searcher until the buffer holds a few packs' worth of configs."""
-        while len(self.buffer) < 4 * self.pack_size and not self.inner_done:
+        """Ask the real searcher until the buffer holds a few groups' worth of configs."""
+        while len(self.buffer) < 4 * self.group_size and not self.inner_done:
             if self.asked >= self.samples:
                 self.inner_done = True
                 break
@@ -105,20 +106,20 @@ class PackSearcher(Searcher):
             else:
                 break
 
-    def _next_pack(self) -> list[tuple[str, dict[str, Any]]] | None:
+    def _next_group(self) -> list[tuple[str, dict[str, Any]]] | None:
         groups: dict[tuple, list[int]] = {}
         for index, (_, config) in enumerate(self.buffer):
             groups.setdefault(self.key(config), []).append(index)
         if not groups:
             return None
         largest = max(groups.values(), key=len)
-        full = len(largest) >= self.pack_size
-        if not (full or self.inner_done or len(self.buffer) >= 4 * self.pack_size):
+        full = len(largest) >= self.group_size
+        if not (full or self.inner_done or len(self.buffer) >= 4 * self.group_size):
             return None
-        chosen = largest[: self.pack_size]
-        pack = [self.buffer[i] for i in chosen]
+        chosen = largest[: self.group_size]
+        group = [self.buffer[i] for i in chosen]
         self.buffer = [entry for i, entry in enumerate(self.buffer) if i not in set(chosen)]
-        return pack
+        return group
 
     def on_trial_result(self, trial_id: str, result: dict) -> None:
         pass  # configs are judged per config on the rung board, not by the searcher
@@ -152,13 +153,13 @@ def load_state(path: str) -> dict[str, Any]:
         return cloudpickle.load(source)
 
 
-def pack_points(points: list[dict[str, Any]], pack_size: int, key: PackKey = config_pack_key) -> list[dict]:
-    """Grid points grouped by pack key (in order) into packs of at most ``pack_size``."""
+def group_points(points: list[dict[str, Any]], group_size: int, key: PackKey = config_pack_key) -> list[dict]:
+    """Grid points grouped by pack key (in order) into trial groups of at most ``group_size``."""
     groups: dict[tuple, list[dict[str, Any]]] = {}
     for point in points:
         groups.setdefault(key(point), []).append(point)
-    return [{"pack": group[i:i + pack_size]} for group in groups.values()
-            for i in range(0, len(group), pack_size)]
+    return [{"group": group[i:i + group_size]} for group in groups.values()
+            for i in range(0, len(group), group_size)]
 
 
 class _Member:
@@ -170,7 +171,7 @@ class _Member:
 
 @ray.remote(num_cpus=0)
 class RungBoard:
-    """Ray's own ASHA, deciding per config for configs trained inside packs."""
+    """Ray's own ASHA, deciding per config for configs trained inside trial groups."""
 
     def __init__(self, scheduler: Any) -> None:
         self.scheduler = scheduler
