@@ -44,9 +44,10 @@ def peak_mib() -> float:
 
 def measure(backbone: str, ortho: bool, depth: int, hidden: int) -> dict:
     from orthotune.core import TrainConfig
-    from orthotune.search.training import train_node
+    from orthotune.search.training import retain_freed_memory, train_node
 
     torch.set_num_threads(1)
+    retain_freed_memory()  # as the Ray worker does: peak RSS as a search sees it
     data = synthetic_arxiv()
     config = TrainConfig(dataset="ogbn-arxiv", backbone=backbone, depth=depth, ortho=ortho, hidden=hidden, epochs=1)
     before = peak_mib()

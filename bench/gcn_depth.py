@@ -14,7 +14,7 @@ import argparse
 import torch
 
 from orthotune.core import TrainConfig
-from orthotune.search.training import DataRoot, choose_device, load_node_data, train_node
+from orthotune.search.training import DataRoot, choose_device, load_node_data, retain_freed_memory, train_node
 
 
 def main() -> None:
@@ -29,6 +29,7 @@ def main() -> None:
     parser.add_argument("--device")
     args = parser.parse_args()
     torch.set_num_threads(1)
+    retain_freed_memory()  # this process only trains: keep freed memory for reuse
     device = choose_device(args.device)
     data = load_node_data("cora", "full", DataRoot.resolve(args.data_root)).to(device)
     print(f"Cora full-supervised, splits {args.splits}, T={args.T} beta={args.beta} "

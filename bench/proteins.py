@@ -17,7 +17,7 @@ import argparse
 import torch
 
 from orthotune.core import TrainConfig
-from orthotune.search.training import choose_device, run_configs
+from orthotune.search.training import choose_device, retain_freed_memory, run_configs
 
 
 def main() -> None:
@@ -32,6 +32,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    retain_freed_memory()  # this process only trains: keep freed memory for reuse
     device = choose_device(args.device)
     print(f"PROTEINS cv10, folds {args.folds}, {args.epochs} epochs, Graph U-Nets (protocol defaults), "
           f"Ortho-GConv T={args.T} beta={args.beta} lambda={args.lam}, device {device}, "

@@ -30,7 +30,7 @@ from typing import Any
 import torch
 
 from orthotune.core import TrainConfig
-from orthotune.search.training import DataRoot, load_node_data, train_node
+from orthotune.search.training import DataRoot, load_node_data, retain_freed_memory, train_node
 
 QUICK = dict(configs=8, epochs=20)
 
@@ -40,7 +40,7 @@ def make_configs(count: int, epochs: int, depth: int, backbone: str, seed: int) 
     rng = random.Random(seed)
     return [
         TrainConfig(
-            "cora", "full", backbone, depth, ortho=True, T=rng.randint(1, 6),
+            dataset="cora", setting="full", backbone=backbone, depth=depth, ortho=True, T=rng.randint(1, 6),
             beta=rng.choice([b / 10 for b in range(1, 11)]), lam=rng.choice([1e-4, 5e-4]),
             lr=10 ** rng.uniform(-3, -1.3), epochs=epochs, patience=epochs,
             splits=(0,), seeds=(i,),
@@ -52,6 +52,7 @@ def make_configs(count: int, epochs: int, depth: int, backbone: str, seed: int) 
 def run_floor(configs: list[TrainConfig], args: argparse.Namespace) -> tuple[float, list[float]]:
     """(a) Each config alone, back to back, one thread; training wall / cores, test accuracies."""
     torch.set_num_threads(1)
+    retain_freed_memory()  # as orthotune's Ray workers do
     data = load_node_data("cora", "full", DataRoot.resolve(args.data_root))
     device = torch.device("cpu")
     start = time.perf_counter()
@@ -64,6 +65,7 @@ def plain_trial(params: dict[str, Any], data_root: str | None) -> None:
     from ray import tune
 
     torch.set_num_threads(1)
+    retain_freed_memory()  # as orthotune's Ray workers do
     config = TrainConfig.from_dict(params)
     data = load_node_data(config.dataset, config.setting, DataRoot.resolve(data_root))
 
@@ -116,7 +118,7 @@ def run_orthotune(configs: list[TrainConfig], args: argparse.Namespace) -> tuple
         with tempfile.TemporaryDirectory(prefix="throughput-") as store:
             options = LaunchOptions(
                 store=f"{store}/store", name="throughput", space=space, searcher="grid",
-                scheduler="fifo", data_root=args.data_root, pack=pack, report_every=args.epochs,
+                scheduler="fifo", data_root=args.data_root, configs_per_trial=pack, report_every=args.epochs,
                 points=tuple(c.to_dict() for c in configs),
             )
             start = time.perf_counter()

@@ -78,12 +78,15 @@ def newton_orthogonalise(
     centre_rows: bool = False,
     norm_groups: int = 1,
     bound: str = "covariance",
+    max_steps: int | None = None,
 ) -> Tensor:
     """Map ``q`` (``[..., d_out, d_in]``) toward an orthogonal matrix by Newton's iteration.
 
     ``steps`` is ``T``: an int, or a tensor broadcastable to ``q``'s batch shape giving
     each batched matrix its own ``T`` (the iteration runs to the largest and freezes each
-    matrix after its own last step, so packing does not change any result).
+    matrix after its own last step, so packing does not change any result). With a tensor,
+    ``max_steps`` is its largest value known on the host: reading it off a device tensor
+    would make every forward pass wait for the GPU.
     ``bound`` scales ``Q`` before the iteration: ``covariance`` ``Q / sqrt(||Q Q^T||_F)``
     (the authors' code; near-orthogonal at T = 4) or ``frobenius`` ``Q / ||Q||_F`` (the
     paper's text; far from orthogonal at T <= 6). ``centre_rows`` and ``norm_groups`` act
@@ -97,11 +100,12 @@ def newton_orthogonalise(
         grouped = z.reshape(*z.shape[:-2], norm_groups, rows // norm_groups, z.shape[-1])
         if isinstance(steps, Tensor):
             steps = steps.unsqueeze(-1)
-        return _orthogonalise_rows(grouped, steps, centre_rows, bound).reshape(z.shape).mT
-    return _orthogonalise_rows(z, steps, centre_rows, bound).mT
+        return _orthogonalise_rows(grouped, steps, centre_rows, bound, max_steps).reshape(z.shape).mT
+    return _orthogonalise_rows(z, steps, centre_rows, bound, max_steps).mT
 
 
-def _orthogonalise_rows(z: Tensor, steps: int | Tensor, centre: bool, bound: str) -> Tensor:
+def _orthogonalise_rows(z: Tensor, steps: int | Tensor, centre: bool, bound: str,
+                        max_steps: int | None = None) -> Tensor:
     """``B_T Z_hat`` with ``B_T ~ S^-1/2``, ``S`` the bounded row covariance of ``z``
     (``[..., r, c]``), optionally row-centred with the authors' ``eps I``.
 
@@ -124,12 +128,12 @@ def _orthogonalise_rows(z: Tensor, steps: int | Tensor, centre: bool, bound: str
     else:
         scale = torch.linalg.matrix_norm(z).square()
     scale = scale.unsqueeze(-1).unsqueeze(-1)
-    b = _newton_inverse_sqrt(gram / scale, steps)
+    b = _newton_inverse_sqrt(gram / scale, steps, max_steps)
     z_hat = z / scale.sqrt()
     return b @ z_hat if wide else z_hat @ b
 
 
-def _newton_inverse_sqrt(m: Tensor, steps: int | Tensor) -> Tensor:
+def _newton_inverse_sqrt(m: Tensor, steps: int | Tensor, max_steps: int | None = None) -> Tensor:
     """``B_T`` of ``B_0 = I, B_t = (3 B - B^3 M) / 2``: an approximation of ``M^-1/2``.
 
     Computed in the coupled (Newton-Schulz) form ``Y_0 = M, Z_0 = I, S = (3 I - Z Y) / 2,
@@ -142,7 +146,8 @@ def _newton_inverse_sqrt(m: Tensor, steps: int | Tensor) -> Tensor:
     y, z = m, eye.expand_as(m)
     if isinstance(steps, Tensor):
         per_matrix = steps.reshape(*steps.shape, 1, 1).to(m.device)
-        for t in range(1, int(steps.max()) + 1):
+        last = max_steps if max_steps is not None else int(steps.max())  # the latter syncs on a GPU
+        for t in range(1, last + 1):
             s = 1.5 * eye - 0.5 * (z @ y)
             active = t <= per_matrix
             y, z = torch.where(active, y @ s, y), torch.where(active, s @ z, z)

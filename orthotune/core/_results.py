@@ -76,8 +76,25 @@ class ConfigResult:
 
 
 @dataclass
+class EpochValues:
+    """One epoch's values, per config and run (``[config][run]``). ``trained`` marks the runs
+    that trained in that epoch (the others' values are their last ones); ``grad_norms`` holds
+    each run's per-layer gradient norms ``||dL/dW(l)||_F`` where they were recorded (every
+    ``grad_norms_every`` epochs), else an empty list."""
+
+    epoch: int
+    train_loss: list[list[float]]
+    val_acc: list[list[float]]
+    test_acc: list[list[float]]
+    val_loss: list[list[float]]
+    trained: list[list[bool]]
+    grad_norms: list[list[list[float]]]
+
+
+@dataclass
 class EpochReport:
-    """What a callback sees after each epoch: one entry per config in the call."""
+    """What a callback sees at each report: one entry per config in the call; ``history``
+    holds every epoch since the previous report (the host reads them in one copy)."""
 
     epoch: int
     train_loss: list[list[float]]  # [config][run]
@@ -87,9 +104,11 @@ class EpochReport:
     active: list[bool]  # per config: still training
     runs: list[list[RunResult]] = field(default_factory=list)  # per config and run, so far
     val_loss: list[list[float]] = field(default_factory=list)  # [config][run], validation loss
+    history: list[EpochValues] = field(default_factory=list)  # the epochs since the last report
 
 
-#: Called after every epoch; may return the indices of configs to stop now (ASHA's verdicts).
+#: Called at each report (every ``report_every`` epochs); may return the indices of configs
+#: to stop now (ASHA's verdicts).
 EpochCallback = Callable[[EpochReport], Iterable[int] | None]
 
 

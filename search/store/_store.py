@@ -120,6 +120,7 @@ EPOCHS_SCHEMA = pa.schema(
         pa.field("val_acc", pa.float64()),
         pa.field("test_acc", pa.float64()),
         pa.field("val_loss", pa.float64()),
+        pa.field("grad_norms", _floats),  # per layer ||dL/dW(l)||_F, at the report epochs only
     ],
     metadata={"orthotune.schema_version": str(SCHEMA_VERSION)},
 )

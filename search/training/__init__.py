@@ -9,7 +9,9 @@ from orthotune.search.training._data import (
     normalised_adjacency,
 )
 from orthotune.search.training._graph import Fold, GraphData, load_graph_data, make_folds, train_graph
-from orthotune.search.training._node import choose_device, pack_key, train_node
+from orthotune.search.training._loop import TrainingLoop, TrainOptions, execution
+from orthotune.search.training._memory import capacity, pack_capacity, retain_freed_memory
+from orthotune.search.training._node import accuracy, choose_device, pack_key, train_node
 from orthotune.search.training._run import TRAINERS, Trainer, run_configs, task_data
 
 __all__ = [
@@ -20,13 +22,20 @@ __all__ = [
     "GraphData",
     "NodeData",
     "Trainer",
+    "TrainingLoop",
+    "accuracy",
+    "capacity",
+    "execution",
+    "TrainOptions",
     "choose_device",
     "load_dataset",
     "load_graph_data",
     "load_node_data",
     "make_folds",
     "normalised_adjacency",
+    "pack_capacity",
     "pack_key",
+    "retain_freed_memory",
     "run_configs",
     "task_data",
     "train_graph",

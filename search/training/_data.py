@@ -21,6 +21,7 @@ import torch_geometric.transforms as T
 from filelock import FileLock
 from torch import Tensor
 from torch_geometric.data import Data
+from torch_geometric.nn.conv.gcn_conv import gcn_norm
 from torch_geometric.utils import to_torch_csr_tensor
 
 from orthotune.core import DATASETS, DatasetInfo, OrthotuneError, Registry
@@ -152,7 +153,7 @@ def _mirror(source: Path, target: Path) -> None:
 class NodeData:
     """One node-classification graph ready for full-batch training.
 
-    ``adj`` is ``A_hat = D^-1/2 (A + I) D^-1/2`` of the undirected graph as a sparse CSR
+    ``adj`` is ``A_hat = D^-1/2 (A + I) D^-1/2`` of the (by default undirected) graph as a sparse CSR
     matrix; masks are ``[N, splits]`` (one column for a single official/public split).
     """
 
@@ -195,8 +196,10 @@ class NodeData:
 
 
 def load_node_data(
-    name: str, setting: str | None = None, data_root: DataRoot | None = None
+    name: str, setting: str | None = None, data_root: DataRoot | None = None, directed: bool = False
 ) -> NodeData:
+    """The graph ready for full-batch training; ``directed`` keeps its edges as loaded
+    (the authors' WebKB runs), else the graph is symmetrised."""
     info = DATASETS.get(name)
     if info.task != "node":
         raise OrthotuneError(f"dataset {name!r} is a graph-classification dataset")
@@ -215,7 +218,7 @@ def load_node_data(
         name=info.name,
         setting=setting,
         x=data.x.float(),
-        adj=normalised_adjacency(data.edge_index, data.num_nodes),
+        adj=normalised_adjacency(data.edge_index, data.num_nodes, directed),
         y=y,
         train_mask=train,
         val_mask=val,
@@ -225,13 +228,22 @@ def load_node_data(
     )
 
 
-def normalised_adjacency(edge_index: Tensor, num_nodes: int) -> Tensor:
-    """GCN's ``A_hat`` of the symmetrised graph, via PyG's ``ToUndirected`` and ``GCNNorm``."""
-    graph = T.ToUndirected()(Data(edge_index=edge_index, num_nodes=num_nodes))
-    graph = T.GCNNorm()(graph)
+def normalised_adjacency(edge_index: Tensor, num_nodes: int, directed: bool = False) -> Tensor:
+    """GCN's ``A_hat = D^-1/2 (A + I) D^-1/2`` with ``A[source, target]``.
+
+    Undirected (default): the graph symmetrised by PyG's ``ToUndirected``, then ``GCNNorm``.
+    ``directed``: the edges as loaded, ``D`` the row sums (out-degree + 1), as the authors'
+    ``sys_normalized_adjacency`` does for their directed WebKB graphs; row ``i`` of
+    ``A_hat h`` then aggregates node ``i``'s out-neighbours, as their ``spmm(adj, h)``.
+    """
+    if directed:
+        index, weight = gcn_norm(edge_index, None, num_nodes, add_self_loops=True, flow="target_to_source")
+    else:
+        graph = T.GCNNorm()(T.ToUndirected()(Data(edge_index=edge_index, num_nodes=num_nodes)))
+        index, weight = graph.edge_index, graph.edge_weight
     with warnings.catch_warnings():  # torch flags sparse CSR as beta on every construction
         warnings.simplefilter("ignore", UserWarning)
-        return to_torch_csr_tensor(graph.edge_index, graph.edge_weight, (num_nodes, num_nodes))
+        return to_torch_csr_tensor(index, weight, (num_nodes, num_nodes))
 
 
 def _as_columns(mask: Tensor) -> Tensor:

@@ -6,10 +6,11 @@ out as its validation part (train 81%, validation 9%, test 10%). The fold indice
 computed once, saved as JSON next to the processed dataset in orthotune's cache (never in
 the data root) and reused, so every process and every search sees the same folds.
 
-Selection rule, as for node classification: each fold's test accuracy is read at its
-validation-best epoch (the first epoch reaching the highest validation accuracy); early
-stopping after ``patience`` epochs without a strictly better one. The Graph U-Nets code
-reports the maximum test accuracy over epochs; orthotune never selects on test.
+Selection, patience and failure are the shared loop's (:mod:`._loop`), as for node
+classification: each fold's test accuracy is read at its selected epoch (highest
+validation accuracy or lowest validation loss); early stopping after ``patience`` epochs
+without a strictly better one. The Graph U-Nets code reports the maximum test accuracy
+over epochs; orthotune never selects on test.
 
 Training is mini-batch Adam over PyG's ``DataLoader``. The folds of a config (and several
 configs) are separate models trained in lock-step, one epoch each in turn, so that the
@@ -20,15 +21,11 @@ depend on which other runs share the call.
 
 from __future__ import annotations
 
-import copy
-import dataclasses
 import hashlib
 import json
-import math
 import os
 import time
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -42,19 +39,31 @@ from torch_geometric.loader import DataLoader
 
 from orthotune.core import (
     DATASETS,
+    ConfigError,
     ConfigResult,
     EpochCallback,
-    EpochReport,
     OrthotuneError,
-    RunResult,
-    Status,
     TrainConfig,
     check,
-    mean_or_zero,
 )
 from orthotune.models import GRAPH_BACKBONES, OrthoGraphNet, layer_gradient_norms, signal_magnification, smoothness
 from orthotune.search.training._data import DataRoot, load_dataset
-from orthotune.search.training._memory import retain_freed_memory
+from orthotune.search.training._loop import (
+    DEFAULT_OPTIONS,
+    IO_PREFIXES,
+    LOSS,
+    OUTPUT,
+    Outcome,
+    Rng,
+    Run,
+    Steadiness,
+    TrainingLoop,
+    TrainOptions,
+    execution,
+    fault_codes,
+    faults_of,
+    runs_of,
+)
 
 NUM_FOLDS = 10
 #: The fixed seed of the fold assignment (not a training seed: changing it changes the folds).
@@ -138,10 +147,13 @@ class GraphData:
         return replace(self, device=torch.device(device))
 
 
-def load_graph_data(name: str, setting: str | None = None, data_root: DataRoot | None = None) -> GraphData:
+def load_graph_data(name: str, setting: str | None = None, data_root: DataRoot | None = None,
+                    directed: bool = False) -> GraphData:
     info = DATASETS.get(name)
     if info.task != "graph":
         raise OrthotuneError(f"dataset {name!r} is a node-classification dataset")
+    if directed:
+        raise ConfigError(f"directed=true applies to node-classification datasets, not {info.name}")
     setting = setting or info.default_setting
     dataset = load_dataset(name, setting, data_root)
     labels = dataset.y.view(-1)
@@ -158,114 +170,110 @@ def build_graph_model(config: TrainConfig, data: GraphData, seed: int) -> OrthoG
     )
 
 
-class _Rng:
-    """A run's own global random stream (dropout), swapped in while the run computes."""
+class _GraphPack:
+    """One fold (and seed) of one config as a pack of one slot: its model, optimiser and
+    loaders. Losses, accuracies and failures stay on the device (no per-batch sync)."""
 
-    def __init__(self, seed: int, device: torch.device) -> None:
-        self.devices = [device] if device.type == "cuda" else []
-        with torch.random.fork_rng(devices=self.devices):
-            torch.manual_seed(seed)
-            self.states = self._get()
+    runs: list[int]
 
-    def _get(self) -> list[Tensor]:
-        return [torch.get_rng_state()] + [torch.cuda.get_rng_state(d) for d in self.devices]
-
-    @contextmanager
-    def active(self) -> Iterator[None]:
-        with torch.random.fork_rng(devices=self.devices):
-            torch.set_rng_state(self.states[0])
-            for device, state in zip(self.devices, self.states[1:]):
-                torch.cuda.set_rng_state(state, device)
-            yield
-            self.states = self._get()
-
-
-class _GraphRun:
-    """One fold (and seed) of one config: its model, optimiser, loaders and selection state."""
-
-    def __init__(self, config: TrainConfig, split: int, seed: int, data: GraphData) -> None:
+    def __init__(self, run: Run, index: int, data: GraphData) -> None:
+        config = run.config
         check(config.batch_size is not None, f"batch_size is required for {config.dataset}")
-        self.config, self.data, self.device = config, data, data.device
-        self.result = RunResult(split, seed)
-        fold = data.fold(split)
-        self.rng = _Rng(seed, self.device)
-        self.model = build_graph_model(config, data, seed).to(self.device)
-        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
-        shuffle = torch.Generator().manual_seed(seed)
+        self.runs, self.config, self.data, self.device = [index], config, data, data.device
+        self.seconds = 0.0
+        fold = data.fold(run.split)
+        self.rng = Rng(run.seed, self.device)
+        self.model = build_graph_model(config, data, run.seed).to(self.device)
+        self.optimizer = torch.optim.Adam(param_groups(self.model, config), lr=config.lr)
+        shuffle = torch.Generator().manual_seed(run.seed)
         self.train_loader = DataLoader(data.dataset[fold.train], config.batch_size, shuffle=True, generator=shuffle)
         self.val_loader = DataLoader(data.dataset[fold.val], config.batch_size)
         self.test_loader = DataLoader(data.dataset[fold.test], config.batch_size)
         # Steadiness metrics use one fixed batch: the first graphs of the training part.
         self.probe = Batch.from_data_list(list(data.dataset[fold.train[: config.batch_size]]))
-        self.best_state = copy.deepcopy(self.model.state_dict())
-        self.best_val, self.since_best, self.seconds = -1.0, 0, 0.0
-        self.loss, self.val, self.test = math.nan, math.nan, math.nan
-        self.active = True
+        self.best_state = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
 
-    def epoch(self, epoch: int) -> None:
+    def epoch(self, epoch: int, active: Tensor, record_grads: bool = False) -> Outcome:
+        """One epoch of mini-batches (per-epoch gradient norms are recorded for node tasks only)."""
         start = time.perf_counter()
         with self.rng.active():
-            self.loss = self._train(epoch)
-            if self.result.status != Status.FAILED:
-                self.val, self.test = self._accuracy(self.val_loader, epoch), self._accuracy(self.test_loader, epoch)
-        self.result.epochs = epoch
-        if self.result.status != Status.FAILED and self.val > self.best_val:  # test never looked at
-            self.best_val, self.since_best = self.val, 0
-            self.best_state = copy.deepcopy(self.model.state_dict())
-            self.result.val_acc, self.result.test_acc, self.result.best_epoch = self.val, self.test, epoch
-        else:
-            self.since_best += 1
-        self.active = (self.result.status != Status.FAILED and self.since_best < self.config.patience
-                       and epoch < self.config.epochs)
+            loss, fault = self._train()
+            val_acc, val_loss, val_fault = self._evaluate(self.val_loader)
+            test_acc, _, test_fault = self._evaluate(self.test_loader)
+        fault = _first(_first(fault, val_fault), test_fault)
         self.seconds += time.perf_counter() - start
+        return Outcome(loss, val_acc, val_loss, test_acc, fault)
 
-    def _train(self, epoch: int) -> float:
+    def _train(self) -> tuple[Tensor, Tensor]:
         self.model.train()
-        total, graphs = 0.0, 0
+        total = torch.zeros(1, device=self.device)
+        fault = torch.zeros(1, dtype=torch.long, device=self.device)
+        graphs = 0
         for batch in self.train_loader:
             batch = batch.to(self.device)
             self.optimizer.zero_grad(set_to_none=True)
             out = self.model.run(batch.x, batch.edge_index, batch.batch)
             loss = F.cross_entropy(out.logits, batch.y) + out.penalty.sum()
-            if not bool(torch.isfinite(loss)):
-                self._fail(epoch, out.weights, "loss")
-                return math.nan
-            loss.backward()
+            fault = _first(fault, fault_codes(~torch.isfinite(loss).view(1), faults_of(out.weights, 1), LOSS))
+            loss.backward()  # a failed run trains on to the next sync point; its result is frozen
             self.optimizer.step()
-            total, graphs = total + float(loss.detach()) * batch.num_graphs, graphs + batch.num_graphs
-        return total / max(graphs, 1)
+            total, graphs = total + loss.detach() * batch.num_graphs, graphs + batch.num_graphs
+        return total / max(graphs, 1), fault
 
     @torch.no_grad()
-    def _accuracy(self, loader: DataLoader, epoch: int) -> float:
+    def _evaluate(self, loader: DataLoader) -> tuple[Tensor, Tensor, Tensor]:
+        """Accuracy, mean cross-entropy and failure code over ``loader``'s graphs."""
         self.model.eval()
-        correct, graphs = 0, 0
+        correct = torch.zeros(1, device=self.device)
+        loss = torch.zeros(1, device=self.device)
+        fault = torch.zeros(1, dtype=torch.long, device=self.device)
+        graphs = 0
         for batch in loader:
             batch = batch.to(self.device)
             out = self.model.run(batch.x, batch.edge_index, batch.batch)
-            if not bool(torch.isfinite(out.logits).all()):
-                self._fail(epoch, out.weights, "output")
-                return math.nan
-            correct += int((out.logits.argmax(-1) == batch.y).sum())
+            bad = ~torch.isfinite(out.logits).all().view(1)
+            fault = _first(fault, fault_codes(bad, faults_of(out.weights, 1), OUTPUT))
+            correct += (out.logits.argmax(-1) == batch.y).sum()
+            loss += F.cross_entropy(out.logits, batch.y, reduction="sum")
             graphs += batch.num_graphs
-        return correct / max(graphs, 1)
+        return correct / max(graphs, 1), loss / max(graphs, 1), fault
 
-    def _fail(self, epoch: int, weights: list[Tensor], what: str) -> None:
-        if any(not bool(torch.isfinite(w).all()) for w in weights):
-            what = "Ortho-GConv weight (Newton iteration overflow)"
-        self.result.status, self.result.reason = Status.FAILED, f"non-finite {what} at epoch {epoch}"
+    @torch.no_grad()
+    def keep_best(self, improved: Tensor) -> None:
+        """The current weights become the selected ones if ``improved`` (no host sync)."""
+        for key, value in self.model.state_dict().items():
+            self.best_state[key].copy_(torch.where(improved[0], value, self.best_state[key]))
 
-    def finish(self) -> None:
-        """Steadiness metrics of the validation-best model (no dropout) on the probe batch."""
-        if self.result.status == Status.FAILED:
-            return
+    def finish(self, slots: Sequence[int]) -> list[Steadiness]:
+        """Steadiness metrics of the selected model (no dropout) on the probe batch."""
         self.model.load_state_dict(self.best_state)
         self.model.eval()
         probe = self.probe.to(self.device)
         out = self.model.run(probe.x, probe.edge_index, probe.batch)
         norms = layer_gradient_norms(F.cross_entropy(out.logits, probe.y), out.weights)
-        self.result.m_sig = float(signal_magnification(out.first.detach(), out.last.detach())[0])
-        self.result.smoothness = float(smoothness(out.last.detach())[0])
-        self.result.grad_norms = [float(v) for v in norms[0]]
+        return [Steadiness(float(signal_magnification(out.first.detach(), out.last.detach())[0]),
+                           float(smoothness(out.last.detach())[0]), [float(v) for v in norms[0]])]
+
+    def drop(self, keep: Sequence[int]) -> None:
+        raise AssertionError("a pack of one slot ends, it is never compacted")
+
+
+def _first(fault: Tensor, new: Tensor) -> Tensor:
+    """The first failure code seen."""
+    return torch.where(fault > 0, fault, new)
+
+
+def param_groups(model: torch.nn.Module, config: TrainConfig) -> list[dict]:
+    """Adam's groups: the input/output layers take ``weight_decay_io``, the rest ``weight_decay``."""
+    io_decay = config.weight_decay if config.weight_decay_io is None else config.weight_decay_io
+    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    groups = [{"params": [p for n, p in named if n.startswith(GRAPH_IO_PREFIXES) == io], "weight_decay": decay}
+              for io, decay in ((False, config.weight_decay), (True, io_decay))]
+    return [g for g in groups if g["params"]]
+
+
+#: The graph models' input and output layers (their start GCN and MLP classifier).
+GRAPH_IO_PREFIXES = (*IO_PREFIXES, "start", "classifier")
 
 
 def train_graph(
@@ -273,48 +281,28 @@ def train_graph(
     data: GraphData,
     device: torch.device,
     on_epoch: EpochCallback | None = None,
+    options: TrainOptions = DEFAULT_OPTIONS,
 ) -> list[ConfigResult]:
-    """Train every fold of every config; one :class:`ConfigResult` per config (folds as runs)."""
+    """Train every fold of every config; one :class:`ConfigResult` per config (folds as runs).
+
+    Each fold is a pack of one slot; the shared loop synchronises after every epoch
+    (mini-batches come from the host anyway), so finished folds stop at once.
+    """
     configs = [configs] if isinstance(configs, TrainConfig) else list(configs)
     check(all(c.dataset == data.name for c in configs),
           f"configs for {sorted({c.dataset for c in configs})} cannot train on {data.name}")
-    retain_freed_memory()
     data = data.to(device)
-    runs = [[_GraphRun(c, split, seed, data) for split, seed in c.runs()] for c in configs]
-    epoch = 0
-    while any(r.active for group in runs for r in group):
-        epoch += 1
-        for run in (r for group in runs for r in group if r.active):
-            run.epoch(epoch)
-        if on_epoch is not None:
-            _stop(on_epoch(_report(epoch, runs)) or (), runs, epoch)
-    for run in (r for group in runs for r in group):
-        run.finish()
-    return [_result(config, group, device) for config, group in zip(configs, runs)]
-
-
-def _report(epoch: int, runs: list[list[_GraphRun]]) -> EpochReport:
-    """Per config and run; a stopped run repeats its last values."""
-    def values(key: str) -> list[list[float]]:
-        return [[getattr(r, key) for r in group] for group in runs]
-
-    best = [mean_or_zero([r.result.val_acc for r in group]) for group in runs]
-    return EpochReport(epoch, values("loss"), values("val"), values("test"), best,
-                       [any(r.active for r in group) for group in runs],
-                       [[dataclasses.replace(r.result) for r in group] for group in runs])
-
-
-def _stop(configs: Iterable[int], runs: list[list[_GraphRun]], epoch: int) -> None:
-    """The scheduler stopped these configs: their folds stop where they are."""
-    for index in configs:
-        for run in (r for r in runs[index] if r.active):
-            run.active = False
-            run.result.status, run.result.reason = Status.STOPPED, f"stopped by ASHA at epoch {epoch}"
-
-
-def _result(config: TrainConfig, group: list[_GraphRun], device: torch.device) -> ConfigResult:
-    """``seconds_per_epoch`` is per fold-epoch: one epoch of one fold, train and evaluation."""
-    seconds = sum(r.seconds for r in group)
-    epochs = sum(r.result.epochs for r in group)
-    return ConfigResult(config, [r.result for r in group], seconds=seconds,
-                        seconds_per_epoch=seconds / max(epochs, 1), device=str(device))
+    runs = runs_of(configs)
+    with execution(options, device):
+        packs = [_GraphPack(run, i, data) for i, run in enumerate(runs)]
+        outcome = TrainingLoop(runs, packs, device, options, sync_every=1).run(on_epoch)
+    seconds = {p.runs[0]: p.seconds for p in packs}
+    results = []
+    for i, config in enumerate(configs):
+        members = [k for k, run in enumerate(runs) if run.owner == i]
+        total = sum(seconds[k] for k in members)
+        epochs = sum(outcome.results[k].epochs for k in members)
+        # seconds_per_epoch is per fold-epoch: one epoch of one fold, train and evaluation
+        results.append(ConfigResult(config, [outcome.results[k] for k in members], seconds=total,
+                                    seconds_per_epoch=total / max(epochs, 1), device=str(device)))
+    return results

@@ -1,4 +1,10 @@
-"""Keep freed tensor memory inside the training process.
+"""Memory: how many runs one pack may hold, and (opt-in) keeping freed memory in-process.
+
+:func:`pack_capacity` sizes packs from measured memory per run. :func:`retain_freed_memory`
+changes the whole process's allocator, so training never calls it: the entry points that
+own the process (the Ray trainable, the benchmarks) opt in.
+
+Why keep freed memory:
 
 A training epoch allocates and frees the same large activations again and again (for
 a pack of 32 Cora GCNs, tensors of 22 MB). glibc serves blocks above its mmap threshold
@@ -13,7 +19,12 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import math
+from collections.abc import Callable, Sequence
 from functools import lru_cache
+from typing import Any
+
+import torch
 
 # mallopt parameters (malloc.h)
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
@@ -36,3 +47,72 @@ def retain_freed_memory() -> bool:
     return bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(
         mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD)
     )
+
+
+def capacity(per_run_bytes: float, free_bytes: float, fraction: float, cap: int | None, runs: int) -> int:
+    """Runs per pack: as many as ``fraction`` of the free memory holds, at most ``cap``
+    and ``runs``, at least one."""
+    fits = int(free_bytes * fraction // max(per_run_bytes, 1.0))
+    return max(1, min(fits, cap or runs, runs))
+
+
+#: On a CPU, the most bytes one packed activation (``[slots, nodes, width]``) may take.
+#: glibc serves blocks above 32 MiB (its largest mmap threshold) with fresh pages, so such
+#: tensors pay page faults on every allocation even with :func:`retain_freed_memory`, and
+#: they overflow the caches: measured on a 2-core EPYC (32 MiB L3), a pack of 64 Cora runs
+#: (hidden 64, 44 MiB states) spent 40 ms per bias add and ReLU on ``[64, 2708, 64]``, and
+#: its run-epochs cost 1.6x those of runs trained one at a time. Half the threshold keeps
+#: the states reusable and near the cache.
+CPU_STATE_BYTES = 16 * 1024 * 1024
+
+
+def pack_capacity(make_pack: Callable[[Sequence[Any], list[int]], Any], runs: Sequence[Any],
+                  device: torch.device, options: Any, state_bytes: int = 0) -> int:
+    """Runs per pack for ``runs`` on ``device``; ``state_bytes``: one run's largest
+    activation (one hidden state) in bytes.
+
+    On a GPU a probe pack of up to ``PROBE_RUNS`` runs trains one epoch; its peak memory
+    per run (fixed costs included, so an overestimate) against the free memory decides
+    how many runs one pack may hold. On a CPU the packed states stay within
+    ``options.cpu_state_mib`` (default :data:`CPU_STATE_BYTES`). The user's cap (``options.max_pack``) always applies.
+    """
+    cap, count = options.max_pack, len(runs)
+    if device.type != "cuda":
+        budget = options.cpu_state_mib * 2**20
+        fits = int(budget // state_bytes) if state_bytes and math.isfinite(budget) else count
+        return max(1, min(fits, cap or count, count))
+    if count <= 1 or (cap is not None and cap <= 1):
+        return max(1, min(cap or count, count))
+    per_run = _probe_bytes(make_pack, runs, device)
+    free, _ = torch.cuda.mem_get_info(device)
+    reusable = torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+    return capacity(per_run, free + reusable, options.memory_fraction, cap, count)
+
+
+#: Runs in the probe pack that measures memory per run.
+PROBE_RUNS = 4
+
+
+def _probe_bytes(make_pack, runs, device: torch.device) -> float:
+    """Peak device bytes per run of one training epoch of a small probe pack (of one run
+    if even the probe does not fit)."""
+    try:
+        return _peak_per_run(make_pack, runs, device, min(PROBE_RUNS, len(runs)))
+    except torch.cuda.OutOfMemoryError:
+        torch.cuda.empty_cache()
+        return _peak_per_run(make_pack, runs, device, 1)
+
+
+def _peak_per_run(make_pack, runs, device: torch.device, count: int) -> float:
+    slots = list(range(count))
+    torch.cuda.synchronize(device)
+    base = torch.cuda.memory_allocated(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    pack = make_pack(runs, slots)
+    active = torch.ones(len(slots), dtype=torch.bool, device=device)
+    pack.keep_best(pack.epoch(1, active).fault == 0)
+    torch.cuda.synchronize(device)
+    peak = torch.cuda.max_memory_allocated(device) - base
+    del pack
+    torch.cuda.empty_cache()
+    return peak / len(slots)

@@ -17,6 +17,7 @@ import torch
 from orthotune.core import DATASETS, ConfigResult, EpochCallback, Registry, TrainConfig
 from orthotune.search.training._data import DataRoot, load_node_data
 from orthotune.search.training._graph import load_graph_data, train_graph
+from orthotune.search.training._loop import DEFAULT_OPTIONS, TrainOptions
 from orthotune.search.training._node import train_node
 
 
@@ -24,8 +25,8 @@ from orthotune.search.training._node import train_node
 class Trainer:
     """How one kind of dataset is loaded (once per process) and trained."""
 
-    load: Callable[[str, str, DataRoot], Any]
-    train: Callable[[Sequence[TrainConfig], Any, torch.device, EpochCallback | None], list[ConfigResult]]
+    load: Callable[[str, str, DataRoot, bool], Any]  # (dataset, setting, root, directed)
+    train: Callable[..., list[ConfigResult]]  # (configs, data, device, on_epoch, options)
 
 
 TRAINERS: Registry[Trainer] = Registry("trainer")
@@ -34,10 +35,10 @@ TRAINERS.add("graph", Trainer(load_graph_data, train_graph))
 
 
 @lru_cache(maxsize=8)
-def task_data(dataset: str, setting: str, data_root: str | None, device: str) -> Any:
+def task_data(dataset: str, setting: str, data_root: str | None, device: str, directed: bool = False) -> Any:
     """The dataset ready on ``device``, loaded once per process (Ray workers are reused)."""
     task = TRAINERS.get(DATASETS.get(dataset).task)
-    data = task.load(dataset, setting, DataRoot.resolve(data_root))
+    data = task.load(dataset, setting, DataRoot.resolve(data_root), directed)
     return data.to(torch.device(device))
 
 
@@ -46,9 +47,13 @@ def run_configs(
     device: torch.device,
     data_root: str | None = None,
     on_epoch: EpochCallback | None = None,
+    options: TrainOptions = DEFAULT_OPTIONS,
 ) -> list[ConfigResult]:
-    """Train configs that share a pack key as one packed model on ``device``."""
+    """Train configs that share a pack key as packed models on ``device``.
+
+    ``options`` say how (precision, determinism, pack size), never what a config means.
+    """
     first = configs[0]
     task = TRAINERS.get(DATASETS.get(first.dataset).task)
-    data = task_data(first.dataset, first.setting, data_root, str(device))
-    return task.train(list(configs), data, device, on_epoch)
+    data = task_data(first.dataset, first.setting, data_root, str(device), first.directed)
+    return task.train(list(configs), data, device, on_epoch, options)

@@ -95,6 +95,8 @@ class TensorBoardLogger(Callback):
             for tag, value in values:
                 value = value[0] if isinstance(value, list) else value
                 _scalar(writer, f"{tag}/repeat{int(repeat)}", value, int(epoch))
+            for layer, norm in enumerate(row[7] if len(row) > 7 and row[7] else []):  # report epochs
+                _scalar(writer, f"grad_norm_epoch/layer{layer + 1}/repeat{int(repeat)}", norm, int(epoch))
         epoch = int(result.get(TIME_ATTR) or 0)
         objectives = result.get("member_val_acc") or []
         runs = _runs(result)

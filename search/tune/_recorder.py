@@ -41,7 +41,8 @@ class StoreRecorder(Callback):
         for row in result.get("history", []):
             member, repeat, epoch, loss, val, test = row[:6]
             history[(int(member), int(repeat), int(epoch))] = {
-                "train_loss": loss, "val_acc": val, "test_acc": test, "val_loss": _nan_none(row[6:7])}
+                "train_loss": loss, "val_acc": val, "test_acc": test, "val_loss": _nan_none(row[6:7]),
+                "grad_norms": row[7] if len(row) > 7 and row[7] else None}
 
     def on_trial_complete(self, iteration, trials, trial, **info) -> None:
         self._write(trial, error=None)

@@ -18,7 +18,7 @@ import torch
 from ray import tune
 
 from orthotune.core import ConfigResult, EpochReport, Status, TrainConfig
-from orthotune.search.training import choose_device, run_configs
+from orthotune.search.training import TrainOptions, choose_device, retain_freed_memory, run_configs
 from orthotune.search.tune._cells import cell_key
 from orthotune.search.tune._options import OBJECTIVE, TIME_ATTR
 
@@ -46,7 +46,13 @@ def train_trial(config: dict[str, Any], context: TrialContext) -> None:
            for k in range(len(configs))]
     cells = [cell_key(values) for values in member_configs(config)]
     reporter = _Reporter(context.report_every, context.rung_board, ids, cells)
-    results = run_configs(configs, choose_device(context.device), context.data_root, reporter)
+    # A worker only trains: it keeps freed activations for the next epoch (glibc thresholds),
+    # which a library call must not do to its caller's process.
+    retain_freed_memory()
+    # The callback runs at the report cadence; each call carries every epoch since the last,
+    # and the per-layer gradient norms of the report epochs (the epochs table, Figure 1(b, c)).
+    options = TrainOptions(report_every=context.report_every, grad_norms_every=context.report_every)
+    results = run_configs(configs, choose_device(context.device), context.data_root, reporter, options)
     tune.report(reporter.final_metrics(results))
 
 
@@ -70,11 +76,14 @@ class _Reporter:
         """Returns the configs to stop now (ASHA's per-config verdicts inside a pack)."""
         self.epoch = report.epoch
         self.objective = report.best_val
-        for member, runs in enumerate(report.val_acc):
-            for repeat in range(len(runs)):
-                self.pending.append([member, repeat, report.epoch, report.train_loss[member][repeat],
-                                     report.val_acc[member][repeat], report.test_acc[member][repeat],
-                                     _at(report.val_loss, member, repeat)])
+        for values in report.history:  # rows of the epochs table: each run in each epoch it trained
+            for member, runs in enumerate(values.trained):
+                for repeat, trained in enumerate(runs):
+                    if trained:
+                        self.pending.append([
+                            member, repeat, values.epoch, values.train_loss[member][repeat],
+                            values.val_acc[member][repeat], values.test_acc[member][repeat],
+                            values.val_loss[member][repeat], values.grad_norms[member][repeat] or None])
         # the last epoch goes out with the final report, so ASHA never sees a trial end twice
         if report.epoch % self.every != 0 or not any(report.active):
             return []
@@ -101,13 +110,6 @@ class _Reporter:
         objectives = [_objective(r) for r in results]
         return self._metrics(True, objectives, {"results": [result_to_dict(r) for r in results]})
 
-
-def _at(values: list[list[float]], member: int, repeat: int) -> float:
-    """``values[member][repeat]``, NaN where the trainer did not measure it."""
-    try:
-        return float(values[member][repeat])
-    except (IndexError, TypeError):
-        return math.nan
 
 
 def _objective(result: ConfigResult) -> float:

@@ -1,4 +1,5 @@
 import pytest
+import torch
 
 from orthotune.core import OrthotuneError
 from orthotune.search.training import DataRoot, load_dataset, load_node_data
@@ -47,3 +48,31 @@ def test_missing_data_root_is_a_clear_error(tmp_path):
 def test_missing_dataset_under_root_is_a_clear_error(tmp_path):
     with pytest.raises(OrthotuneError, match="no raw files"):
         load_node_data("cora", "full", DataRoot.resolve(tmp_path))
+
+
+def test_directed_keeps_webkb_edges_as_loaded(data_root):
+    from orthotune.core import TrainConfig
+    from orthotune.search.training import run_configs, task_data
+
+    directed = load_node_data("texas", "full", data_root, directed=True)
+    undirected = load_node_data("texas", "full", data_root)
+    a, b = directed.adj.to_dense(), undirected.adj.to_dense()
+    assert not torch.equal(a, a.T) and torch.equal(b, b.T)
+    # Texas has 325 directed edges, some reciprocal; with self-loops on every node
+    assert 325 + 183 >= int((a != 0).sum()) > 183 and int((b != 0).sum()) > int((a != 0).sum())
+    # the process-wide cache keeps both graphs apart, and configs reach the directed one
+    root = str(data_root.path)
+    assert task_data("texas", "full", root, "cpu", True) is not task_data("texas", "full", root, "cpu", False)
+    config = TrainConfig(dataset="texas", directed=True, epochs=2)
+    assert run_configs([config], torch.device("cpu"), root)[0].status == "completed"
+
+
+def test_directed_normalisation_uses_out_degrees_like_the_authors():
+    from orthotune.search.training import normalised_adjacency
+
+    edges = torch.tensor([[0, 0], [1, 2]])  # 0 -> 1, 0 -> 2
+    a = normalised_adjacency(edges, 3, directed=True).to_dense()
+    # D = out-degree + 1 = (3, 1, 1); A_hat = D^-1/2 (A + I) D^-1/2, row = source
+    expected = torch.tensor([[1 / 3, 3**-0.5, 3**-0.5], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]])
+    assert torch.allclose(a, expected)
+    assert torch.allclose(normalised_adjacency(edges, 3).to_dense(), normalised_adjacency(edges, 3).to_dense().T)

@@ -38,7 +38,7 @@ def test_packed_configs_equal_lone_configs_without_dropout(cora):
 
 
 def test_divergence_is_a_failed_run_with_reason(cora):
-    config = TrainConfig(dataset="cora", depth=4, T=60, beta=1.0, epochs=5)
+    config = TrainConfig(dataset="cora", depth=4, lr=1e30, epochs=5)  # the first step overflows
     result = train_node(config, cora, CPU)[0]
     assert result.status == "failed"
     assert "non-finite" in result.reason

@@ -81,6 +81,16 @@ def test_recorder_writes_one_row_and_each_epoch_once_even_when_a_report_is_repla
     assert {e["epoch"]: e["val_loss"] for e in epochs} == {e: pytest.approx(2.0 / e) for e in (1, 2, 3, 4)}
 
 
+def test_recorder_keeps_per_epoch_gradient_norms_where_recorded(store):
+    recorder = StoreRecorder(store.uri, "s")
+    trial = FakeTrial("t1", ORTHO, "TERMINATED", final([[run(0, 0.4), run(1, 0.6)]], [0.5]))
+    rows = [[*row, [0.5, 0.25] if row[2] == 2 else None] for row in history([1, 2])]
+    recorder.on_trial_result(0, [trial], trial, {"history": rows})
+    recorder.on_trial_complete(0, [trial], trial)
+    norms = {(e["repeat"], e["epoch"]): e["grad_norms"] for e in store.read("epochs").to_pylist()}
+    assert norms == {(0, 1): None, (1, 1): None, (0, 2): [0.5, 0.25], (1, 2): [0.5, 0.25]}
+
+
 def test_recorder_reads_history_rows_without_validation_loss(store):
     recorder = StoreRecorder(store.uri, "s")  # rows of an earlier version, replayed on --resume
     trial = FakeTrial("t1", ORTHO, "TERMINATED", final([[run(0, 0.4), run(1, 0.6)]], [0.5]))
