@@ -94,6 +94,6 @@ def _epoch_grad_norms(store: Store, winners: pd.DataFrame) -> pd.DataFrame | Non
     found = dataset.to_table(columns=columns, filter=ds.field("trial_id").isin(list(winners["trial_id"])))
     frame = found.to_pandas()
     wanted = set(zip(winners["search"], winners["trial_id"]))  # trial ids repeat across searches
-    keep = [key in wanted for key in zip(frame["search"], frame["trial_id"])]
+    keep = pd.Series([key in wanted for key in zip(frame["search"], frame["trial_id"])], index=frame.index)
     return frame[keep & frame[EPOCH_GRAD_NORMS].notna()]
 

@@ -166,7 +166,8 @@ def test_same_name_twice_is_refused_and_keeps_the_data(finished_search, space_fi
 
 def test_killed_driver_resumes_without_losing_or_duplicating(tmp_path):
     store, space_file = tmp_path / "store", tmp_path / "slower.yaml"
-    space_file.write_text(yaml.safe_dump({**SPACE, "train": {**SPACE["train"], "epochs": 60, "patience": 60}}))
+    # trials of a few seconds each, so a kill can land between two finished trials
+    space_file.write_text(yaml.safe_dump({**SPACE, "train": {**SPACE["train"], "epochs": 400, "patience": 400}}))
     # Tune saves its experiment state every second here, so the kill lands between saves
     driver = orthotune("launch", "--space", str(space_file), "--store", str(store), "--name", "killed",
                        "--concurrency", "2", "--report-every", "2", "--scheduler", "fifo",
