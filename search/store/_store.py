@@ -7,6 +7,8 @@ Layout under the store root (a local path or any URI pyarrow's filesystems under
     epochs/search=NAME/trial-ID.parquet    per-epoch history of that trial (EPOCHS_SCHEMA)
     searches/NAME.json                     how the search was launched, and its state
     tune/NAME/                             Ray Tune's experiment (what ``--resume`` restores)
+    optuna/NAME.journal                    the cells' Optuna studies (optuna-dashboard)
+    tensorboard/NAME/                      TensorBoard event files
 
 Both tables are hive-partitioned Parquet datasets:
 ``pyarrow.dataset.dataset(ROOT + "/trials", partitioning="hive")`` reads them, as do
@@ -270,6 +272,15 @@ class Store:
 
     def save_search_meta(self, name: str, meta: Mapping[str, Any]) -> None:
         self.write_json(f"searches/{check_search_name(name)}.json", dict(meta))
+
+    def local_folder(self, kind: str, search: str | None = None) -> str | None:
+        """The local folder of a search's live-view files: ``optuna`` (the Optuna journals)
+        or ``tensorboard/SEARCH`` (event files); None for a remote store, which has none."""
+        if kind not in ("optuna", "tensorboard"):
+            raise ValueError(f"unknown store folder kind {kind!r}")
+        if not isinstance(self.fs, pafs.LocalFileSystem):
+            return None
+        return self.path(kind, check_search_name(search)) if search is not None else self.path(kind)
 
     def tune_path(self) -> str:
         """Where Ray Tune keeps its experiments: a path or URI Tune's storage understands."""

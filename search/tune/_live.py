@@ -36,13 +36,6 @@ from orthotune.search.tune._trainable import member_configs, member_trial_id
 #: ``LaunchOptions.optuna_storage`` value that turns the Optuna storage off.
 
 
-def local_folder(store: Store, *parts: str) -> str | None:
-    """A folder inside a store on the local filesystem; None for a remote store."""
-    import pyarrow.fs as pafs
-
-    return store.path(*parts) if isinstance(store.fs, pafs.LocalFileSystem) else None
-
-
 def optuna_storage_location(spec: str | None, store: Store, search: str) -> str | None:
     """Where a search's Optuna studies live: a URL, a journal file path, or None (off).
 
@@ -52,7 +45,7 @@ def optuna_storage_location(spec: str | None, store: Store, search: str) -> str 
         return None
     if spec:
         return spec
-    folder = local_folder(store, "optuna")
+    folder = store.local_folder("optuna")
     return f"{folder}/{search}.journal" if folder else None
 
 
@@ -169,7 +162,7 @@ def _finite(value: Any) -> bool:
 
 def tensorboard_folder(store: Store, search: str) -> str | None:
     """``<store>/tensorboard/SEARCH`` for a local store; None for a remote one."""
-    folder = local_folder(store, "tensorboard", search)
+    folder = store.local_folder("tensorboard", search)
     if folder is not None:
         os.makedirs(folder, exist_ok=True)
     return folder

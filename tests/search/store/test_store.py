@@ -147,3 +147,26 @@ def test_readme_documents_every_column():
     for schema in (TRIALS_SCHEMA, EPOCHS_SCHEMA):
         missing = [name for name in schema.names if f"`{name}`" not in section]
         assert not missing, f"README's store section does not document {missing}"
+
+
+def test_a_schema_v1_store_is_read_with_its_variant_filled_in(tmp_path):
+    """A store written by schema v1 (no variant columns; marker version 1) still opens, and
+    its rows come back as the ``v1`` variant with v1's behaviour (Frobenius bounding)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from orthotune.search.store import V1_VARIANT
+
+    (tmp_path / MARKER).write_text('{"format": "orthotune-store", "schema_version": 1}')
+    v1_columns = [f for f in TRIALS_SCHEMA if f.name not in V1_VARIANT and f.name not in ("search",
+                                                                                       "repeat_val_loss")]
+    row = {f.name: None for f in v1_columns}
+    row.update(trial_id="old", status="completed", dataset="cora", setting="full", backbone="gcn", depth=8,
+               ortho=True, T=4, beta=0.4, lam=5e-4, val_acc=0.3)
+    folder = tmp_path / "trials" / "search=old"
+    folder.mkdir(parents=True)
+    pq.write_table(pa.Table.from_pylist([row], schema=pa.schema(v1_columns)), folder / "trial-old.parquet")
+    store = Store.open(str(tmp_path))
+    (read,) = store.read("trials").to_pylist()
+    assert read["variant"] == "v1" and read["bound"] == "frobenius" and read["selection"] == "val_acc"
+    assert (read["T"], read["val_acc"], read["search"]) == (4, 0.3, "old")
