@@ -32,7 +32,7 @@ from orthotune.models._layers import (
     regularisation,
     share_targets,
 )
-from orthotune.models._metrics import layer_gradient_norms, signal_magnification, smoothness
+from orthotune.models._metrics import feature_norms, layer_gradient_norms, signal_magnification, smoothness
 from orthotune.models._ortho import (
     distance_to_orthogonality,
     hybrid_init_,
@@ -64,6 +64,7 @@ __all__ = [
     "distance_to_orthogonality",
     "dropout",
     "effective_weights",
+    "feature_norms",
     "augment_adjacency",
     "block_diagonal",
     "build_node_model",

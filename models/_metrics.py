@@ -14,12 +14,21 @@ SMOOTHNESS_MAX_NODES = 4096
 def signal_magnification(first: Tensor, last: Tensor) -> Tensor:
     """``M_sig = mean_i ||h_i(L)|| / ||h_i(0)||`` per pack, over nodes with ``h_i(0) != 0``.
 
-    ``first`` and ``last`` are ``[N, packs, d]``.
+    ``last`` is ``[N, packs, d]``; ``first`` is either ``[N, packs, d']`` states or ``[N]``,
+    each node's norm of the input features ``X = H(0)`` (the paper's definition, shared by
+    every pack).
     """
-    base = first.norm(dim=-1)
-    ratio = last.norm(dim=-1) / base.clamp_min(torch.finfo(base.dtype).tiny)
+    base = first.norm(dim=-1) if first.dim() > 1 else first.unsqueeze(-1)
     live = base > 0
-    return (ratio * live).sum(0) / live.sum(0).clamp_min(1)
+    # where() rather than a product: a node without input features would give inf * 0 = NaN
+    ratio = torch.where(live, last.norm(dim=-1) / base.clamp_min(torch.finfo(base.dtype).tiny), 0.0)
+    live = live.expand_as(ratio)
+    return ratio.sum(0) / live.sum(0).clamp_min(1)
+
+
+def feature_norms(x: Tensor) -> Tensor:
+    """``||x_i||_2`` per node of dense ``[N, in]`` features (``M_sig``'s denominator)."""
+    return x.float().norm(dim=-1)
 
 
 def layer_gradient_norms(loss: Tensor, weights: Sequence[Tensor], packs: int = 1) -> Tensor:

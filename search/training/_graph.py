@@ -46,7 +46,14 @@ from orthotune.core import (
     TrainConfig,
     check,
 )
-from orthotune.models import GRAPH_BACKBONES, OrthoGraphNet, layer_gradient_norms, signal_magnification, smoothness
+from orthotune.models import (
+    GRAPH_BACKBONES,
+    OrthoGraphNet,
+    feature_norms,
+    layer_gradient_norms,
+    signal_magnification,
+    smoothness,
+)
 from orthotune.search.training._data import DataRoot, load_dataset
 from orthotune.search.training._loop import (
     DEFAULT_OPTIONS,
@@ -251,7 +258,9 @@ class _GraphPack:
         probe = self.probe.to(self.device)
         out = self.model.run(probe.x, probe.edge_index, probe.batch)
         norms = layer_gradient_norms(F.cross_entropy(out.logits, probe.y), out.weights)
-        return [Steadiness(float(signal_magnification(out.first.detach(), out.last.detach())[0]),
+        # M_sig against the input features (the paper's H(0) = X), as for node tasks
+        m_sig = signal_magnification(feature_norms(probe.x), out.last.detach())
+        return [Steadiness(float(m_sig[0]),
                            float(smoothness(out.last.detach())[0]), [float(v) for v in norms[0]])]
 
     def drop(self, keep: Sequence[int]) -> None:

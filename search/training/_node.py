@@ -54,6 +54,7 @@ from orthotune.models import (
     OrthoGNN,
     adjacency,
     build_node_model,
+    feature_norms,
     layer_gradient_norms,
     node_features,
     signal_magnification,
@@ -141,6 +142,7 @@ class _NodeTask:
     def __init__(self, data: NodeData, device: torch.device) -> None:
         self.data, self.device = data, device
         self.x = node_features(data.x)  # sparse bag-of-words: sparse input projection
+        self.x_norms = feature_norms(data.x)  # M_sig's ||h_i(0)|| = ||x_i|| (the paper's H(0) = X)
         self.adj = adjacency(data.adj)
 
     def build(self, runs: Sequence[Run]) -> OrthoGNN:
@@ -232,7 +234,7 @@ class _NodePack:
         out = model.run(self.task.x, *self.task.adj)
         loss = self.task.losses(out.logits, self.masks[0][:, list(slots)])
         norms = layer_gradient_norms(loss.sum(), out.weights).tolist()
-        m_sig = signal_magnification(out.first, out.last).detach().tolist()
+        m_sig = signal_magnification(self.task.x_norms, out.last).detach().tolist()
         smooth = smoothness(out.last.detach()).tolist()
         return [Steadiness(m_sig[k], smooth[k], norms[k]) for k in range(len(slots))]
 
