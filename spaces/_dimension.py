@@ -83,6 +83,17 @@ class Dimension:
             return trial.suggest_int(self.name, int(self.low), int(self.high), step=int(self.step or 1), log=self.log)
         return trial.suggest_float(self.name, self.low, self.high, step=self.step, log=self.log)
 
+    def contains(self, value: Any) -> bool:
+        """Whether ``value`` is one this dimension can take (on a range's step, if any)."""
+        if self.kind in ("fixed", "choice"):
+            return value in self.values
+        if not _number(value) or not self.low <= value <= self.high:
+            return False
+        if self.step is None:
+            return self.kind == "float" or float(value).is_integer()
+        steps = (value - self.low) / self.step
+        return abs(steps - round(steps)) < 1e-9
+
     def searched(self) -> bool:
         return self.kind != "fixed" and not (self.kind == "choice" and len(self.values) == 1)
 

@@ -218,6 +218,20 @@ class SearchSpace:
             return int(max(epochs.corners()))
         return max(int(defaults_for(d, self.protocol(d)["setting"])["epochs"]) for d in self.datasets)
 
+    def default_point(self) -> dict[str, Any]:
+        """orthotune's defaults for this one-cell space's searched values, where the space
+        can take them: each cell's searcher tries that point first, so a search never ends
+        below the defaults and both arms start from their own (equal budgets: one trial)."""
+        if len(self.datasets) != 1 or self.variants:
+            return {}
+        dataset = self.datasets[0]
+        defaults = {**{f.name: f.default for f in by_group(TrainConfig, Group.ORTHO, Group.TRAIN, Group.VARIANT)},
+                    **defaults_for(dataset, self.protocol(dataset)["setting"])}
+        searched = [*(self.ortho or {}).values()] if not self.original else []
+        searched += list(self.train.values())
+        return {d.name: defaults[d.name] for d in searched
+                if d.searched() and defaults.get(d.name) is not None and d.contains(defaults[d.name])}
+
     def cells(self) -> list[SearchSpace]:
         """One space per cell (dataset, backbone, depth, arm), each with this space's
         ``samples`` as its own budget: a search over several cells gives each cell its own

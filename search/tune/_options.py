@@ -53,8 +53,11 @@ def _optuna_search(space: SearchSpace, sampler: str, storage: Any, study_name: s
     from ray.tune.search.optuna import OptunaSearch
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    # each cell starts from orthotune's defaults (one trial of its budget), whichever arm
+    default = space.default_point()
     return OptunaSearch(space=space.define_by_run, metric=OBJECTIVE, mode="max", storage=storage,
-                        study_name=study_name, sampler=getattr(optuna.samplers, sampler)(**kwargs))
+                        study_name=study_name, sampler=getattr(optuna.samplers, sampler)(**kwargs),
+                        points_to_evaluate=[default] if default else None)
 
 
 @SCHEDULERS.register("asha")

@@ -26,6 +26,9 @@ class SearchSpace(Protocol):
     def max_epochs(self) -> int:
         """The longest a trial can train (ASHA's ``max_t``)."""
 
+    def default_point(self) -> dict[str, Any]:
+        """A one-cell space's default values of its searched dimensions (tried first)."""
+
     def cells(self) -> list[SearchSpace]:
         """One space per cell (dataset, backbone, depth, arm), each with ``samples`` trials."""
 

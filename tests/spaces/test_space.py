@@ -103,3 +103,14 @@ def test_grid_needs_a_step_for_float_ranges():
     space = parse_space({**BASE, "ortho": {"beta": {"low": 0.1, "high": 0.9}}})
     with pytest.raises(ConfigError, match="beta: grid search needs a 'step'"):
         space.grid()
+
+
+def test_each_cell_names_its_default_point_where_the_space_can_take_it():
+    cells = {c.name.split("/", 1)[1]: c for c in resolve_space("quick").cells()}
+    assert cells["cora/gcn/2/original"].default_point() == {"lr": 0.01, "weight_decay": 5e-5}
+    assert cells["cora/gcn/2/ortho"].default_point() == {"T": 4, "beta": 0.4, "lam": 5e-4, "lr": 0.01,
+                                                         "weight_decay": 5e-5}
+    narrow = parse_space({**BASE, "ortho": {"T": [1, 2], "beta": {"low": 0.15, "high": 0.95, "step": 0.1}},
+                          "train": {"lr": {"low": 0.001, "high": 0.1, "log": True}}})
+    (ortho,) = [c for c in narrow.cells() if c.ortho is not None]
+    assert ortho.default_point() == {"lr": 0.01}  # T 4 and beta 0.4 lie off these values

@@ -266,3 +266,18 @@ def test_live_view_options_are_validated(field, value):
 
     with pytest.raises(ConfigError, match=field):
         options(CORA_TEXAS, **{field: value})
+
+
+def test_every_cell_tries_its_defaults_first():
+    """Both arms start from orthotune's defaults (one trial of each cell's equal budget), so
+    a small search never ends below the defaults in either arm."""
+    space = {**CORA_TEXAS, "train": {"lr": [0.005, 0.01, 0.05], "epochs": 20}}
+    trained = drain(plan(options(space)).search_alg)
+    first = {}
+    for config in trained:
+        first.setdefault(cell_key(config), config)
+    assert len(first) == 4
+    for config in first.values():
+        assert config["lr"] == 0.01, config
+        if config["ortho"]:
+            assert config["T"] == 4, config  # beta is fixed at 0.5 in this space
