@@ -16,6 +16,7 @@ import shlex
 import shutil
 import sys
 import tempfile
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
@@ -121,6 +122,11 @@ def runtime_env(folder: Path, env: Mapping[str, str]) -> dict[str, Any]:
     return {"working_dir": str(folder), "env_vars": {**forwarded, "PYTHONUNBUFFERED": "1", **env}}
 
 
+#: How long a submission waits for a freshly started head's job agent (Ray answers
+#: "No available agent" until it is up), retrying every 3 s.
+AGENT_WAIT_S = 90.0
+
+
 def submit(address: str | None, argv: Sequence[str], space_file: str | None, metadata: Mapping[str, str],
            env: Mapping[str, str] | None = None) -> str:
     """Submit ``orthotune launch ARGV`` as a Ray job; returns its submission id."""
@@ -131,11 +137,17 @@ def submit(address: str | None, argv: Sequence[str], space_file: str | None, met
             staged_space = f"space-{Path(space_file).name}"
             shutil.copyfile(space_file, folder / staged_space)
         entrypoint = shlex.join(["python", "-m", "orthotune.cli", *driver_arguments(argv, space_file, staged_space)])
-        try:
-            return client.submit_job(entrypoint=entrypoint, runtime_env=runtime_env(folder, env or {}),
-                                     metadata=dict(metadata))
-        except (ConnectionError, RuntimeError) as error:
-            raise OrthotuneError(f"the Ray Jobs API refused the job: {_first_line(error)}") from None
+        deadline = time.monotonic() + AGENT_WAIT_S
+        while True:
+            try:
+                return client.submit_job(entrypoint=entrypoint, runtime_env=runtime_env(folder, env or {}),
+                                         metadata=dict(metadata))
+            except (ConnectionError, RuntimeError) as error:
+                # a head that has just started serves the API before its job agent is up
+                if "No available agent" in str(error) and time.monotonic() < deadline:
+                    time.sleep(3.0)
+                    continue
+                raise OrthotuneError(f"the Ray Jobs API refused the job: {_first_line(error)}") from None
 
 
 def job_info(client: Any, job: str) -> Any:

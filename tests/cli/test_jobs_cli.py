@@ -55,13 +55,16 @@ def ray_head(tmp_path_factory):
     from orthotune.cli.jobs import connect
 
     temp = Path(f"/tmp/ot-ray-{os.getpid()}")  # short: Ray's socket paths must fit 107 bytes
-    gcs, dashboard = free_port(), free_port()
+    # every port of its own: another Ray on the machine (a search running beside the test)
+    # holds Ray's default dashboard-agent port, and the job agent would never come up
+    gcs, dashboard, agent = free_port(), free_port(), free_port()
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     log = open(tmp_path_factory.mktemp("ray") / "ray-start.log", "w")
     head = subprocess.Popen(
         [str(Path(sys.executable).parent / "ray"), "start", "--head", "--block", "--node-ip-address", "127.0.0.1",
          "--port", str(gcs), "--dashboard-host", "127.0.0.1", "--dashboard-port", str(dashboard),
-         "--include-dashboard", "true", "--num-cpus", "2", "--temp-dir", str(temp), "--disable-usage-stats"],
+         "--dashboard-agent-listen-port", str(agent), "--include-dashboard", "true", "--num-cpus", "2",
+         "--temp-dir", str(temp), "--disable-usage-stats"],
         stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
     )
     address = f"http://127.0.0.1:{dashboard}"
