@@ -246,8 +246,7 @@ class OrthoGNN(nn.Module):
 
     def io_parameters(self) -> list[nn.Parameter]:
         """The input and output layers' parameters (their own weight decay,
-        ``weight_decay_io``); everything else belongs to the convolutions. Their names
-        are the ones that start with ``input`` or ``output``."""
+        ``weight_decay_io``); everything else belongs to the convolutions."""
         return [p for name, p in self.named_parameters() if name.startswith(("input", "output"))]
 
     # --- forward ---------------------------------------------------------------------------

@@ -148,6 +148,11 @@ class OrthoGraphNet(nn.Module):
         """
         raise NotImplementedError
 
+    def io_parameters(self) -> list[nn.Parameter]:
+        """The input and output layers' parameters (the start GCN and the MLP classifier:
+        their own weight decay, ``weight_decay_io``); the rest belongs to the convolutions."""
+        return [*self.start.parameters(), *self.classifier.parameters()]
+
     def run(self, x: Tensor, edge_index: Tensor, batch: Tensor) -> GraphPass:
         weights = [t.effective_weight() for t in self.transforms]
         adj = normalise(edge_index, x.shape[0])

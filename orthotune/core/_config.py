@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from orthotune.core._catalogue import DATASETS, REPEATS, TASKS, defaults_for
+from orthotune.core._catalogue import DATASETS, TASKS, defaults_for
 from orthotune.core._errors import ConfigError, check
 from orthotune.core._fields import Group, Rule, by_group, declared, option, validate_fields
 
@@ -192,11 +192,6 @@ def profile_values(name: str) -> dict[str, Any]:
     if name not in PROFILES:
         raise ConfigError(f"unknown profile {name!r}; valid: {', '.join(PROFILES)}")
     return {**PROFILES[name], "variant": name}
-
-
-def repeats_for(setting_name: str) -> tuple[str, tuple[int, ...]]:
-    """Which field holds the repeats in ``setting_name`` and the protocol's default repeats."""
-    return REPEATS[setting_name]
 
 
 def _as_tuple(key: str, value: Any) -> tuple[int, ...]:

@@ -57,7 +57,6 @@ from orthotune.models import (
 from orthotune.search.training._data import DataRoot, load_dataset
 from orthotune.search.training._loop import (
     DEFAULT_OPTIONS,
-    IO_PREFIXES,
     LOSS,
     OUTPUT,
     Outcome,
@@ -272,17 +271,14 @@ def _first(fault: Tensor, new: Tensor) -> Tensor:
     return torch.where(fault > 0, fault, new)
 
 
-def param_groups(model: torch.nn.Module, config: TrainConfig) -> list[dict]:
+def param_groups(model: OrthoGraphNet, config: TrainConfig) -> list[dict]:
     """Adam's groups: the input/output layers take ``weight_decay_io``, the rest ``weight_decay``."""
     io_decay = config.weight_decay if config.weight_decay_io is None else config.weight_decay_io
-    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
-    groups = [{"params": [p for n, p in named if n.startswith(GRAPH_IO_PREFIXES) == io], "weight_decay": decay}
-              for io, decay in ((False, config.weight_decay), (True, io_decay))]
+    io = {id(p) for p in model.io_parameters()}
+    trained = [p for p in model.parameters() if p.requires_grad]
+    groups = [{"params": [p for p in trained if (id(p) in io) == is_io], "weight_decay": decay}
+              for is_io, decay in ((False, config.weight_decay), (True, io_decay))]
     return [g for g in groups if g["params"]]
-
-
-#: The graph models' input and output layers (their start GCN and MLP classifier).
-GRAPH_IO_PREFIXES = (*IO_PREFIXES, "start", "classifier")
 
 
 def train_graph(

@@ -54,8 +54,6 @@ from orthotune.search.training._memory import CPU_STATE_BYTES
 #: Failure codes a pack reports per slot (0: none); the loop keeps the first.
 LOSS, OUTPUT, WEIGHT = 1, 2, 3
 _FAULTS = {LOSS: "loss", OUTPUT: "output", WEIGHT: "Ortho-GConv weight (Newton iteration overflow)"}
-#: Parameters whose names start with these are the input/output layers (``weight_decay_io``).
-IO_PREFIXES = ("input", "output")
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ patience and selection rule:
   first slot's learning rate, and every other slot's update is rescaled by
   ``lr_p / lr_0``. A run trained alone takes exactly torch's Adam step; inside a pack
   of mixed rates the rescaling changes only float rounding. The input/output layers
-  (parameters named ``input*``/``output*``) take ``weight_decay_io``, the rest
+  (the model's ``io_parameters()``) take ``weight_decay_io``, the rest
   ``weight_decay``.
 
 Pack size: the runs of one call are split into packs of at most ``max_pack`` runs and,
@@ -63,7 +63,6 @@ from orthotune.models import (
 from orthotune.search.training._data import NodeData
 from orthotune.search.training._loop import (
     DEFAULT_OPTIONS,
-    IO_PREFIXES,
     LOSS,
     OUTPUT,
     Outcome,
@@ -269,9 +268,8 @@ class _PackAdam:
     shares a group's decay (or rate), torch's Adam applies it itself.
     """
 
-    def __init__(self, model: nn.Module, runs: Sequence[Run]) -> None:
-        named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
-        self.params = [p for _, p in named]
+    def __init__(self, model: OrthoGNN, runs: Sequence[Run]) -> None:
+        self.params = [p for p in model.parameters() if p.requires_grad]
         for param in self.params:  # per-slot rates need every parameter split by slot
             check(param.dim() >= 1 and param.shape[0] == len(runs),
                   f"parameter of shape {tuple(param.shape)} is not split by pack slot")
@@ -280,8 +278,9 @@ class _PackAdam:
         io_decay = [r.config.weight_decay if r.config.weight_decay_io is None else r.config.weight_decay_io
                     for r in runs]
         groups, self.decay = [], []
-        for io, decays in ((False, [r.config.weight_decay for r in runs]), (True, io_decay)):
-            params = [p for n, p in named if n.startswith(IO_PREFIXES) == io]
+        io = {id(p) for p in model.io_parameters()}  # the model says which layers are input/output
+        for is_io, decays in ((False, [r.config.weight_decay for r in runs]), (True, io_decay)):
+            params = [p for p in self.params if (id(p) in io) == is_io]
             if not params:
                 continue
             uniform = len(set(decays)) == 1
