@@ -23,7 +23,6 @@ from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
-from torch.profiler import ProfilerActivity, profile
 
 _M_MMAP_MAX = -4  # mallopt parameter (malloc.h)
 
@@ -81,19 +80,9 @@ def seconds_per_epoch(cases: list[list[Callable[[], None]]], epochs: int) -> lis
 
 def op_count(step: Callable[[], None]) -> int:
     """Outermost aten ops of one epoch (ops issued by Python and autograd)."""
-    step()
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
-        step()
+    from orthotune.models import issued_ops
 
-    def outermost(event) -> bool:
-        parent = event.cpu_parent
-        while parent is not None:
-            if parent.name.startswith("aten::"):
-                return False
-            parent = parent.cpu_parent
-        return True
-
-    return sum(1 for e in prof.events() if e.name.startswith("aten::") and outermost(e))
+    return sum(issued_ops(step).values())
 
 
 def heap_only() -> None:

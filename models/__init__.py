@@ -32,7 +32,13 @@ from orthotune.models._layers import (
     regularisation,
     share_targets,
 )
-from orthotune.models._metrics import feature_norms, layer_gradient_norms, signal_magnification, smoothness
+from orthotune.models._metrics import (
+    feature_norms,
+    issued_ops,
+    layer_gradient_norms,
+    signal_magnification,
+    smoothness,
+)
 from orthotune.models._ortho import (
     distance_to_orthogonality,
     hybrid_init_,
@@ -70,6 +76,7 @@ __all__ = [
     "build_node_model",
     "hybrid_init_",
     "init_ortho_weight_",
+    "issued_ops",
     "mix_identity",
     "ortho_target",
     "orthogonalise_once_",

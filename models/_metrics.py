@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import Tensor
@@ -60,3 +61,27 @@ def smoothness(last: Tensor, max_nodes: int = SMOOTHNESS_MAX_NODES, seed: int = 
     for chunk in per_pack.split(1024, dim=1):
         total += torch.cdist(chunk, per_pack).sum(dim=(1, 2))
     return total / per_pack.shape[1] ** 2
+
+
+def issued_ops(step: Callable[[], object]) -> Counter:
+    """The aten ops one call of ``step`` issues from Python and autograd, by name.
+
+    ``step`` runs once to warm up (cached layouts are built on first use), then once under
+    torch's profiler. Only outermost ops count: ops inside a kernel follow tensor sizes
+    (``zero_`` calls ``fill_`` only above a grain size), not loops over packs.
+    """
+    from torch.profiler import ProfilerActivity, profile
+
+    step()
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        step()
+    return Counter(e.name for e in prof.events() if e.name.startswith("aten::") and _outermost(e))
+
+
+def _outermost(event) -> bool:
+    parent = event.cpu_parent
+    while parent is not None:
+        if parent.name.startswith("aten::"):
+            return False
+        parent = parent.cpu_parent
+    return True

@@ -8,10 +8,9 @@ from collections import Counter
 
 import pytest
 import torch
-from torch.profiler import ProfilerActivity, profile
 
 from orthotune.core import PROFILES
-from orthotune.models import BACKBONES, OrthoSettings, adjacency, node_features
+from orthotune.models import BACKBONES, OrthoSettings, adjacency, issued_ops, node_features
 
 NODES, FEATURES, CLASSES = 60, 90, 3
 
@@ -29,29 +28,14 @@ def synthetic_graph(seed: int = 0):
 
 
 def epoch_ops(model, features, adj) -> Counter:
-    """aten op calls of the second training epoch (the first builds cached layouts)."""
+    """aten op calls of one training epoch (after a first one that builds cached layouts)."""
     model.train()
 
     def epoch():
         out = model.run(features, *adj)
         (out.logits.logsumexp(-1).mean(0).sum() + out.penalty.sum()).backward()
 
-    epoch()
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
-        epoch()
-    return Counter(e.name for e in prof.events() if e.name.startswith("aten::") and _outermost(e))
-
-
-def _outermost(event) -> bool:
-    """An aten op not called from inside another one: what Python and autograd issue.
-    (Ops inside a kernel follow sizes, e.g. ``zero_`` calls ``fill_`` only above a grain
-    size; they are not loops over packs.)"""
-    parent = event.cpu_parent
-    while parent is not None:
-        if parent.name.startswith("aten::"):
-            return False
-        parent = parent.cpu_parent
-    return True
+    return issued_ops(epoch)
 
 
 CASES = [
