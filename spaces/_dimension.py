@@ -36,7 +36,7 @@ class Dimension:
 
     @classmethod
     def _parse_range(cls, name: str, spec: dict) -> Dimension:
-        unknown = sorted(set(spec) - RANGE_KEYS)
+        unknown = sorted(set(spec) - RANGE_KEYS, key=str)
         if unknown:
             raise ConfigError(f"{name}: unknown range key {unknown[0]!r}; valid: {', '.join(sorted(RANGE_KEYS))}")
         if "low" not in spec or "high" not in spec:

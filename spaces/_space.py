@@ -250,6 +250,21 @@ class SearchSpace:
             for arm in arms
         ]
 
+    def largest_configs(self) -> list[TrainConfig]:
+        """Per cell, the config that needs the most memory: the widest ``hidden``, most
+        Newton steps ``T`` and largest ``batch_size`` the cell can sample (memory checks)."""
+        configs = []
+        for cell in self.cells():
+            dataset = cell.datasets[0]
+            values: dict[str, Any] = {"dataset": dataset, "backbone": cell.backbones[0], "depth": cell.depths[0],
+                                      "ortho": cell.ortho is not None, **cell.protocol(dataset)}
+            dimensions = {**cell.train, **(cell.ortho or {})}
+            for name in ("hidden", "T", "batch_size"):
+                if name in dimensions:
+                    values[name] = max(dimensions[name].corners())
+            configs.append(TrainConfig.from_dict(values))
+        return configs
+
     def with_datasets(self, datasets: Sequence[str]) -> SearchSpace:
         """The space on ``datasets`` only; variants that cover none of them are dropped."""
         chosen = _names("datasets", list(datasets), DATASETS)
@@ -373,15 +388,29 @@ def _variant_cell_name(cell: SearchSpace) -> str:
 
 
 def load_space_file(path: str | Path) -> SearchSpace:
+    """A space from a YAML file; a file that cannot be read, is not UTF-8 text, is not YAML or
+    does not hold a mapping is refused in one line naming the file."""
     path = Path(path)
     if not path.is_file():
-        raise OrthotuneError(f"space file {str(path)!r} does not exist")
+        state = "is not a file" if path.exists() else "does not exist"
+        raise OrthotuneError(f"space file {str(path)!r} {state}")
     try:
-        values = yaml.safe_load(path.read_text())
+        values = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise OrthotuneError(f"space file {str(path)!r} cannot be read: {error.strerror}") from None
+    except UnicodeDecodeError as error:
+        raise ConfigError(f"space file {path.name}: not UTF-8 text ({error.reason} at byte {error.start}); "
+                          f"a space is a YAML mapping") from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise ConfigError(f"space file {path.name}: not valid YAML{where}") from None
+        problem = getattr(error, "problem", None)
+        raise ConfigError(f"space file {path.name}: not valid YAML{where}" + (f" ({problem})" if problem else "")) \
+            from None
+    if not isinstance(values, dict):
+        got = "nothing (the file is empty)" if values is None else f"a {type(values).__name__}"
+        raise ConfigError(f"space file {path.name}: expected a mapping of keys (datasets, backbones, depths, ...), "
+                          f"got {got}")
     return parse_space(values, default_name=path.stem)
 
 
@@ -402,7 +431,7 @@ def _validate(values: dict[str, Any]) -> None:
 def _known(where: str, values: Any, known: set[str]) -> None:
     if not isinstance(values, dict):
         raise ConfigError(f"{where}: expected a mapping, got {type(values).__name__}")
-    unknown = sorted(set(values) - known)
+    unknown = sorted(set(values) - known, key=str)
     if unknown:
         raise ConfigError(f"{where}: unknown key {unknown[0]!r}; valid: {', '.join(sorted(known))}")
 

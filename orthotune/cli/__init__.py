@@ -15,12 +15,13 @@ from types import ModuleType
 from typing import NoReturn
 
 from orthotune import __version__
-from orthotune.cli import best, launch, logs, report, status, train
-from orthotune.cli._common import BAD_INPUT, INTERRUPTED, OK
-from orthotune.core import OrthotuneError
+from orthotune.cli import best, launch, logs, report, status, store, train
+from orthotune.cli._common import BAD_INPUT, DEBUG_ENV, INTERRUPTED, OK, RUN_FAILED, SIGNAL_BASE
+from orthotune.core import OrthotuneError, SearchCrashed, SearchInterrupted
 
 SUBCOMMANDS: dict[str, ModuleType] = {
     "train": train, "launch": launch, "status": status, "best": best, "report": report, "logs": logs,
+    "store": store,
 }
 
 DESCRIPTION = """\
@@ -42,9 +43,12 @@ store: commands that read or write results use --store, default $ORTHOTUNE_STORE
 
 exit codes:
   0    success
-  1    a run failed (train: the config failed; launch: no trial succeeded; a Ray job failed)
-  2    bad input (one line on stderr saying which value breaks which rule)
-  130  interrupted (Ctrl-C)"""
+  1    a run failed (train: the config failed; launch: no trial succeeded; a Ray job failed), or an
+       unexpected error (one line; ORTHOTUNE_DEBUG=1 shows its traceback)
+  2    bad input: a value, file, data root, store or cluster that cannot be used (one line on stderr
+       saying which value breaks which rule)
+  130  interrupted (Ctrl-C); a search's record is kept and the line names its --resume command
+  143  terminated (SIGTERM), likewise"""
 
 class Parser(argparse.ArgumentParser):
     """An argument parser whose usage errors are one line (like every other bad input).
@@ -89,15 +93,61 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser(command).parse_args(argv)
         args.words = argv[argv.index(command) + 1:]  # as typed: `launch --submit` hands them on
         return SUBCOMMANDS[args.command].run(args)
+    except SearchInterrupted as error:  # the record is saved; the message names the resume command
+        print(f"orthotune {command}: {one_line(error)}", file=sys.stderr)
+        return SIGNAL_BASE + error.signal_number
+    except SearchCrashed as error:  # the record says crashed and why; not the user's input
+        return _error(command, one_line(error), RUN_FAILED)
     except OrthotuneError as error:
-        print(f"orthotune {command}: error: {error}", file=sys.stderr)
-        return BAD_INPUT
+        return _error(command, one_line(error), BAD_INPUT)
     except BrokenPipeError:  # `orthotune best --json | head`: the reader left, not an error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return OK
     except KeyboardInterrupt:
         print(f"orthotune {command}: interrupted", file=sys.stderr)
         return INTERRUPTED
+    except Exception as error:  # noqa: BLE001 - every error ends as one line (ORTHOTUNE_DEBUG: traceback)
+        if os.environ.get(DEBUG_ENV, "") not in ("", "0"):
+            raise
+        known = library_error(error)
+        if known is not None:
+            return _error(command, known, BAD_INPUT)
+        return _error(command, f"unexpected {type(error).__name__}: {one_line(error)} (set {DEBUG_ENV}=1 for the "
+                               f"traceback)", RUN_FAILED)
+
+
+def _error(command: str | None, message: str, code: int) -> int:
+    print(f"orthotune {command}: error: {message}", file=sys.stderr)
+    return code
+
+
+def one_line(error: BaseException | str) -> str:
+    """A message as one line: its lines joined (a library's multi-line text stays readable)."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return "; ".join(lines) or type(error).__name__
+
+
+def library_error(error: Exception) -> str | None:
+    """The one line for an error of a library the CLI drives (files, Arrow, YAML, Ray's start),
+    or None for anything else. Library modules are looked up only if already imported: a
+    command that never loaded Ray pays nothing for this."""
+    if isinstance(error, UnicodeDecodeError):
+        return f"a file is not UTF-8 text ({error.reason} at byte {error.start})"
+    url_error = getattr(sys.modules.get("urllib.error"), "URLError", None)
+    if url_error is not None and isinstance(error, url_error):  # --download without a network
+        return f"cannot download: {one_line(getattr(error, 'reason', error))}"
+    if isinstance(error, OSError):  # filesystems, S3 (through Arrow), sockets: ConnectionError
+        where = " ".join(repr(str(f)) for f in (error.filename, error.filename2) if f is not None)
+        reason = error.strerror or one_line(error)
+        return f"{reason}: {where}" if where else reason
+    kinds = [getattr(sys.modules.get(module), name, None) for module, name in LIBRARY_ERRORS]
+    if any(isinstance(kind, type) and isinstance(error, kind) for kind in kinds):
+        return f"{type(error).__name__}: {one_line(error)}"
+    return None
+
+
+#: Library error types turned into one line (module, attribute), when that module is loaded.
+LIBRARY_ERRORS = (("pyarrow", "ArrowException"), ("yaml", "YAMLError"), ("ray.exceptions", "RaySystemError"))
 
 
 if __name__ == "__main__":

@@ -1,12 +1,15 @@
-"""What several subcommands share: exit codes and the store option (light imports only)."""
+"""What several subcommands share: exit codes, the store and data options (light imports only)."""
 
 from __future__ import annotations
 
 import argparse
 import os
 
-#: Exit codes, as ``orthotune --help`` documents them.
+#: Exit codes, as ``orthotune --help`` documents them (a signal N exits with 128 + N).
 OK, RUN_FAILED, BAD_INPUT, INTERRUPTED = 0, 1, 2, 130
+SIGNAL_BASE = 128
+#: Set to 1 to see the traceback of an unexpected error instead of its one line.
+DEBUG_ENV = "ORTHOTUNE_DEBUG"
 
 #: The store when neither --store nor $ORTHOTUNE_STORE names one (relative to the working folder).
 DEFAULT_STORE = "runs/store"
@@ -22,3 +25,13 @@ def add_store_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--store", default=default_store(), metavar="PATH|URI",
                         help=f"results store: a folder or a URI (s3://, gs://); default: ${STORE_ENV}, "
                              f"else ./{DEFAULT_STORE} (now: %(default)s)")
+
+
+def add_data_arguments(parser: argparse.ArgumentParser) -> None:
+    """--data-root and --download (train and launch): data is read from a named folder, and
+    fetched from the internet only when asked."""
+    parser.add_argument("--data-root", metavar="DIR",
+                        help="raw data folder (default: $ORTHOTUNE_DATA_ROOT; one of the two is required)")
+    parser.add_argument("--download", action="store_true",
+                        help="fetch datasets missing from the data root into it (PyG's and OGB's downloads; "
+                             "default: never download, a missing file is an error)")

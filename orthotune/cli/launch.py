@@ -10,7 +10,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from orthotune.cli._common import OK, RUN_FAILED, add_store_argument
+from orthotune.cli._common import OK, RUN_FAILED, add_data_arguments, add_store_argument
 
 if TYPE_CHECKING:
     from orthotune.search.tune import LaunchOptions, SearchOutcome
@@ -59,7 +59,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                               "model, each still selected and stopped on its own (default: %(default)s)")
     cluster.add_argument("--report-every", type=int, default=default["report_every"], metavar="EPOCHS",
                          help="epochs between reports to Tune (default: %(default)s)")
-    cluster.add_argument("--data-root", help="raw data folder (default: $ORTHOTUNE_DATA_ROOT)")
+    cluster.add_argument("--retries", type=int, default=default["retries"], metavar="N",
+                         help="times a trial whose Ray worker died (killed, node lost) trains again; a trial "
+                              "that raises is stored as failed at once (default: %(default)s)")
+    add_data_arguments(cluster)
     views = parser.add_argument_group("progress and live views")
     views.add_argument("--progress", choices=(*MODES, "off"), default="auto",
                        help="auto: a bar on a terminal, plain lines in logs; off: nothing (default: %(default)s)")
@@ -86,8 +89,10 @@ def run(args: argparse.Namespace) -> int:
     if args.resume:
         outcome = resume(args.store, args.resume, parse_space, args.address, progress=progress)
     else:
-        outcome = launch(_options(args), progress=progress)
-    print(summary(outcome))
+        options = _options(args)
+        check_inputs(options)  # before the store is touched and Ray starts
+        outcome = launch(options, progress=progress)
+    print(summary(outcome, args.store))
     return OK if outcome.best_config is not None else RUN_FAILED
 
 
@@ -101,8 +106,25 @@ def _options(args: argparse.Namespace, name: str | None = None) -> LaunchOptions
         cpus_per_trial=args.cpus_per_trial, gpus_per_trial=args.gpus_per_trial, concurrency=args.concurrency,
         data_root=args.data_root, seed=args.seed, report_every=args.report_every,
         configs_per_trial=args.configs_per_trial,
-        optuna_storage=args.optuna_storage, tensorboard=args.tensorboard,
+        optuna_storage=args.optuna_storage, tensorboard=args.tensorboard, download=args.download,
+        retries=args.retries,
     )
+
+
+def check_inputs(options: LaunchOptions) -> None:
+    """What a search needs beyond valid values, checked where the driver runs: every dataset
+    of every cell has its files in the data root (fetched first with --download), and on a
+    local Ray each cell's largest config fits this machine's memory."""
+    from orthotune.core import check_memory
+    from orthotune.search.training import DataRoot, check_dataset_files
+
+    space = options.space
+    if options.address is None:  # a cluster's workers have memory of their own
+        for config in space.largest_configs():
+            check_memory(config)
+    root = DataRoot.resolve(options.data_root, options.download)
+    for dataset in dict.fromkeys(d for cell in space.cells() for d in cell.datasets):
+        check_dataset_files(dataset, space.protocol(dataset)["setting"], root)
 
 
 def _space(args: argparse.Namespace):
@@ -144,16 +166,24 @@ def _submit(args: argparse.Namespace) -> int:
     return OK
 
 
-def summary(outcome: SearchOutcome) -> str:
-    """Counts by status, then each cell's best config (validation-selected; cells are never
-    compared with each other, so there is no single best over a multi-cell search)."""
+def summary(outcome: SearchOutcome, store: str | None = None) -> str:
+    """Counts by status (read from the store), then each cell's best config: its Ortho-GConv
+    and training values (validation-selected; cells are never compared with each other, so
+    there is no single best over a multi-cell search). ``best`` gives whole configs."""
+    from orthotune.core import Group, TrainConfig, by_group
     from orthotune.reports import tidy
 
+    shown = [f.name for f in by_group(TrainConfig, Group.ORTHO, Group.TRAIN)]
     counts = ", ".join(f"{n} {status}" for status, n in sorted(outcome.counts.items()))
     lines = [f"search {outcome.name}: {sum(outcome.counts.values())} trials ({counts})"]
     if outcome.best_by_cell:
         lines.append("best config per cell (val_acc: mean over repeats at each repeat's selected epoch):")
     for cell, (objective, config) in outcome.best_by_cell.items():
-        values = {key: tidy(value) for key, value in config.items()}
-        lines.append(f"  {cell}  val_acc {objective:.4f}  {json.dumps(values, sort_keys=True)}")
+        values = {key: tidy(config[key]) for key in shown if config.get(key) is not None}
+        lines.append(f"  {cell}  val_acc {objective:.4f}  trial {config.get('trial_id', '-')}  "
+                     f"{json.dumps(values)}")
+    if outcome.best_by_cell:
+        where = f" --store {store}" if store else ""
+        lines.append(f"whole configs (for `orthotune train --config`): orthotune best --search {outcome.name}{where} "
+                     f"--yaml")
     return "\n".join(lines)

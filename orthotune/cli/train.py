@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from orthotune.cli._common import OK, RUN_FAILED
+from orthotune.cli._common import OK, RUN_FAILED, add_data_arguments
 from orthotune.core import (
     DATASET_DEFAULTS,
     DATASETS,
@@ -21,6 +21,7 @@ from orthotune.core import (
     ConfigError,
     Group,
     TrainConfig,
+    check_memory,
     declared,
 )
 
@@ -55,7 +56,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "orthotune's own defaults)")
     add_config_options(parser)
     run_group = parser.add_argument_group("run")
-    run_group.add_argument("--data-root", help="raw data folder (default: $ORTHOTUNE_DATA_ROOT)")
+    add_data_arguments(run_group)
     run_group.add_argument("--device", help="cpu or cuda[:N] (default: cuda when present, else cpu)")
     run_group.add_argument("--json", action="store_true", help="print one JSON object")
 
@@ -111,10 +112,13 @@ def default_text(f: dataclasses.Field) -> str:
 
 def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)  # bad input fails before torch is imported
-    from orthotune.search.training import choose_device, run_configs
+    check_memory(config)
+    from orthotune.search.training import DataRoot, check_dataset_files, choose_device, run_configs
 
+    root = DataRoot.resolve(args.data_root, args.download)
+    check_dataset_files(config.dataset, config.setting, root)  # fetched here with --download
     device = choose_device(args.device)
-    result = run_configs([config], device, args.data_root)[0]
+    result = run_configs([config], device, str(root.path))[0]
     summary = summarise(result)
     print(json.dumps(summary) if args.json else format_text(summary))
     return OK if result.status != "failed" else RUN_FAILED
@@ -142,6 +146,9 @@ def load_config_file(path: str) -> dict:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as error:
         raise ConfigError(f"--config {path!r} cannot be read: {error.strerror}") from None
+    except UnicodeDecodeError as error:
+        raise ConfigError(f"--config {path!r} is not UTF-8 text ({error.reason} at byte {error.start}); "
+                          f"it must be a YAML or JSON config") from None
     try:
         value = json.loads(text) if path.endswith(".json") else yaml.safe_load(text)
     except (ValueError, yaml.YAMLError) as error:

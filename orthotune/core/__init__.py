@@ -12,8 +12,19 @@ from orthotune.core._catalogue import (
     TaskInfo,
     defaults_for,
 )
-from orthotune.core._config import PROFILES, OrthoSettings, TrainConfig, profile_values
-from orthotune.core._errors import ConfigError, OrthotuneError, check
+from orthotune.core._config import (
+    MAX_DEPTH,
+    MAX_HIDDEN,
+    PROFILES,
+    MemoryEstimate,
+    OrthoSettings,
+    TrainConfig,
+    available_memory,
+    check_memory,
+    memory_estimate,
+    profile_values,
+)
+from orthotune.core._errors import ConfigError, OrthotuneError, SearchCrashed, SearchInterrupted, check
 from orthotune.core._fields import Group, Rule, by_group, column_name, declared
 from orthotune.core._registry import Registry
 from orthotune.core._results import (
@@ -22,6 +33,7 @@ from orthotune.core._results import (
     EpochReport,
     EpochValues,
     RunResult,
+    SearchState,
     Status,
     mean,
     mean_or_zero,
@@ -31,6 +43,8 @@ from orthotune.core._results import (
 __all__ = [
     "DATASETS",
     "DATASET_DEFAULTS",
+    "MAX_DEPTH",
+    "MAX_HIDDEN",
     "PROFILES",
     "REPEATS",
     "SETTINGS",
@@ -43,21 +57,28 @@ __all__ = [
     "EpochReport",
     "EpochValues",
     "Group",
+    "MemoryEstimate",
     "OrthoSettings",
     "OrthotuneError",
     "Registry",
     "Rule",
     "RunResult",
+    "SearchCrashed",
+    "SearchInterrupted",
+    "SearchState",
     "Status",
     "TaskInfo",
     "TrainConfig",
+    "available_memory",
     "by_group",
     "check",
+    "check_memory",
     "column_name",
     "declared",
     "defaults_for",
     "mean",
     "mean_or_zero",
+    "memory_estimate",
     "profile_values",
     "std",
 ]

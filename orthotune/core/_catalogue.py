@@ -15,13 +15,15 @@ from orthotune.core._registry import Registry
 
 @dataclass(frozen=True)
 class DatasetInfo:
-    """A dataset of the protocol: its task, its settings (the first is the default) and
-    where its raw files lie below the data root."""
+    """A dataset of the protocol: its task, its settings (the first is the default), where
+    its raw files lie below the data root, and its size (what memory estimates need)."""
 
     name: str
     task: str  # "node" or "graph"
     settings: tuple[str, ...]
     subdir: str
+    nodes: int  # the graph's nodes (node task) or the mean nodes of one graph (graph task)
+    features: int  # input features per node
 
     @property
     def default_setting(self) -> str:
@@ -35,13 +37,15 @@ class DatasetInfo:
 
 
 DATASETS: Registry[DatasetInfo] = Registry("dataset")
-for _name in ("Cora", "CiteSeer", "PubMed"):
-    DATASETS.add(_name.lower(), DatasetInfo(_name.lower(), "node", ("full", "semi"), f"Planetoid/{_name}"))
-for _name in ("Cornell", "Texas", "Wisconsin"):
-    DATASETS.add(_name.lower(), DatasetInfo(_name.lower(), "node", ("full",), f"WebKB/{_name.lower()}"))
-DATASETS.add("ogbn-arxiv", DatasetInfo("ogbn-arxiv", "node", ("official",), "ogbn_arxiv"))
-DATASETS.add("proteins", DatasetInfo("proteins", "graph", ("cv10",), "TUDataset/PROTEINS"))
-DATASETS.add("dd", DatasetInfo("dd", "graph", ("cv10",), "TUDataset/DD"))
+# sizes as PyG loads the files (tests/search/training/test_data.py checks them)
+for _name, _nodes, _features in (("Cora", 2708, 1433), ("CiteSeer", 3327, 3703), ("PubMed", 19717, 500)):
+    DATASETS.add(_name.lower(), DatasetInfo(_name.lower(), "node", ("full", "semi"), f"Planetoid/{_name}",
+                                            _nodes, _features))
+for _name, _nodes in (("Cornell", 183), ("Texas", 183), ("Wisconsin", 251)):
+    DATASETS.add(_name.lower(), DatasetInfo(_name.lower(), "node", ("full",), f"WebKB/{_name.lower()}", _nodes, 1703))
+DATASETS.add("ogbn-arxiv", DatasetInfo("ogbn-arxiv", "node", ("official",), "ogbn_arxiv", 169343, 128))
+DATASETS.add("proteins", DatasetInfo("proteins", "graph", ("cv10",), "TUDataset/PROTEINS", 40, 3))
+DATASETS.add("dd", DatasetInfo("dd", "graph", ("cv10",), "TUDataset/DD", 285, 89))
 
 #: Protocol settings: Geom-GCN full-supervised splits, the public semi-supervised split,
 #: OGB's official split and stratified 10-fold cross-validation.

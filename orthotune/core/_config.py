@@ -15,10 +15,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from orthotune.core._catalogue import DATASETS, TASKS, defaults_for
-from orthotune.core._errors import ConfigError, check
+from orthotune.core._errors import ConfigError, OrthotuneError, check
 from orthotune.core._fields import Group, Rule, by_group, declared, option, validate_fields
 
 _O, _V, _C, _T, _R = Group.ORTHO, Group.VARIANT, Group.CELL, Group.TRAIN, Group.REPEATS
+#: Static caps of depth and hidden width (see the fields' declarations).
+MAX_DEPTH, MAX_HIDDEN = 1024, 4096
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -87,7 +89,9 @@ class TrainConfig(_OrthoFields):
     dataset: str = option(None, Rule("str"), "dataset name", _C)
     setting: str | None = option(None, Rule("str"), "protocol setting (default: the dataset's first)", _C)
     backbone: str | None = option(None, Rule("str"), "backbone (default: gcn for node, gunet for graph datasets)", _C)
-    depth: int | None = option(None, Rule("int", 2, 1024),
+    # Caps: 16 times the paper's deepest model (GCNII, 64 layers) and widest default (OGB's
+    # 256). Within them, :func:`check_memory` refuses a config whose estimate exceeds memory.
+    depth: int | None = option(None, Rule("int", 2, MAX_DEPTH),
                                 "graph convolutions (node backbones) or pooling levels (gunet)", _C)
     ortho: bool = option(True, Rule("bool"), "Ortho-GConv arm (true) or the original backbone (false)", _C)
     variant: str = option("default", Rule("str"),
@@ -107,7 +111,7 @@ class TrainConfig(_OrthoFields):
     selection: str = option("val_acc", Rule("str", choices=("val_acc", "val_loss")),
                              "the epoch that gives a repeat's result: highest validation accuracy, or "
                              "lowest validation loss (the authors' code); test is only read there", _V)
-    hidden: int | None = option(None, Rule("int", 1), "hidden width", _T)
+    hidden: int | None = option(None, Rule("int", 1, MAX_HIDDEN), "hidden width", _T)
     lr: float | None = option(None, Rule("float", 0.0, low_open=True), "Adam learning rate", _T)
     weight_decay: float | None = option(None, Rule("float", 0.0), "L2 weight decay (Adam's coupled form)", _T)
     weight_decay_io: float | None = option(None, Rule("float", 0.0, optional=True),
@@ -132,6 +136,7 @@ class TrainConfig(_OrthoFields):
         set_(self, "setting", self.setting or info.default_setting)
         info.check_setting(self.setting)
         task = TASKS.get(info.task)
+        check(self.backbone is None or isinstance(self.backbone, str), f"backbone={self.backbone!r} must be a string")
         set_(self, "backbone", (self.backbone or task.default_backbone).lower())
         if self.backbone not in task.backbones:
             others = {b for t in TASKS for b in TASKS.get(t).backbones}
@@ -177,7 +182,7 @@ class TrainConfig(_OrthoFields):
         values = dict(values)
         profile = values.pop("profile", None)
         known = {f.name for f in declared(cls)}
-        unknown = sorted(set(values) - known)
+        unknown = sorted(set(values) - known, key=str)
         if unknown:
             raise ConfigError(f"unknown config key {unknown[0]!r}; valid: {', '.join(sorted(known | {'profile'}))}")
         if profile is not None:
@@ -189,7 +194,7 @@ class TrainConfig(_OrthoFields):
 
 def profile_values(name: str) -> dict[str, Any]:
     """The switches of a named profile, with ``variant`` set to its name."""
-    if name not in PROFILES:
+    if not isinstance(name, str) or name not in PROFILES:
         raise ConfigError(f"unknown profile {name!r}; valid: {', '.join(PROFILES)}")
     return {**PROFILES[name], "variant": name}
 
@@ -199,3 +204,68 @@ def _as_tuple(key: str, value: Any) -> tuple[int, ...]:
     check(all(isinstance(v, int) and not isinstance(v, bool) for v in items) and len(items) >= 1,
           f"{key}={value!r} must be a non-empty list of integers")
     return tuple(items)
+
+
+#: Memory model of one repeat, calibrated on Cora with peak resident sizes (CPU, 2 epochs):
+#: GCN depth 64 x hidden 256 and depth 16 x hidden 2048, each arm. Per layer and node the
+#: backward pass keeps about 6 hidden-wide tensors (convolution output, activation, dropout
+#: mask, propagated input, gradients); each weight has 4 copies (itself, its gradient, Adam's
+#: two moments); Newton's iteration keeps about 4T + 4 hidden x hidden products per layer.
+ACTIVATION_COPIES, WEIGHT_COPIES, BYTES = 6, 4, 4
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """Bytes one repeat of a config needs at least (the trainer packs repeats only as memory
+    allows, so one repeat is what must fit)."""
+
+    config: TrainConfig
+    nodes: int  # nodes one training step holds
+    activations: int
+    parameters: int
+
+    @property
+    def total(self) -> int:
+        return self.activations + self.parameters
+
+    def describe(self) -> str:
+        c = self.config
+        copies = f"({WEIGHT_COPIES} + {4 * c.T + 4} Newton products)" if c.ortho else str(WEIGHT_COPIES)
+        return (f"depth={c.depth} hidden={c.hidden} on {c.dataset} needs about {_gib(self.total)} for one repeat "
+                f"(activations {self.nodes} nodes x {c.hidden} x {c.depth + 2} layers x {ACTIVATION_COPIES} x "
+                f"{BYTES} B = {_gib(self.activations)}; parameters {c.depth} x {c.hidden}^2 x {copies} x {BYTES} B = "
+                f"{_gib(self.parameters)})")
+
+
+def memory_estimate(config: TrainConfig) -> MemoryEstimate:
+    """The estimate of :data:`ACTIVATION_COPIES` and friends for ``config`` on its dataset."""
+    info = DATASETS.get(config.dataset)
+    nodes = info.nodes * (config.batch_size or 1) if info.task == "graph" else info.nodes
+    activations = nodes * config.hidden * (config.depth + 2) * ACTIVATION_COPIES * BYTES + nodes * info.features * BYTES
+    per_layer = WEIGHT_COPIES + (4 * config.T + 4 if config.ortho else 0)
+    parameters = (config.depth * config.hidden**2 * per_layer + info.features * config.hidden * WEIGHT_COPIES) * BYTES
+    return MemoryEstimate(config, nodes, activations, parameters)
+
+
+def available_memory() -> int | None:
+    """Bytes this machine can give a new process now (psutil's ``available``), or None
+    where psutil is missing (then nothing is refused)."""
+    try:
+        import psutil
+    except ImportError:
+        return None
+    return int(psutil.virtual_memory().available)
+
+
+def check_memory(config: TrainConfig, available: int | None = None) -> None:
+    """Refuse ``config`` when one repeat's estimate exceeds ``available`` bytes (default:
+    this machine's available memory), in one line stating the estimate and the limit."""
+    available = available_memory() if available is None else available
+    estimate = memory_estimate(config)
+    if available is not None and estimate.total > available:
+        raise OrthotuneError(f"{estimate.describe()}, more than the {_gib(available)} this machine has available; "
+                             f"lower depth or hidden")
+
+
+def _gib(count: int) -> str:
+    return f"{count / 2**30:.1f} GiB"

@@ -32,6 +32,15 @@ class Status(StrEnum):
         return next((s for s in (cls.FAILED, cls.STOPPED) if s in present), cls.COMPLETED)
 
 
+class SearchState(StrEnum):
+    """Where a whole search stands, as its record in the store says."""
+
+    RUNNING = "running"  # a driver holds its lease (``status`` tells a live one from a dead one)
+    FINISHED = "finished"  # every planned trial ended
+    INTERRUPTED = "interrupted"  # Ctrl-C or SIGTERM: ``launch --resume NAME`` continues it
+    CRASHED = "crashed"  # the driver raised; the record says why
+
+
 @dataclass
 class RunResult:
     """One repeat (split, seed or fold) of one config, read at its selected epoch."""

@@ -1,34 +1,52 @@
 """The Parquet store: every trial of every search, declared once and written atomically.
 
+No pickle lives here: rows are Parquet, records JSON. A search resumes from its rows (Ray
+Tune's own experiment state, which pickles, stays in a scratch folder outside the store);
+stores written by orthotune 0.2 also hold a ``tune/NAME/`` folder, which is never read.
+
 Layout under the store root (a local path or any URI pyarrow's filesystems understand)::
 
     orthotune-store.json                   marker: format and schema version
     trials/search=NAME/trial-ID.parquet    one row per trial (TRIALS_SCHEMA)
     epochs/search=NAME/trial-ID.parquet    per-epoch history of that trial (EPOCHS_SCHEMA)
     searches/NAME.json                     how the search was launched, and its state
-    tune/NAME/                             Ray Tune's experiment (what ``--resume`` restores)
+    leases/NAME.json                       the live driver's lease on that search (see _lease)
+    quarantine/STAMP/...                   what ``orthotune store check --quarantine`` moved aside
     optuna/NAME.journal                    the cells' Optuna studies (optuna-dashboard)
     tensorboard/NAME/                      TensorBoard event files
 
 Both tables are hive-partitioned Parquet datasets:
 ``pyarrow.dataset.dataset(ROOT + "/trials", partitioning="hive")`` reads them, as do
 DuckDB and pandas. Every write casts to the declared schema. A trial's file name is
-derived from the search and trial id alone, so writing the same trial again (a report
-replayed after ``Tuner.restore``) replaces the file instead of adding rows, and two
+derived from the search and trial id alone, so writing the same trial again (a trial
+Tune retried after its worker died) replaces the file instead of adding rows, and two
 searches never share a file. Files are written under a hidden temporary name (readers
 skip names starting with ``.``) and then moved into place, so no reader sees half a file.
+
+Durability: on a local filesystem the temporary file is flushed and fsync'ed before
+``os.replace`` moves it into place, and the folder is fsync'ed after (the rename itself
+must reach the disk), so a power cut leaves the old file or the new one, never a torn one.
+On a remote filesystem (s3://, gs://, ...) the put-then-move is retried with backoff on
+transient ``OSError``. Readers are tolerant all the same: a Parquet file that cannot be
+read (truncated, corrupt, or of a schema that does not cast) is skipped with one warning
+line naming it and ``orthotune store check``, which lists and quarantines such files.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import random
 import re
+import sys
+import time
 import uuid
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute  # noqa: F401  (pa.compute)
@@ -47,6 +65,12 @@ SCHEMA_VERSION = 2
 MARKER = "orthotune-store.json"
 STORE_FORMAT = "orthotune-store"
 SEARCH_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
+#: Files being written carry this hidden prefix until they are moved into place.
+TEMPORARY_PREFIX = ".tmp-"
+#: Remote writes: attempts, and the first backoff (doubled each retry, plus jitter).
+REMOTE_ATTEMPTS, REMOTE_BACKOFF_S = 4, 0.5
+#: What reading a damaged or foreign Parquet file raises (ArrowInvalid is a ValueError).
+READ_ERRORS = (pa.ArrowException, OSError, ValueError)
 
 #: The partition column both tables share (it lives in the path, not in the files).
 PARTITION = pa.schema([pa.field("search", pa.string())])
@@ -146,6 +170,8 @@ class Store:
     uri: str
     fs: pafs.FileSystem
     root: str
+    #: Files already warned about through this store (a report reads a table more than once).
+    _warned: set[str] = field(default_factory=set, compare=False, repr=False)
 
     @classmethod
     def open(cls, uri: str, create: bool = False) -> Store:
@@ -219,39 +245,69 @@ class Store:
         data = data.cast(file_schema)
         self._atomic_write(f"{table}/{name}", lambda sink: pq.write_table(data, sink))
 
-    def _atomic_write(self, relative: str, write) -> None:
+    def _atomic_write(self, relative: str, write: Callable[[IO[bytes]], object]) -> None:
         final = self.path(relative)
+        if isinstance(self.fs, pafs.LocalFileSystem):
+            durable_write(final, write)
+        else:
+            retrying(lambda: self._remote_write(final, write))
+
+    def _remote_write(self, final: str, write: Callable[[IO[bytes]], object]) -> None:
+        """One attempt: put a hidden temporary, then move it over ``final``."""
         folder = final.rsplit("/", 1)[0]
         self.fs.create_dir(folder, recursive=True)
-        temporary = f"{folder}/.tmp-{uuid.uuid4().hex}"
-        with self.fs.open_output_stream(temporary) as sink:
-            write(sink)
-        self.fs.move(temporary, final)
+        temporary = f"{folder}/{TEMPORARY_PREFIX}{uuid.uuid4().hex}"
+        try:
+            with self.fs.open_output_stream(temporary) as sink:
+                write(sink)
+            self.fs.move(temporary, final)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                self.fs.delete_file(temporary)
+            raise
 
-    def dataset(self, table: str) -> ds.Dataset:
+    def dataset(self, table: str) -> TolerantDataset:
+        """A table as a dataset whose reads skip unreadable files (one warning line each)."""
+        return TolerantDataset(self, table, self._dataset(table))
+
+    def _dataset(self, table: str, files: list[str] | None = None) -> ds.Dataset:
         # imported here: pyarrow.dataset pulls in pandas, which `launch --help` does not need
         import pyarrow.dataset as ds
 
         schema = TABLES[table]
         base = self.path(table)
+        partitioning = ds.partitioning(PARTITION, flavor="hive")
+        if files is not None:
+            return ds.dataset(files, schema=schema, format="parquet", filesystem=self.fs,
+                              partitioning=partitioning, partition_base_dir=base)
         if self.fs.get_file_info(base).type != pafs.FileType.Directory:
             return ds.dataset(pa.Table.from_pylist([], schema=schema))
-        return ds.dataset(
-            base, schema=schema, format="parquet", filesystem=self.fs,
-            partitioning=ds.partitioning(PARTITION, flavor="hive"),
-        )
+        return ds.dataset(base, schema=schema, format="parquet", filesystem=self.fs, partitioning=partitioning)
+
+    def read_file(self, table: str, path: str) -> pa.Table:
+        """One Parquet file of ``table`` (a filesystem path), whole, in the declared schema;
+        raises one of :data:`READ_ERRORS` when it cannot be read or cast."""
+        return self._dataset(table, [path]).to_table().cast(TABLES[table])
 
     def read(self, table: str, search: str | None = None) -> pa.Table:
         """A whole table (optionally one search's rows), in the declared schema.
 
         Rows written by schema v1 (no variant columns) come back with :data:`V1_VARIANT`.
+        An unreadable file is skipped with a warning (see :class:`TolerantDataset`).
         """
-        dataset = self.dataset(table)
         import pyarrow.dataset as ds
 
         where = None if search is None else ds.field("search") == search
-        data = dataset.to_table(filter=where).cast(TABLES[table])
+        data = self.dataset(table).to_table(filter=where).cast(TABLES[table])
         return upgrade_v1(data) if table == "trials" else data
+
+    def warn_unreadable(self, path: str, error: BaseException | str) -> None:
+        """One warning line on stderr per unreadable file (per opened store), naming the repair."""
+        if path in self._warned:
+            return
+        self._warned.add(path)
+        print(f"orthotune: warning: skipping unreadable file {path} ({_first_line(error)}); list and quarantine "
+              f"such files with: orthotune store check --store {self.uri}", file=sys.stderr)
 
     # -- searches -----------------------------------------------------------------------
 
@@ -260,15 +316,43 @@ class Store:
         if self.fs.get_file_info(folder).type != pafs.FileType.Directory:
             return []
         infos = self.fs.get_file_info(pafs.FileSelector(folder))
+        # a file whose name is no search name is not a search record (and cannot be read as one)
         return sorted(i.base_name[:-5] for i in infos if i.base_name.endswith(".json")
-                      and not i.base_name.startswith("."))
+                      and SEARCH_NAME.match(i.base_name[:-5]))
 
     def search_meta(self, name: str) -> dict[str, Any]:
+        """A search's record; a missing or unreadable one is a one-line OrthotuneError."""
         relative = f"searches/{check_search_name(name)}.json"
         if not self.exists(relative):
             known = ", ".join(self.search_names()) or "none"
             raise OrthotuneError(f"no search {name!r} in store {self.uri!r}; searches: {known}")
-        return self.read_json(relative)
+        try:
+            meta = self.read_json(relative)
+        except (ValueError, OSError) as error:
+            raise OrthotuneError(f"search record {self.path(relative)!r} is unreadable ({_first_line(error)}); "
+                                 f"check the store with: orthotune store check --store {self.uri}") from None
+        if not isinstance(meta, dict):
+            raise OrthotuneError(f"search record {self.path(relative)!r} is not a JSON object; check the store "
+                                 f"with: orthotune store check --store {self.uri}")
+        return meta
+
+    def searches(self) -> dict[str, dict[str, Any]]:
+        """Every readable search record by name; an unreadable one is skipped with a warning."""
+        found = {}
+        for name in self.search_names():
+            relative = f"searches/{name}.json"
+            try:
+                meta = self.read_json(relative)
+            except FileNotFoundError:  # removed since listing
+                continue
+            except (ValueError, OSError) as error:
+                self.warn_unreadable(self.path(relative), error)
+                continue
+            if isinstance(meta, dict):
+                found[name] = meta
+            else:
+                self.warn_unreadable(self.path(relative), "not a JSON object")
+        return found
 
     def save_search_meta(self, name: str, meta: Mapping[str, Any]) -> None:
         self.write_json(f"searches/{check_search_name(name)}.json", dict(meta))
@@ -282,11 +366,104 @@ class Store:
             return None
         return self.path(kind, check_search_name(search)) if search is not None else self.path(kind)
 
-    def tune_path(self) -> str:
-        """Where Ray Tune keeps its experiments: a path or URI Tune's storage understands."""
-        if isinstance(self.fs, pafs.LocalFileSystem):
-            return self.path("tune")
-        return self.uri.rstrip("/") + "/tune"
+
+
+class TolerantDataset:
+    """A table's Parquet dataset whose ``to_table`` never fails on one bad file.
+
+    The whole dataset is read in one scan (the fast path); only when that fails is it read
+    file by file, skipping (with :meth:`Store.warn_unreadable`) each file that fails.
+    Other attributes are the underlying ``pyarrow.dataset.Dataset``'s.
+    """
+
+    def __init__(self, store: Store, table: str, dataset: ds.Dataset) -> None:
+        self.store, self.table, self.dataset = store, table, dataset
+
+    @property
+    def schema(self) -> pa.Schema:
+        return self.dataset.schema
+
+    @property
+    def files(self) -> list[str]:
+        return list(getattr(self.dataset, "files", []))
+
+    def to_table(self, columns: list[str] | None = None, filter: Any = None) -> pa.Table:  # noqa: A002
+        try:
+            return self.dataset.to_table(columns=columns, filter=filter)
+        except READ_ERRORS:
+            pass
+        import pyarrow.dataset as ds
+
+        # a bad column or filter is the caller's mistake, not a bad file: reading no file says so
+        empty = ds.dataset(TABLES[self.table].empty_table()).to_table(columns=columns, filter=filter)
+        parts = []
+        for path in self.files:
+            try:
+                parts.append(self.store._dataset(self.table, [path]).to_table(columns=columns, filter=filter))
+            except READ_ERRORS as error:
+                self.store.warn_unreadable(path, error)
+        return pa.concat_tables(parts) if parts else empty
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.dataset, name)
+
+
+def durable_write(final: str, write: Callable[[IO[bytes]], object]) -> None:
+    """Write a local file so that a crash leaves the old content or the new, never a torn file:
+    write a hidden temporary, flush and fsync it, ``os.replace`` it over ``final``, fsync the folder."""
+    folder = os.path.dirname(final)
+    make_folder(folder)
+    temporary = os.path.join(folder, f"{TEMPORARY_PREFIX}{uuid.uuid4().hex}")
+    try:
+        with open(temporary, "wb") as sink:
+            write(sink)
+            sink.flush()
+            os.fsync(sink.fileno())
+        os.replace(temporary, final)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
+        raise
+    fsync_folder(folder)
+
+
+def make_folder(folder: str) -> None:
+    """``mkdir -p``, fsync'ing each new folder's parent so the new entry survives a crash."""
+    if os.path.isdir(folder):
+        return
+    parent = os.path.dirname(folder)
+    if parent != folder:
+        make_folder(parent)
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(folder)
+    fsync_folder(parent)
+
+
+def fsync_folder(folder: str) -> None:
+    """Make a folder's entries (a rename, a new file) durable; a no-op where folders cannot be opened."""
+    if os.name != "posix":
+        return
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def retrying(attempt: Callable[[], Any], attempts: int = REMOTE_ATTEMPTS, backoff: float = REMOTE_BACKOFF_S) -> Any:
+    """Run ``attempt``, retrying a transient ``OSError`` with exponential backoff and jitter."""
+    for number in range(attempts):
+        try:
+            return attempt()
+        except OSError:
+            if number == attempts - 1:
+                raise
+            time.sleep(backoff * 2**number * (1 + random.random()))
+    return None
+
+
+def _first_line(error: BaseException | str) -> str:
+    return (str(error).strip().splitlines() or [type(error).__name__])[0]
 
 
 def _filesystem(uri: str) -> tuple[pafs.FileSystem, str]:

@@ -2,11 +2,15 @@
 
 from orthotune.search.training._data import (
     LOADERS,
+    NO_DATA_ROOT,
     DataRoot,
     NodeData,
+    check_dataset_files,
     load_dataset,
     load_node_data,
+    missing_files,
     normalised_adjacency,
+    required_files,
 )
 from orthotune.search.training._graph import Fold, GraphData, load_graph_data, make_folds, train_graph
 from orthotune.search.training._loop import TrainingLoop, TrainOptions, execution
@@ -16,6 +20,7 @@ from orthotune.search.training._run import TRAINERS, Trainer, run_configs, task_
 
 __all__ = [
     "LOADERS",
+    "NO_DATA_ROOT",
     "TRAINERS",
     "DataRoot",
     "Fold",
@@ -25,6 +30,7 @@ __all__ = [
     "TrainingLoop",
     "accuracy",
     "capacity",
+    "check_dataset_files",
     "execution",
     "TrainOptions",
     "choose_device",
@@ -32,9 +38,11 @@ __all__ = [
     "load_graph_data",
     "load_node_data",
     "make_folds",
+    "missing_files",
     "normalised_adjacency",
     "pack_capacity",
     "pack_key",
+    "required_files",
     "retain_freed_memory",
     "run_configs",
     "task_data",

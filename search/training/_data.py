@@ -3,8 +3,10 @@
 The data root comes from ``--data-root`` or ``ORTHOTUNE_DATA_ROOT`` and has the layout of
 ``shared/data`` (``Planetoid/``, ``WebKB/``, ``TUDataset/``, ``ogbn_arxiv/``). PyG writes
 ``processed/`` next to ``raw/``, so orthotune never hands the data root to a loader: it
-mirrors the dataset's files as symlinks into a writable cache and loads from there. With
-no data root configured, the cache itself is the root and the loaders may download.
+mirrors the dataset's files as symlinks into a writable cache and loads from there. Nothing
+is downloaded unless asked (``--download``): then the loaders fetch the missing files into
+the data root itself. With no data root set, every command fails in one line saying how to
+set one.
 """
 
 from __future__ import annotations
@@ -30,22 +32,33 @@ DATA_ROOT_ENV = "ORTHOTUNE_DATA_ROOT"
 CACHE_ENV = "ORTHOTUNE_CACHE"
 
 
+#: The one-line answer when no data root is set (the CLI's flags are named: it is what users run).
+NO_DATA_ROOT = (f"no data root is set: give --data-root DIR or set {DATA_ROOT_ENV}=DIR (a folder laid out like "
+                f"the benchmark data: Planetoid/, WebKB/, TUDataset/, ogbn_arxiv/); add --download to fetch the "
+                f"datasets into DIR")
+
+
 @dataclass(frozen=True)
 class DataRoot:
-    """Where the raw files live; ``explicit`` roots are read-only and never downloaded to."""
+    """Where the raw files live. Read-only unless ``download``: then the loaders may fetch a
+    dataset's missing files into it."""
 
     path: Path
-    explicit: bool
+    download: bool = False
 
     @classmethod
-    def resolve(cls, option: str | os.PathLike | None = None) -> DataRoot:
+    def resolve(cls, option: str | os.PathLike | None = None, download: bool = False) -> DataRoot:
+        """``option``, else ``$ORTHOTUNE_DATA_ROOT``; neither set is an error, never a download."""
         given = option if option is not None else os.environ.get(DATA_ROOT_ENV)
         if not given:
-            return cls(cache_dir() / "downloads", explicit=False)
+            raise OrthotuneError(NO_DATA_ROOT)
         path = Path(given).expanduser().resolve()
-        if not path.is_dir():
-            raise OrthotuneError(f"data root {str(given)!r} is not a directory")
-        return cls(path, explicit=True)
+        if download:
+            path.mkdir(parents=True, exist_ok=True)
+        elif not path.is_dir():
+            raise OrthotuneError(f"data root {str(given)!r} is not a directory (create it and add --download to "
+                                 f"fetch the datasets into it)")
+        return cls(path, download)
 
 
 def cache_dir() -> Path:
@@ -109,12 +122,92 @@ LOADERS.add("proteins", _tudataset("PROTEINS"))
 LOADERS.add("dd", _tudataset("DD"))
 
 
+def required_files(dataset: str, setting: str | None = None) -> list[str]:
+    """The raw files ``dataset``'s loader reads in ``setting``, relative to the data root
+    (with all of them present, PyG and OGB never download)."""
+    info = DATASETS.get(dataset)
+    setting = setting or info.default_setting
+    info.check_setting(setting)
+    return [f"{info.subdir}/{name}" for name in _FILES[info.name](setting)]
+
+
+def _planetoid_files(name: str) -> Callable[[str], list[str]]:
+    def files(setting: str) -> list[str]:
+        ind = [f"ind.{name}.{part}" for part in ("x", "tx", "allx", "y", "ty", "ally", "graph", "test.index")]
+        if setting != "full":
+            return [f"raw/{file}" for file in ind]
+        return [f"geom-gcn/raw/{file}" for file in ind + _geom_gcn_splits(name)]
+
+    return files
+
+
+def _geom_gcn_splits(name: str) -> list[str]:
+    return [f"{name}_split_0.6_0.2_{k}.npz" for k in range(10)]
+
+
+def _tu_files(name: str) -> Callable[[str], list[str]]:
+    return lambda setting: [f"raw/{name}_{part}.txt" for part in ("A", "graph_indicator", "graph_labels")]
+
+
+#: The raw files of each dataset per setting (see the data README's layout).
+_FILES: dict[str, Callable[[str], list[str]]] = {
+    **{name.lower(): _planetoid_files(name.lower()) for name in ("Cora", "CiteSeer", "PubMed")},
+    **{name: (lambda setting, name=name: [f"raw/{f}" for f in
+                                          ("out1_node_feature_label.txt", "out1_graph_edges.txt",
+                                           *_geom_gcn_splits(name))])
+       for name in ("cornell", "texas", "wisconsin")},
+    # OGB asks on stdin whether to re-download a folder without its release marker
+    "ogbn-arxiv": lambda setting: ["RELEASE_v1.txt", *(f"raw/{f}.csv.gz" for f in (
+        "edge", "node-feat", "node-label", "node_year", "num-node-list", "num-edge-list")),
+        *(f"split/time/{part}.csv.gz" for part in ("train", "valid", "test"))],
+    "proteins": _tu_files("PROTEINS"),
+    "dd": _tu_files("DD"),
+}
+
+
+def missing_files(dataset: str, setting: str | None, data_root: DataRoot) -> list[str]:
+    """The files of :func:`required_files` that ``data_root`` lacks."""
+    return [file for file in required_files(dataset, setting) if not (data_root.path / file).is_file()]
+
+
+#: Missing files named in a message, at most.
+SHOWN_FILES = 6
+
+
+def check_dataset_files(dataset: str, setting: str | None, data_root: DataRoot | str | os.PathLike | None) -> None:
+    """Make sure ``data_root`` holds ``dataset``'s raw files for ``setting``: with
+    ``download`` the loader fetches what is missing into it; otherwise a missing file raises
+    :class:`OrthotuneError` naming the files and the data root, in one line."""
+    root = data_root if isinstance(data_root, DataRoot) else DataRoot.resolve(data_root)
+    missing = missing_files(dataset, setting, root)
+    if missing and root.download:
+        _fetch(dataset, setting, root)
+        missing = missing_files(dataset, setting, root)
+    if missing:
+        shown = ", ".join(missing[:SHOWN_FILES]) + (f" and {len(missing) - SHOWN_FILES} more"
+                                                    if len(missing) > SHOWN_FILES else "")
+        hint = ("the download did not provide them" if root.download else
+                "put them there (see the data README) or add --download to fetch them into it")
+        raise OrthotuneError(f"data root {str(root.path)!r} lacks {len(missing)} file(s) of dataset "
+                             f"{DATASETS.get(dataset).name!r} ({setting or DATASETS.get(dataset).default_setting}): "
+                             f"{shown}; {hint}")
+
+
+def _fetch(dataset: str, setting: str | None, root: DataRoot) -> None:
+    """The loader itself, on the data root: it downloads the missing raw files (and writes
+    ``processed/`` there)."""
+    info = DATASETS.get(dataset)
+    with FileLock(str(root.path / f".{info.name}.lock")):
+        LOADERS.get(info.name)(root.path, setting or info.default_setting)
+
+
 def load_dataset(name: str, setting: str | None = None, data_root: DataRoot | None = None):
     """The PyG dataset object for ``name`` in ``setting``, loaded by its own loader."""
     info = DATASETS.get(name)
     setting = setting or info.default_setting
     info.check_setting(setting)
     data_root = data_root or DataRoot.resolve()
+    check_dataset_files(info.name, setting, data_root)
     root = _loader_root(info, data_root)
     with FileLock(str(root / f".{info.name}.lock")):
         return LOADERS.get(info.name)(root, setting)
@@ -122,18 +215,9 @@ def load_dataset(name: str, setting: str | None = None, data_root: DataRoot | No
 
 def _loader_root(info: DatasetInfo, data_root: DataRoot) -> Path:
     """A writable root for the loader: the data root mirrored as symlinks into the cache."""
-    if not data_root.explicit:
-        data_root.path.mkdir(parents=True, exist_ok=True)
-        return data_root.path
-    source = data_root.path / info.subdir
-    if not (source / "raw").is_dir():
-        raise OrthotuneError(
-            f"dataset {info.name!r} has no raw files at {source / 'raw'}; put them there "
-            f"(see the data README) or unset the data root to let the loader download"
-        )
     digest = hashlib.sha1(str(data_root.path).encode()).hexdigest()[:12]
     shadow = cache_dir() / "roots" / digest
-    _mirror(source, shadow / info.subdir)
+    _mirror(data_root.path / info.subdir, shadow / info.subdir)
     return shadow
 
 

@@ -35,10 +35,12 @@ TRAINERS.add("graph", Trainer(load_graph_data, train_graph))
 
 
 @lru_cache(maxsize=8)
-def task_data(dataset: str, setting: str, data_root: str | None, device: str, directed: bool = False) -> Any:
-    """The dataset ready on ``device``, loaded once per process (Ray workers are reused)."""
+def task_data(dataset: str, setting: str, data_root: str | None, device: str, directed: bool = False,
+              download: bool = False) -> Any:
+    """The dataset ready on ``device``, loaded once per process (Ray workers are reused);
+    ``download``: the loader may fetch missing raw files into the data root."""
     task = TRAINERS.get(DATASETS.get(dataset).task)
-    data = task.load(dataset, setting, DataRoot.resolve(data_root), directed)
+    data = task.load(dataset, setting, DataRoot.resolve(data_root, download), directed)
     return data.to(torch.device(device))
 
 
@@ -48,6 +50,7 @@ def run_configs(
     data_root: str | None = None,
     on_epoch: EpochCallback | None = None,
     options: TrainOptions = DEFAULT_OPTIONS,
+    download: bool = False,
 ) -> list[ConfigResult]:
     """Train configs that share a pack key as packed models on ``device``.
 
@@ -55,5 +58,5 @@ def run_configs(
     """
     first = configs[0]
     task = TRAINERS.get(DATASETS.get(first.dataset).task)
-    data = task_data(first.dataset, first.setting, data_root, str(device), first.directed)
+    data = task_data(first.dataset, first.setting, data_root, str(device), first.directed, download)
     return task.train(list(configs), data, device, on_epoch, options)

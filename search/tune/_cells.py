@@ -8,8 +8,9 @@ stop a Cora trial. So:
 - :class:`CellSearcher` wraps one inner searcher per cell, like Ray Tune's
   ``search/repeater.py`` wraps one: ``suggest`` goes round-robin over the cells that still
   have budget (``samples`` trainings each), ``on_trial_result``/``on_trial_complete`` go to
-  the cell that proposed the trial, and the whole state (inner searchers included) is saved
-  and restored with Tune's searcher checkpoints, so ``Tuner.restore`` continues each cell.
+  the cell that proposed the trial. A resumed search rebuilds each cell from the store's
+  rows (``_replay``): the stored trials are told to the cell's searcher, and count against
+  its budget. Nothing is pickled: Tune's checkpoints of this searcher are JSON summaries.
   It also answers repeats: when a cell's searcher proposes a config that cell already
   trained (finite spaces: TPE proposed one config three times in a 16-trial search), the
   searcher is told the known result under the repeat's own id and asked again; nothing
@@ -28,7 +29,7 @@ from typing import Any
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 from ray.tune.search import Searcher
 
-from orthotune.search.tune._grouping import load_state, save_state
+from orthotune.search.tune._grouping import save_summary, stored_state_refused
 
 #: How many repeats in a row one ``suggest`` answers before it decides that the cell's
 #: searcher has nothing new to propose (it keeps returning configs already trained).
@@ -135,19 +136,23 @@ class CellSearcher(Searcher):
         for repeat_id in self.waiting.pop(trial_id, []):
             self._answer(cell, repeat_id, value, error)
 
-    # -- state: Tune checkpoints the base searcher through save/restore ----------------------
+    def tell_stored(self, cell: str, inner_id: str, config: dict[str, Any], value: float | None,
+                    error: bool) -> None:
+        """A trial a previous session of this search stored: the cell's searcher proposed
+        ``config`` under ``inner_id`` (its enqueued point); it counts against the budget."""
+        self.known[cell][config_identity(config)] = (value, error)
+        self.given[cell] += 1
+        result = None if value is None else {self.metric: value}
+        self.searchers[cell].on_trial_complete(inner_id, result, error=error)
 
-    def get_state(self) -> dict[str, Any]:
-        return dict(self.__dict__)
-
-    def set_state(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
+    # -- state: Tune checkpoints searchers; orthotune resumes from the store instead ---------
 
     def save(self, checkpoint_path: str) -> None:
-        save_state(self.get_state(), checkpoint_path)
+        save_summary({"given": self.given, "finished": sorted(self.finished), "answered": self.answered,
+                      "known": {cell: len(known) for cell, known in self.known.items()}}, checkpoint_path)
 
     def restore(self, checkpoint_path: str) -> None:
-        self.set_state(load_state(checkpoint_path))
+        stored_state_refused(checkpoint_path)
 
     # -- internals ---------------------------------------------------------------------------
 
@@ -244,7 +249,7 @@ class CellScheduler(FIFOScheduler):
         return "\n".join(f"{cell}: {s.debug_string()}" for cell, s in sorted(self.schedulers.items()))
 
     def save(self, checkpoint_path: str) -> None:
-        save_state(self.__dict__, checkpoint_path)
+        save_summary({"cells": sorted(self.schedulers), "trials": len(self.cells)}, checkpoint_path)
 
     def restore(self, checkpoint_path: str) -> None:
-        self.__dict__.update(load_state(checkpoint_path))
+        stored_state_refused(checkpoint_path)

@@ -17,20 +17,21 @@ How ASHA's per-config decisions survive grouping:
   group trains on. A group ends when its last config ends.
 - **Cells.** The board's scheduler keeps one ASHA per cell (dataset, backbone, depth,
   arm), as Tune's does without packing: a config is compared only within its cell.
-- **Resuming.** Like Ray's own ASHA under ``Tuner.restore``, the board's rungs are not
-  restored; the searcher's state is (Tune checkpoints it).
+- **Resuming.** A resumed search rebuilds the inner searcher and the board's rungs from
+  the store's rows (``_replay``); nothing here is pickled.
 """
 
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Callable
 from typing import Any
 
 import ray
 from ray.tune.search import Searcher
 
-from orthotune.core import TrainConfig
+from orthotune.core import OrthotuneError, TrainConfig
 from orthotune.search.training import pack_key
 
 PackKey = Callable[[dict[str, Any]], tuple]
@@ -61,10 +62,10 @@ class PointSearcher(Searcher):
         pass
 
     def save(self, checkpoint_path: str) -> None:
-        save_state(self.__dict__, checkpoint_path)
+        save_summary({"points": len(self.points), "given": self.given}, checkpoint_path)
 
     def restore(self, checkpoint_path: str) -> None:
-        self.__dict__.update(load_state(checkpoint_path))
+        stored_state_refused(checkpoint_path)
 
 
 class GroupSearcher(Searcher):
@@ -132,25 +133,24 @@ class GroupSearcher(Searcher):
             self.inner.on_trial_complete(member_id, own, error=error or own is None)
 
     def save(self, checkpoint_path: str) -> None:
-        save_state(self.__dict__, checkpoint_path)
+        save_summary({"asked": self.asked, "buffered": len(self.buffer), "groups_running": len(self.members)},
+                     checkpoint_path)
 
     def restore(self, checkpoint_path: str) -> None:
-        self.__dict__.update(load_state(checkpoint_path))
+        stored_state_refused(checkpoint_path)
 
 
-def save_state(state: dict[str, Any], path: str) -> None:
-    """A searcher's or scheduler's state for Tune's checkpoints (cloudpickle, as Tune's own)."""
-    import cloudpickle
+def save_summary(summary: dict[str, Any], path: str) -> None:
+    """What Tune's searcher checkpoint gets from orthotune's searchers: a JSON summary (for a
+    reader), never code. A search resumes from the store's rows, not from these files."""
+    with open(path, "w") as sink:
+        json.dump(summary, sink)
 
-    with open(path, "wb") as sink:
-        cloudpickle.dump(state, sink)
 
-
-def load_state(path: str) -> dict[str, Any]:
-    import cloudpickle
-
-    with open(path, "rb") as source:
-        return cloudpickle.load(source)
+def stored_state_refused(path: str) -> None:
+    """Tune restores searchers only under ``Tuner.restore``, which orthotune never calls."""
+    raise OrthotuneError(f"orthotune resumes a search from its store rows (`orthotune launch --resume NAME`), "
+                         f"not from Ray Tune's searcher state {path!r}")
 
 
 def group_points(points: list[dict[str, Any]], group_size: int, key: PackKey = config_pack_key) -> list[dict]:
@@ -162,7 +162,7 @@ def group_points(points: list[dict[str, Any]], group_size: int, key: PackKey = c
             for i in range(0, len(group), group_size)]
 
 
-class _Member:
+class Member:
     """What Ray's ASHA reads of a trial: its id (and, for a per-cell scheduler, its cell)."""
 
     def __init__(self, trial_id: str, cell: str | None = None) -> None:
@@ -189,7 +189,7 @@ class RungBoard:
 
         verdicts = []
         for member_id, cell, epoch, objective in reports:
-            member = _Member(member_id, cell)
+            member = Member(member_id, cell)
             if member_id not in self.known:
                 self.known.add(member_id)
                 self.scheduler.on_trial_add(None, member)

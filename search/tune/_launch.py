@@ -5,14 +5,25 @@ over several cells (dataset, backbone, depth, arm) gives each cell its own searc
 ``samples`` trainings (:class:`CellSearcher`) and its own ASHA (:class:`CellScheduler`).
 Every trial is written to the store by :class:`StoreRecorder`; progress is drawn by
 :class:`SearchProgress`, TensorBoard files by :class:`TensorBoardLogger`, and each cell's
-Optuna study lives in an Optuna storage (``optuna-dashboard``). Ray Tune's own experiment
-lives in the store too (``tune/NAME``), which is what ``--resume`` restores.
+Optuna study lives in an Optuna storage (``optuna-dashboard``).
+
+A search's record (``searches/NAME.json``) says where it stands (``SearchState``): running
+(its driver holds the search's lease in the store and heartbeats), finished, interrupted
+(SIGINT or SIGTERM: the running trials stop, the finished ones are kept, and
+``launch --resume NAME`` continues) or crashed (with the reason). One driver per search:
+a second one is refused while the lease's holder lives. ``--resume`` rebuilds the search
+from the store's rows (``_replay``): nothing pickled is read, and Ray Tune's own experiment
+folder lives outside the store, in a scratch folder deleted after the session.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import shutil
+import signal
+import tempfile
+import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -20,10 +31,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from orthotune.core import ConfigError, OrthotuneError, Status, check
-from orthotune.search.store import Store, now
-from orthotune.search.training import DataRoot
-from orthotune.search.tune._cells import CellSearcher, cell_key, space_cell_key
+from orthotune.core import ConfigError, OrthotuneError, SearchCrashed, SearchInterrupted, SearchState, check
+from orthotune.search.store import Lease, Store, now
+from orthotune.search.training import DataRoot, check_dataset_files
+from orthotune.search.tune._cells import CellSearcher, space_cell_key
 from orthotune.search.tune._grouping import GroupSearcher, RungBoard, group_points
 from orthotune.search.tune._live import (
     TensorBoardLogger,
@@ -41,9 +52,24 @@ from orthotune.search.tune._options import (
     grid_search,
 )
 from orthotune.search.tune._progress import SearchProgress
-from orthotune.search.tune._recorder import StoreRecorder, member_statuses
+from orthotune.search.tune._recorder import StoreRecorder
+from orthotune.search.tune._replay import (
+    StoredTrial,
+    by_cell,
+    config_canon,
+    objective_curves,
+    remaining_points,
+    replay_points,
+    replay_rungs,
+    stored_trials,
+)
 from orthotune.search.tune._space import SearchSpace
-from orthotune.search.tune._trainable import TrialContext, member_configs, train_trial
+from orthotune.search.tune._trainable import TrialContext, error_line, train_trial
+
+log = logging.getLogger(__name__)
+
+#: Stored trials' objective curves: trial id -> [(epoch, objective)] (``objective_curves``).
+Curves = dict[str, list[tuple[int, float]]]
 
 
 @dataclass
@@ -60,43 +86,53 @@ class SearchPlan:
 def launch(options: LaunchOptions, progress: bool | str = True) -> SearchOutcome:
     """Run a new search. ``progress``: True (a bar on a terminal, plain lines elsewhere),
     ``"bar"``, ``"plain"``, or False (nothing)."""
-    _data_root(options.data_root)  # a missing data root fails here, not in every trial
+    _data_root(options.data_root, options.download, options.space)  # missing data fails here, not in every trial
     store = Store.open(options.store, create=True)
+    _refuse_taken_name(store, options)
+    with Lease.acquire(store, options.name) as lease:
+        _refuse_taken_name(store, options)  # a driver that won a race for the name wrote its record first
+        with tune_settings():
+            fits = _start_ray(options)
+            tuner, planned = _tuner(options, store, progress, options.concurrency or fits)
+            started = now().isoformat()
+            store.save_search_meta(options.name, {"options": options.to_meta(), "state": SearchState.RUNNING.value,
+                                                  "created_at": started, "session_started_at": started,
+                                                  "elapsed_s": 0.0})
+            return _fit(tuner, store, options, lease)
+
+
+def _refuse_taken_name(store: Store, options: LaunchOptions) -> None:
     if store.exists(f"searches/{options.name}.json"):
         raise OrthotuneError(f"search {options.name!r} already exists in store {options.store!r}; "
                              f"resume it with --resume {options.name} or pick another --name")
-    with tune_settings():
-        fits = _start_ray(options)
-        tuner = _tuner(options, store, progress, options.concurrency or fits)
-        started = now().isoformat()
-        store.save_search_meta(options.name, {"options": options.to_meta(), "state": "running",
-                                              "created_at": started, "session_started_at": started,
-                                              "elapsed_s": 0.0})
-        return _fit(tuner, store, options)
 
 
 def resume(store_uri: str, name: str, parse_space: Callable[[dict[str, Any]], SearchSpace],
            address: str | None = None, progress: bool | str = True) -> SearchOutcome:
-    """Continue a search whose driver died: finished trials are kept, the rest run."""
-    from ray import tune
-
+    """Continue a search whose driver stopped (interrupted, crashed or killed): its stored
+    trials are kept and replayed into its searchers and schedulers, the rest of each cell's
+    budget runs."""
     store = Store.open(store_uri)
     meta = store.search_meta(name)
+    if meta.get("state") == SearchState.FINISHED:
+        raise OrthotuneError(f"search {name!r} finished ({_counts_text(store, name)}); nothing to resume")
     options = LaunchOptions.from_meta({**meta["options"], "store": store_uri,
                                        "address": address or meta["options"].get("address")}, parse_space)
-    path = f"{store.tune_path()}/{name}"
-    if not tune.Tuner.can_restore(path):
-        raise OrthotuneError(f"search {name!r} has no Ray Tune state at {path!r} to resume from")
-    with tune_settings():
-        _start_ray(options)
-        tuner = tune.Tuner.restore(path, trainable=_trainable(options), resume_unfinished=True,
-                                   resume_errored=False, restart_errored=False)
-        elapsed = prior_elapsed(meta, store)
-        _replace_callbacks(tuner, _callbacks(options, store, progress, planned_configs(options), elapsed))
-        started = now().isoformat()
-        store.save_search_meta(name, {**meta, "state": "running", "resumed_at": started,
-                                      "session_started_at": started, "elapsed_s": elapsed})
-        return _fit(tuner, store, options)
+    _data_root(options.data_root, options.download, options.space)  # its files may have gone since
+    with Lease.acquire(store, name) as lease:
+        meta = store.search_meta(name)  # as the last holder left it
+        stored = stored_trials(store, name)
+        with tune_settings():
+            fits = _start_ray(options)
+            tuner, planned = _tuner(options, store, progress, options.concurrency or fits, stored,
+                                    prior_elapsed(meta, store))
+            started = now().isoformat()
+            store.save_search_meta(name, {**meta, "state": SearchState.RUNNING.value, "resumed_at": started,
+                                          "session_started_at": started, "elapsed_s": prior_elapsed(meta, store),
+                                          "reason": None})
+            if planned.num_samples == 0:  # every config was stored before the driver stopped
+                return _finish(store, options, meta | {"session_started_at": started})
+            return _fit(tuner, store, options, lease)
 
 
 def prior_elapsed(meta: dict[str, Any], store: Store) -> float:
@@ -104,7 +140,7 @@ def prior_elapsed(meta: dict[str, Any], store: Store) -> float:
     for one whose driver died, the time until its last stored trial."""
     elapsed = float(meta.get("elapsed_s") or 0.0)
     started = meta.get("session_started_at") or meta.get("created_at")
-    if meta.get("state") != "running" or not started:
+    if meta.get("state") != SearchState.RUNNING or not started:
         return elapsed  # the last session recorded its time when it ended
     rows = store.read("trials", search=meta["options"]["name"]).column("finished_at").to_pylist()
     last = max((t for t in rows if t is not None), default=None)
@@ -113,30 +149,130 @@ def prior_elapsed(meta: dict[str, Any], store: Store) -> float:
     return elapsed + max(0.0, (last - datetime.fromisoformat(started)).total_seconds())
 
 
-def _replace_callbacks(tuner, callbacks: list) -> None:
-    """Give a restored Tuner this session's callbacks (Tune restores the first session's,
-    pickled: an old store path, progress mode and clock). Under Ray Client the tuner runs
-    remotely and keeps the pickled ones."""
-    local = getattr(tuner, "_local_tuner", None)
-    if local is not None:
-        local.get_run_config().callbacks = callbacks
-
-
-def _fit(tuner, store: Store, options: LaunchOptions) -> SearchOutcome:
+def _fit(tuner, store: Store, options: LaunchOptions, lease: Lease) -> SearchOutcome:
+    """Run the Tuner under the search's lease; record how the session ended."""
     meta = store.search_meta(options.name)
+    lease.start_heartbeat()
+    with stop_on_signals() as received, _quiet_tune_errors():
+        try:
+            tuner.fit()
+        except KeyboardInterrupt:  # a second signal, or one before Tune could stop gracefully
+            received.append(received[0] if received else signal.SIGINT)
+        except Exception as error:
+            reason = crash_reason(error)
+            _record(store, options.name, meta, SearchState.CRASHED, reason=reason)
+            raise SearchCrashed(f"search {options.name!r} crashed: {reason}; {_counts_text(store, options.name)} "
+                                f"stored; once the cause is fixed, continue it with: orthotune launch --resume "
+                                f"{options.name} --store {options.store}") from error
+    if received:
+        return _interrupted(store, options, meta, received[0])
+    return _finish(store, options, meta)
+
+
+def _finish(store: Store, options: LaunchOptions, meta: dict[str, Any]) -> SearchOutcome:
+    outcome = outcome_from_store(store, options.name)
+    _record(store, options.name, meta, SearchState.FINISHED, finished_at=now().isoformat(), counts=outcome.counts)
+    return outcome
+
+
+def _interrupted(store: Store, options: LaunchOptions, meta: dict[str, Any], signum: int) -> SearchOutcome:
+    """Record the interruption (counts from the store) and raise it with the resume command."""
+    outcome = outcome_from_store(store, options.name)
+    name = signal.Signals(signum).name
+    _record(store, options.name, meta, SearchState.INTERRUPTED, interrupted_at=now().isoformat(),
+            counts=outcome.counts, reason=f"{name} received")
+    planned = planned_configs(options)
+    raise SearchInterrupted(
+        f"search {options.name!r} interrupted by {name}: {_counts_text(store, options.name)} of {planned} "
+        f"configs stored; continue it with: orthotune launch --resume {options.name} --store {options.store}",
+        signum)
+
+
+def _record(store: Store, name: str, meta: dict[str, Any], state: SearchState, **extra: Any) -> None:
+    """The search's record at the end of a session: its state and the time it has run."""
     started = datetime.fromisoformat(meta.get("session_started_at") or now().isoformat())
+    ran = (now() - started).total_seconds()
+    store.save_search_meta(name, {**meta, "state": state.value,
+                                  "elapsed_s": float(meta.get("elapsed_s") or 0.0) + ran, **extra})
 
-    def ended(state: str, **extra: Any) -> dict[str, Any]:
-        ran = (now() - started).total_seconds()
-        return {**meta, "state": state, "elapsed_s": float(meta.get("elapsed_s") or 0.0) + ran, **extra}
 
+def _counts_text(store: Store, name: str) -> str:
+    counts = Counter(t.status.value for t in stored_trials(store, name))
+    parts = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+    total = sum(counts.values())
+    return f"{total} trial{'' if total == 1 else 's'}" + (f" ({parts})" if parts else "")
+
+
+@contextmanager
+def _quiet_tune_errors() -> Iterator[None]:
+    """Ray Tune logs each trial's error and its own failures with tracebacks on stderr; here
+    every trial's failure is stored with its reason and the driver's ends as one line, so
+    those logs stay off (``ORTHOTUNE_DEBUG=1`` keeps them)."""
+    if os.environ.get("ORTHOTUNE_DEBUG", "") not in ("", "0"):
+        yield
+        return
+    tune_log = logging.getLogger("ray.tune")
+    level = tune_log.level
+    tune_log.setLevel(logging.CRITICAL)
     try:
-        grid = tuner.fit()
-    except KeyboardInterrupt:
-        store.save_search_meta(options.name, ended("interrupted"))
-        raise
-    outcome = _outcome(options.name, grid)
-    store.save_search_meta(options.name, ended("finished", finished_at=now().isoformat(), counts=outcome.counts))
+        yield
+    finally:
+        tune_log.setLevel(level)
+
+
+def crash_reason(error: BaseException) -> str:
+    """One line for why the driver failed: the innermost cause, and where Ray Tune wraps a
+    formatted traceback in its own error, that traceback's last line."""
+    while error.__cause__ is not None:
+        error = error.__cause__
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    if lines and lines[0].startswith("Traceback"):
+        return lines[-1][:500]
+    return error_line(error)
+
+
+@contextmanager
+def stop_on_signals() -> Iterator[list[int]]:
+    """SIGINT and SIGTERM end the search gracefully: running trials stop, finished ones are
+    kept, and the caller sees which signal came (the yielded list). Ray Tune's own graceful
+    stop is its SIGUSR1 handler, which this triggers; a second signal stops at once
+    (KeyboardInterrupt). Only the main thread can take signals; elsewhere nothing changes."""
+    received: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield received
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        first = not received
+        received.append(signum)
+        tune_stop = signal.getsignal(signal.SIGUSR1)
+        if first and callable(tune_stop):  # Tune's loop is running: let it stop and save
+            tune_stop(signum, frame)
+        else:
+            raise KeyboardInterrupt
+
+    previous = {number: signal.signal(number, handler) for number in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield received
+    finally:
+        for number, old in previous.items():
+            signal.signal(number, old)
+
+
+def outcome_from_store(store: Store, name: str) -> SearchOutcome:
+    """Counts by status and each cell's validation-best config, read from the store (the
+    record; a resumed search's earlier sessions included). Failed configs are never best."""
+    trials = stored_trials(store, name)
+    counts = Counter(t.status.value for t in trials)
+    best: dict[str, tuple[float, dict[str, Any]]] = {}
+    for trial in trials:
+        if trial.failed:
+            continue
+        if trial.cell not in best or trial.objective > best[trial.cell][0]:
+            best[trial.cell] = (trial.objective, {**trial.config, "trial_id": trial.trial_id})
+    outcome = SearchOutcome(name, dict(counts), best_by_cell=dict(sorted(best.items())))
+    if best:
+        outcome.best_objective, outcome.best_config = max(best.values(), key=lambda entry: entry[0])
     return outcome
 
 
@@ -154,59 +290,130 @@ def _callbacks(options: LaunchOptions, store: Store, progress: bool | str, confi
     return callbacks
 
 
-def _tuner(options: LaunchOptions, store: Store, progress: bool | str, concurrency: int):
+def _tuner(options: LaunchOptions, store: Store, progress: bool | str, concurrency: int,
+           stored: list[StoredTrial] | None = None, elapsed_before: float = 0.0):
+    """The Tuner of a session; ``stored``: the trials earlier sessions stored (``--resume``)."""
     from ray import tune
 
+    stored = stored or []
     storage = None
     if options.searcher != "grid":  # the grid has no Optuna study
-        storage = optuna_storage(optuna_storage_location(options.optuna_storage, store, options.name))
-    planned = plan(options, storage)
-    callbacks = _callbacks(options, store, progress, planned.configs)
-    return tune.Tuner(
-        _trainable(options),
+        location = optuna_storage_location(options.optuna_storage, store, options.name)
+        storage = optuna_storage(location)
+        if stored:
+            _drop_studies(storage, options)  # rebuilt from the rows, not doubled
+    curves = objective_curves(store, options.name, stored, options.report_every) \
+        if stored and options.scheduler == "asha" else None
+    planned = plan(options, storage, stored, curves)
+    callbacks = _callbacks(options, store, progress, planned.configs, elapsed_before)
+    tuner = tune.Tuner(
+        _trainable(options, stored, curves),
         tune_config=tune.TuneConfig(
-            search_alg=planned.search_alg, scheduler=planned.scheduler, num_samples=planned.num_samples,
+            search_alg=planned.search_alg, scheduler=planned.scheduler, num_samples=max(1, planned.num_samples),
             max_concurrent_trials=concurrency,
             reuse_actors=True,  # a fresh worker spends seconds importing torch and PyG
         ),
         run_config=tune.RunConfig(
-            name=options.name, storage_path=store.tune_path(), callbacks=callbacks, verbose=0,
-            failure_config=tune.FailureConfig(max_failures=0),
+            name=options.name, storage_path=_scratch_folder(), callbacks=callbacks, verbose=0,
+            # a trial whose worker died (SIGKILL, node lost) trains again; a trial that raises
+            # does not reach Tune (it is stored as failed, see train_trial)
+            failure_config=tune.FailureConfig(max_failures=options.retries),
             checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
         ),
     )
+    return tuner, planned
 
 
-def plan(options: LaunchOptions, storage: Any = None) -> SearchPlan:
+def _drop_studies(storage: Any, options: LaunchOptions) -> None:
+    """A resumed search's Optuna studies are replayed from the store's rows: the previous
+    session's studies (with its trials left running when the driver died) go first."""
+    if storage is None:
+        return
+    import optuna
+
+    for cell in options.space.cells():
+        try:
+            optuna.delete_study(study_name=f"{options.name}/{space_cell_key(cell)}", storage=storage)
+        except KeyError:
+            pass
+
+
+_SCRATCH: list[str] = []
+
+
+def _scratch_folder() -> str:
+    """Where Ray Tune keeps its experiment state for this session: outside the store (Tune
+    pickles its trials and searchers there, and orthotune resumes from rows), and deleted
+    when the driver exits."""
+    folder = tempfile.mkdtemp(prefix="orthotune-tune-")
+    if not _SCRATCH:
+        import atexit
+
+        atexit.register(lambda: [shutil.rmtree(path, ignore_errors=True) for path in _SCRATCH])
+    _SCRATCH.append(folder)
+    return folder
+
+
+def plan(options: LaunchOptions, storage: Any = None, stored: list[StoredTrial] | None = None,
+         curves: Curves | None = None) -> SearchPlan:
     """Search algorithm, Tune-level scheduler and number of Tune trials.
 
     Sampled searches get one searcher per cell (``samples`` trainings each); ``storage`` is
     the Optuna storage their studies are written to (one study per cell, named
     ``SEARCH/cell``). With several configs per trial (a trial group, trained as one packed
     model), Tune runs the groups FIFO and ASHA decides per config on the rung board (one
-    ASHA per cell there too).
+    ASHA per cell there too). ``stored``: trials an earlier session of the search stored,
+    replayed into the searchers (and, with their ``curves``, into ASHA), never trained again.
     """
-    space, group = options.space, options.configs_per_trial
+    space, group, stored = options.space, options.configs_per_trial, stored or []
     if options.searcher == "grid":
         points = list(options.points) if options.points is not None else space.grid()
+        points = remaining_points(points, stored)
         if group == 1:
-            return SearchPlan(grid_search(points), SCHEDULERS.get(options.scheduler)(space), len(points), len(points))
+            scheduler = _replayed(SCHEDULERS.get(options.scheduler)(space), stored, curves)
+            return SearchPlan(grid_search(points), scheduler, len(points), len(points))
         groups = group_points(points, group)
         return SearchPlan(grid_search(groups), SCHEDULERS.get("fifo")(space), len(groups), len(points))
     cells = space.cells()
     samples = options.samples or space.samples
     make = SEARCHERS.get(options.searcher)
+    mine = by_cell(stored)
     searchers = {space_cell_key(cell): make(cell, options.seed + index, storage=storage,
-                                            study_name=f"{options.name}/{space_cell_key(cell)}")
+                                            study_name=f"{options.name}/{space_cell_key(cell)}",
+                                            replay=replay_points(mine.get(space_cell_key(cell), [])))
                  for index, cell in enumerate(cells)}
     sizes = {space_cell_key(cell): _grid_size(cell) for cell in cells}
     searcher = CellSearcher(searchers, samples, sizes, metric=OBJECTIVE, mode="max")
-    total = samples * len(cells)  # Tune's bound; the searcher finishes spent cells earlier
-    configs = planned_configs(options)
+    for cell, trials in mine.items():
+        if cell in searchers:
+            _replay_cell(searcher, cell, trials)
+    configs = max(0, planned_configs(options) - len(stored))
     if group == 1:
-        return SearchPlan(searcher, SCHEDULERS.get(options.scheduler)(space), total, configs)
-    grouped = GroupSearcher(searcher, group, total, metric=OBJECTIVE, mode="max")
-    return SearchPlan(grouped, SCHEDULERS.get("fifo")(space), total, configs)
+        scheduler = _replayed(SCHEDULERS.get(options.scheduler)(space), stored, curves)
+        return SearchPlan(searcher, scheduler, configs, configs)
+    grouped = GroupSearcher(searcher, group, configs, metric=OBJECTIVE, mode="max")
+    return SearchPlan(grouped, SCHEDULERS.get("fifo")(space), configs, configs)
+
+
+def _replay_cell(searcher: CellSearcher, cell: str, trials: list[StoredTrial]) -> None:
+    """Ask the cell's searcher for its enqueued stored points and tell it their results."""
+    for trial in trials:
+        inner_id = f"stored-{trial.trial_id}"
+        config = searcher.searchers[cell].suggest(inner_id)
+        if not isinstance(config, dict):
+            raise OrthotuneError(f"cannot resume: the searcher of cell {cell} did not take back stored trial "
+                                 f"{trial.trial_id}")
+        if config_canon(config) != config_canon(trial.config):
+            log.warning("stored trial %s of cell %s is not a config of the search's space; its result is told "
+                        "to the searcher for the config it proposed in its place", trial.trial_id, cell)
+        searcher.tell_stored(cell, inner_id, config, trial.objective, trial.failed)
+
+
+def _replayed(scheduler: Any, stored: list[StoredTrial], curves: Curves | None) -> Any:
+    """A per-cell scheduler (ASHA) given the stored trials' reports (their rungs)."""
+    if stored and curves and hasattr(scheduler, "schedulers"):  # a CellScheduler, not FIFO
+        replay_rungs(scheduler, stored, curves)
+    return scheduler
 
 
 def planned_configs(options: LaunchOptions) -> int:
@@ -226,24 +433,27 @@ def _grid_size(cell: SearchSpace) -> int | None:
         return None
 
 
-def _trainable(options: LaunchOptions):
+def _trainable(options: LaunchOptions, stored: list[StoredTrial] | None = None, curves: Curves | None = None):
     from ray import tune
 
     threads = max(1, int(options.cpus_per_trial))
     board = None
     if options.configs_per_trial > 1 and options.scheduler == "asha":  # one ASHA per cell, on the board
-        board = RungBoard.remote(SCHEDULERS.get("asha")(options.space))
-    context = TrialContext(_data_root(options.data_root), options.report_every, threads, rung_board=board)
+        board = RungBoard.remote(_replayed(SCHEDULERS.get("asha")(options.space), stored or [], curves))
+    context = TrialContext(_data_root(options.data_root, options.download), options.report_every, threads,
+                           rung_board=board, download=options.download)
     resources = {"cpu": options.cpus_per_trial, "gpu": options.gpus_per_trial}
     return tune.with_resources(tune.with_parameters(train_trial, context=context), resources)
 
 
 #: Settings Ray Tune reads only from the environment (it has no API for them): our progress
 #: display replaces Tune's tables; the store and our TensorBoard logger replace Tune's own
-#: JSON/CSV/TBX loggers; Tune saves its experiment state every 5 s (how much a killed driver
-#: replays). Set only while a search runs (a value the user set wins), then restored.
+#: JSON/CSV/TBX loggers; Tune's experiment state is never read back (a search resumes from
+#: the store), so it is saved rarely; SIGINT is ours (:func:`stop_on_signals`, which hands
+#: it to Tune's graceful stop and records the interruption). Set only while a search runs
+#: (a value the user set wins), then restored.
 TUNE_SETTINGS = {"RAY_AIR_NEW_OUTPUT": "0", "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "1",
-                 "TUNE_GLOBAL_CHECKPOINT_S": "5"}
+                 "TUNE_GLOBAL_CHECKPOINT_S": "300", "TUNE_DISABLE_SIGINT_HANDLER": "1"}
 
 
 @contextmanager
@@ -271,14 +481,18 @@ def _start_ray(options: LaunchOptions) -> int:
     """
     import ray
 
+    from orthotune.search.tune._local_ray import local_ray_options, loopback_ray, starts_local_ray
+
     # Without Tune's JSON/CSV loggers (the store is the record) its result grid warns once
     # per trial that it found no metrics files: thousands of lines for a large search.
     logging.getLogger("ray.tune.analysis.experiment_analysis").setLevel(logging.ERROR)
-    if not ray.is_initialized() and options.address:
+    if not ray.is_initialized() and not starts_local_ray(options.address):
+        # a cluster: --address, or $RAY_ADDRESS (a Ray job's driver on the head node)
         ray.init(address=options.address, log_to_driver=False)
     elif not ray.is_initialized():
-        ray.init(include_dashboard=False, dashboard_host="127.0.0.1", log_to_driver=False,
-                 configure_logging=True, logging_level="ERROR")
+        with loopback_ray():  # every Ray server and worker listens on 127.0.0.1 only
+            ray.init(**local_ray_options(), log_to_driver=False, configure_logging=True,
+                     logging_level="ERROR")
     resources = ray.cluster_resources()
     if options.gpus_per_trial and not resources.get("GPU"):
         raise OrthotuneError(f"gpus_per_trial={options.gpus_per_trial} but the Ray cluster has no GPU")
@@ -288,27 +502,13 @@ def _start_ray(options: LaunchOptions) -> int:
     return max(1, fits)
 
 
-def _data_root(option: str | None) -> str | None:
-    """The data root the workers read (absolute), or None to let their loaders download."""
-    root = DataRoot.resolve(option)
-    return str(root.path) if root.explicit else None
-
-
-def _outcome(name: str, grid) -> SearchOutcome:
-    """Counts by status and the best config per cell, per config (trial groups unpacked), as Ray
-    Tune saw them; failed configs are never best."""
-    counts: Counter = Counter()
-    best: dict[str, tuple[float, dict[str, Any]]] = {}
-    for result in grid:
-        members = member_configs(result.config)
-        last = result.metrics or {}
-        statuses = member_statuses(last, result.error is not None, len(members))
-        counts.update(statuses)
-        for config, status, objective in zip(members, statuses, last.get("member_val_acc") or []):
-            cell = cell_key(config)
-            if status != Status.FAILED and (cell not in best or objective > best[cell][0]):
-                best[cell] = (objective, config)
-    outcome = SearchOutcome(name, dict(counts), best_by_cell=dict(sorted(best.items())))
-    if best:
-        outcome.best_objective, outcome.best_config = max(best.values(), key=lambda entry: entry[0])
-    return outcome
+def _data_root(option: str | None, download: bool = False, space: SearchSpace | None = None) -> str:
+    """The data root the workers read (absolute). With ``space``, every dataset of its cells
+    must have its files there (with ``download``, they are fetched into it first): a
+    missing file fails the search before Ray starts, in one line."""
+    root = DataRoot.resolve(option, download)
+    if space is not None:
+        setting = space.to_dict().get("setting")  # None: each dataset's default
+        for dataset in dict.fromkeys(d for cell in space.cells() for d in cell.datasets):
+            check_dataset_files(dataset, setting, root)
+    return str(root.path)

@@ -5,7 +5,7 @@ launch options and the outcome. The heavy machinery lives in ``_launch``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -21,24 +21,28 @@ MODES = ("auto", "bar", "plain")
 OBJECTIVE = "val_acc"
 TIME_ATTR = "epoch"
 
-#: A searcher factory: ``(space, seed, storage=None, study_name=None)`` -> a Tune searcher
-#: over ``space`` (one cell's, in per-cell searches); ``storage`` is an Optuna storage.
+#: A searcher factory: ``(space, seed, storage=None, study_name=None, replay=())`` -> a Tune
+#: searcher over ``space`` (one cell's, in per-cell searches); ``storage`` is an Optuna
+#: storage; ``replay`` the configs a previous session stored (proposed first, in order).
 SEARCHERS: Registry[Callable[..., Any]] = Registry("search algorithm")
 SCHEDULERS: Registry[Callable[[SearchSpace], Any]] = Registry("scheduler")
 
 
 @SEARCHERS.register("optuna")
-def _optuna(space: SearchSpace, seed: int, storage: Any = None, study_name: str | None = None):
-    return _optuna_search(space, "TPESampler", storage, study_name, seed=seed)
+def _optuna(space: SearchSpace, seed: int, storage: Any = None, study_name: str | None = None,
+            replay: Sequence[dict[str, Any]] = ()):
+    return _optuna_search(space, "TPESampler", storage, study_name, replay, seed=seed)
 
 
 @SEARCHERS.register("random")
-def _random(space: SearchSpace, seed: int, storage: Any = None, study_name: str | None = None):
-    return _optuna_search(space, "RandomSampler", storage, study_name, seed=seed)
+def _random(space: SearchSpace, seed: int, storage: Any = None, study_name: str | None = None,
+            replay: Sequence[dict[str, Any]] = ()):
+    return _optuna_search(space, "RandomSampler", storage, study_name, replay, seed=seed)
 
 
 @SEARCHERS.register("grid")
-def _grid(space: SearchSpace, seed: int, storage: Any = None, study_name: str | None = None):
+def _grid(space: SearchSpace, seed: int, storage: Any = None, study_name: str | None = None,
+          replay: Sequence[dict[str, Any]] = ()):
     return grid_search(space.grid())
 
 
@@ -48,16 +52,21 @@ def grid_search(points: list[dict[str, Any]]):
     return PointSearcher(points, metric=OBJECTIVE, mode="max")
 
 
-def _optuna_search(space: SearchSpace, sampler: str, storage: Any, study_name: str | None, **kwargs):
+def _optuna_search(space: SearchSpace, sampler: str, storage: Any, study_name: str | None,
+                   replay: Sequence[dict[str, Any]], **kwargs):
+    """Ray's OptunaSearch over a cell. ``replay``: the configs a previous session of the search
+    stored, enqueued first (``_replay`` asks for and tells each), so the study continues."""
     import optuna
     from ray.tune.search.optuna import OptunaSearch
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     # each cell starts from orthotune's defaults (one trial of its budget), whichever arm
     default = space.default_point()
+    tried = any(all(point.get(k) == v for k, v in default.items()) for point in replay)
+    points = [*replay, *([default] if default and not tried else [])]
     return OptunaSearch(space=space.define_by_run, metric=OBJECTIVE, mode="max", storage=storage,
                         study_name=study_name, sampler=getattr(optuna.samplers, sampler)(**kwargs),
-                        points_to_evaluate=[default] if default else None)
+                        points_to_evaluate=points or None)
 
 
 @SCHEDULERS.register("asha")
@@ -117,6 +126,10 @@ class LaunchOptions:
     # a local store (<store>/optuna/NAME.journal), an RDB URL, a journal file path, or "off"
     optuna_storage: str | None = None
     tensorboard: bool = True  # TensorBoard event files per config under <store>/tensorboard/NAME
+    download: bool = False  # fetch datasets missing from data_root into it (never without asking)
+    # times Ray Tune restarts a trial whose worker died (killed, node lost); a trial that
+    # raises is stored as failed at once instead (its error would only repeat)
+    retries: int = 2
 
     def __post_init__(self) -> None:
         check_search_name(self.name)
@@ -137,6 +150,9 @@ class LaunchOptions:
         check(self.optuna_storage is None or (isinstance(self.optuna_storage, str) and self.optuna_storage),
               f"optuna_storage={self.optuna_storage!r} must be an RDB URL, a journal file path or {NO_STORAGE!r}")
         check(isinstance(self.tensorboard, bool), f"tensorboard={self.tensorboard!r} must be true or false")
+        check(isinstance(self.download, bool), f"download={self.download!r} must be true or false")
+        check(isinstance(self.retries, int) and 0 <= self.retries <= 100,
+              f"retries={self.retries!r} must be an integer from 0 to 100")
         if self.scheduler == "asha":  # Ray's ASHA asserts on this; say it in one line instead
             shortest = min(cell.max_epochs() for cell in self.space.cells())
             check(self.space.grace_period <= shortest,

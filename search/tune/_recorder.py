@@ -4,7 +4,7 @@ A trial's rows are written once it ends, whatever the ending: ``completed`` (it 
 its own end: max epochs or patience), ``stopped`` (ASHA stopped it: its row holds what it
 had reached) or ``failed`` (a non-finite loss or weight, or an error in the trial). The
 per-epoch history is collected from the reports, keyed by (config, repeat, epoch), so a
-report replayed after ``Tuner.restore`` overwrites instead of duplicating; the file names
+report of an attempt Tune retried (its worker died) overwrites instead of duplicating; the file names
 are keyed by trial id, so a trial written twice replaces its files.
 """
 
@@ -50,6 +50,11 @@ class StoreRecorder(Callback):
     def on_trial_error(self, iteration, trials, trial, **info) -> None:
         self._write(trial, error=_error_line(trial))
 
+    def on_trial_recover(self, iteration, trials, trial, **info) -> None:
+        """Tune restarts a trial whose worker died (FailureConfig): it trains again from its
+        first epoch, so the history of the lost attempt goes."""
+        self._history.pop(trial.trial_id, None)
+
     def _write(self, trial, error: str | None) -> None:
         history = self._history.pop(trial.trial_id, {})
         members = member_configs(trial.config)
@@ -93,9 +98,16 @@ def _partial_result(config: TrainConfig, runs_so_far: list[dict[str, Any]], seco
 
 
 def _error_line(trial) -> str:
-    error = trial.get_pickled_error() or trial.get_error()
-    text = str(error).strip().splitlines() if error is not None else []
-    return text[-1][:500] if text else "the trial raised an error"
+    """Why Tune gave up on a trial, in one line (its worker died, or Ray failed under it).
+
+    Reading the error back can itself fail (the file of a worker killed mid-write), which
+    must not take the search down with it."""
+    try:
+        error = trial.get_pickled_error() or trial.get_error()
+    except Exception as reading:  # noqa: BLE001
+        return f"the trial's worker failed; its error could not be read ({type(reading).__name__})"
+    text = [line for line in str(error).strip().splitlines() if line.strip()] if error is not None else []
+    return text[-1].strip()[:500] if text else "the trial's worker failed"
 
 
 def trial_statuses(trial) -> list[Status] | None:

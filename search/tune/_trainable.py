@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from ray import tune
 
-from orthotune.core import ConfigResult, EpochReport, Status, TrainConfig
+from orthotune.core import ConfigResult, EpochReport, RunResult, Status, TrainConfig
 from orthotune.search.training import TrainOptions, choose_device, retain_freed_memory, run_configs
 from orthotune.search.tune._cells import cell_key
 from orthotune.search.tune._options import OBJECTIVE, TIME_ATTR
@@ -32,6 +32,7 @@ class TrialContext:
     threads: int = 1
     device: str | None = None
     rung_board: Any = None  # a RungBoard actor: ASHA per config inside packs
+    download: bool = False  # the loaders may fetch missing files into data_root (--download)
 
 
 def member_configs(config: dict[str, Any]) -> list[dict[str, Any]]:
@@ -52,8 +53,27 @@ def train_trial(config: dict[str, Any], context: TrialContext) -> None:
     # The callback runs at the report cadence; each call carries every epoch since the last,
     # and the per-layer gradient norms of the report epochs (the epochs table, Figure 1(b, c)).
     options = TrainOptions(report_every=context.report_every, grad_norms_every=context.report_every)
-    results = run_configs(configs, choose_device(context.device), context.data_root, reporter, options)
+    try:
+        results = run_configs(configs, choose_device(context.device), context.data_root, reporter, options,
+                              context.download)
+    except Exception as error:  # noqa: BLE001  (any error of this trial is this trial's failure)
+        # Stored as failed with its reason, and the search goes on. Raising would make Tune
+        # retry it (its FailureConfig is for dead workers: an error would only repeat) and
+        # lose the reason. Tune's own stop (SystemExit) and Ctrl-C pass through.
+        results = failed_results(configs, error_line(error))
     tune.report(reporter.final_metrics(results))
+
+
+def error_line(error: BaseException) -> str:
+    """One line for the store: the exception's type and the first line of its message."""
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0] if text else ''}".rstrip(": ")[:500]
+
+
+def failed_results(configs: list[TrainConfig], reason: str) -> list[ConfigResult]:
+    """Every repeat of every config failed for ``reason`` (nothing was selected)."""
+    return [ConfigResult(config, [RunResult(split, seed, status=Status.FAILED, reason=reason)
+                                  for split, seed in config.runs()], 0.0, 0.0) for config in configs]
 
 
 def member_trial_id(tune_trial_id: str, member: int, members: int) -> str:

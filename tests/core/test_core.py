@@ -8,16 +8,21 @@ import pytest
 
 from orthotune.core import (
     DATASETS,
+    MAX_DEPTH,
+    MAX_HIDDEN,
     PROFILES,
     ConfigError,
     Group,
     OrthoSettings,
+    OrthotuneError,
     Status,
     TrainConfig,
     by_group,
+    check_memory,
     declared,
     defaults_for,
     mean,
+    memory_estimate,
     std,
 )
 
@@ -48,6 +53,10 @@ def test_ortho_fields_are_declared_once_and_shared():
     ({"backbone": "gat"}, "unknown backbone 'gat'; valid: gcn, jknet, gcnii"),
     ({"backbone": "gunet"}, "does not apply to node-classification dataset cora"),
     ({"setting": "cv10"}, "setting 'cv10' is not available for cora"),
+    ({"depth": 10000}, "depth=10000 must be an integer in [2, 1024]"),
+    ({"hidden": 10**6}, "hidden=1000000 must be an integer in [1, 4096]"),
+    ({"backbone": 5}, "backbone=5 must be a string"),
+    ({"lr": float("inf")}, "lr=inf must be a number > 0"),
 ])
 def test_a_broken_rule_names_the_value_and_the_rule(values, message):
     with pytest.raises(ConfigError) as error:
@@ -93,3 +102,42 @@ def test_status_ranks_failure_over_stopping_over_completion():
 def test_mean_and_std_give_nan_rather_than_raising():
     assert math.isnan(std([0.5, math.nan])) and math.isnan(std([])) and math.isnan(mean([]))
     assert std([0.5, 0.7]) == pytest.approx(0.1) and std([0.5]) == 0.0
+
+
+def test_the_static_caps_are_16_times_the_papers_largest_models():
+    assert (MAX_DEPTH, MAX_HIDDEN) == (16 * 64, 16 * 256)
+    TrainConfig(dataset="cora", depth=MAX_DEPTH, hidden=MAX_HIDDEN)  # the caps themselves are valid
+
+
+def test_unknown_keys_of_mixed_types_and_unhashable_profiles_are_one_line_errors():
+    with pytest.raises(ConfigError, match="unknown config key 1"):
+        TrainConfig.from_dict({"dataset": "cora", 1: 2, "colour": 3})
+    with pytest.raises(ConfigError, match=r"unknown profile \['x'\]"):
+        TrainConfig.from_dict({"dataset": "cora", "profile": ["x"]})
+
+
+def test_memory_estimate_grows_with_depth_width_and_newton_steps():
+    small = memory_estimate(TrainConfig(dataset="cora", depth=2, hidden=64))
+    # peak resident sizes measured above the process's baseline (GiB; CPU, Cora, one split,
+    # 2 epochs): the estimate is near them and not above, so no config that runs is refused
+    assert small.total < 2**30
+    measured = {(64, 256, False): 1.04, (64, 256, True): 1.69, (16, 2048, False): 3.9, (16, 2048, True): 8.5}
+    for (depth, hidden, ortho), gib in measured.items():
+        estimate = memory_estimate(TrainConfig(dataset="cora", depth=depth, hidden=hidden, ortho=ortho)).total
+        assert 0.6 * gib < estimate / 2**30 <= 1.1 * gib, (depth, hidden, ortho, estimate / 2**30)
+    deeper = memory_estimate(TrainConfig(dataset="cora", depth=4, hidden=64))
+    more_t = memory_estimate(TrainConfig(dataset="cora", depth=2, hidden=64, T=8))
+    assert deeper.total > small.total and more_t.parameters > small.parameters
+    assert memory_estimate(TrainConfig(dataset="cora", depth=2, hidden=64, ortho=False)).parameters < small.parameters
+    graphs = memory_estimate(TrainConfig(dataset="dd", depth=3))
+    assert graphs.nodes == DATASETS.get("dd").nodes * 32  # a mini-batch of graphs
+
+
+def test_check_memory_states_the_estimate_and_the_limit_in_one_line():
+    config = TrainConfig(dataset="pubmed", depth=1024, hidden=4096)
+    check_memory(TrainConfig(dataset="cora"), available=2**30)
+    with pytest.raises(OrthotuneError) as error:
+        check_memory(config, available=8 * 2**30)
+    message = str(error.value)
+    assert "depth=1024 hidden=4096 on pubmed needs about" in message and "more than the 8.0 GiB" in message
+    assert "19717 nodes x 4096 x 1026 layers" in message and "\n" not in message

@@ -114,3 +114,40 @@ def test_each_cell_names_its_default_point_where_the_space_can_take_it():
                           "train": {"lr": {"low": 0.001, "high": 0.1, "log": True}}})
     (ortho,) = [c for c in narrow.cells() if c.ortho is not None]
     assert ortho.default_point() == {"lr": 0.01}  # T 4 and beta 0.4 lie off these values
+
+
+@pytest.mark.parametrize("content, message", [
+    (bytes(range(256)), "not UTF-8 text (invalid start byte at byte 128)"),
+    ("datasets: [café]\n".encode("latin-1"), "not UTF-8 text"),
+    (b"- cora\n", "expected a mapping of keys (datasets, backbones, depths, ...), got a list"),
+    (b"", "got nothing (the file is empty)"),
+    (b"datasets: [cora]\nbackbones: [gcn]\ndepths: [2]\n1: 2\nx: 3\n", "space: unknown key 1"),
+    (b"datasets: [cora]\nbackbones: [gcn]\ndepths: [2]\ntrain: {lr: {low: 1, high: 2, 3: 4}}\n",
+     "unknown range key 3"),
+])
+def test_unreadable_space_files_are_config_errors_naming_the_file(tmp_path, content, message):
+    from orthotune.spaces import load_space_file
+
+    path = tmp_path / "space.yaml"
+    path.write_bytes(content)
+    with pytest.raises(ConfigError) as error:
+        load_space_file(path)
+    assert message in str(error.value) and "\n" not in str(error.value)
+
+
+def test_a_folder_is_not_a_space_file(tmp_path):
+    from orthotune.core import OrthotuneError
+    from orthotune.spaces import load_space_file
+
+    with pytest.raises(OrthotuneError, match="is not a file"):
+        load_space_file(tmp_path)
+
+
+def test_largest_configs_take_each_cells_widest_values():
+    space = parse_space({"datasets": ["cora"], "backbones": ["gcn"], "depths": [2, 8],
+                         "ortho": {"T": {"low": 1, "high": 6}}, "train": {"hidden": [16, 128, 32]}})
+    configs = space.largest_configs()
+    assert [(c.depth, c.ortho, c.hidden) for c in configs] == [(2, False, 128), (2, True, 128), (8, False, 128),
+                                                                (8, True, 128)]
+    assert [c.T for c in configs if c.ortho] == [6, 6]
+    assert resolve_space("paper-semi").largest_configs()[-1].depth == 64

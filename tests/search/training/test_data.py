@@ -1,8 +1,16 @@
 import pytest
 import torch
 
-from orthotune.core import OrthotuneError
-from orthotune.search.training import DataRoot, load_dataset, load_node_data
+from orthotune.core import DATASETS, OrthotuneError
+from orthotune.search.training import (
+    NO_DATA_ROOT,
+    DataRoot,
+    check_dataset_files,
+    load_dataset,
+    load_node_data,
+    missing_files,
+    required_files,
+)
 
 # nodes, directed edges as PyG loads them, features, classes, split-0 train/val/test sizes
 EXPECTED = {
@@ -21,6 +29,7 @@ EXPECTED = {
 @pytest.mark.parametrize("name, setting", sorted(EXPECTED))
 def test_counts_match_the_real_files(data_root, name, setting):
     nodes, edges, features, classes, sizes = EXPECTED[(name, setting)]
+    assert (DATASETS.get(name).nodes, DATASETS.get(name).features) == (nodes, features)  # memory estimates
     data = load_node_data(name, setting, data_root)
     assert (data.num_nodes, data.num_edges, data.x.shape[1], data.num_classes) == (
         nodes, edges, features, classes)
@@ -31,7 +40,10 @@ def test_counts_match_the_real_files(data_root, name, setting):
 
 @pytest.mark.parametrize("name, graphs", [("proteins", 1113), ("dd", 1178)])
 def test_tu_datasets_load(data_root, name, graphs):
-    assert len(load_dataset(name, None, data_root)) == graphs
+    dataset = load_dataset(name, None, data_root)
+    assert len(dataset) == graphs
+    info = DATASETS.get(name)  # the catalogue's sizes: mean nodes per graph, rounded up
+    assert (info.nodes, info.features) == (-(-dataset._data.num_nodes // graphs), dataset.num_features)
 
 
 def test_data_root_is_never_written(data_root):
@@ -46,8 +58,45 @@ def test_missing_data_root_is_a_clear_error(tmp_path):
 
 
 def test_missing_dataset_under_root_is_a_clear_error(tmp_path):
-    with pytest.raises(OrthotuneError, match="no raw files"):
+    with pytest.raises(OrthotuneError, match=r"lacks 18 file\(s\) of dataset 'cora' \(full\): Planetoid/Cora/geom"):
         load_node_data("cora", "full", DataRoot.resolve(tmp_path))
+
+
+def test_no_data_root_set_is_an_error_never_a_download(monkeypatch):
+    monkeypatch.delenv("ORTHOTUNE_DATA_ROOT")
+    with pytest.raises(OrthotuneError) as error:
+        DataRoot.resolve()
+    assert str(error.value) == NO_DATA_ROOT and "--download" in NO_DATA_ROOT and "ORTHOTUNE_DATA_ROOT" in NO_DATA_ROOT
+
+
+def test_download_root_is_created_and_writable(tmp_path):
+    root = DataRoot.resolve(tmp_path / "new" / "data", download=True)
+    assert root.download and root.path.is_dir()
+    assert not DataRoot.resolve(tmp_path / "new" / "data").download
+
+
+@pytest.mark.parametrize("name", DATASETS.names())
+def test_every_setting_names_its_files_and_the_shared_data_has_them(data_root, name):
+    for setting in DATASETS.get(name).settings:
+        files = required_files(name, setting)
+        assert files and all(f.startswith(DATASETS.get(name).subdir + "/") for f in files)
+        if name != "ogbn-arxiv":  # not in the shared data
+            assert missing_files(name, setting, data_root) == []
+            check_dataset_files(name, setting, data_root)
+
+
+def test_missing_files_are_named_with_the_data_root(data_root, tmp_path):
+    with pytest.raises(OrthotuneError) as error:
+        check_dataset_files("ogbn-arxiv", None, data_root)
+    message = str(error.value)
+    assert str(data_root.path) in message and "ogbn_arxiv/RELEASE_v1.txt" in message and "and 4 more" in message
+    assert "\n" not in message and "--download" in message
+    (tmp_path / "WebKB" / "texas" / "raw").mkdir(parents=True)
+    (tmp_path / "WebKB" / "texas" / "raw" / "out1_graph_edges.txt").write_text("")
+    missing = missing_files("texas", "full", DataRoot.resolve(tmp_path))
+    assert missing[0] == "WebKB/texas/raw/out1_node_feature_label.txt" and len(missing) == 11
+    with pytest.raises(OrthotuneError, match="lacks 11 file"):
+        check_dataset_files("texas", "full", str(tmp_path))
 
 
 def test_directed_keeps_webkb_edges_as_loaded(data_root):

@@ -1,6 +1,7 @@
 """Per-cell searches without Ray running: each cell its own searcher, budget and ASHA, and
 repeated proposals answered from known results."""
 
+import json
 import random
 from collections import Counter
 
@@ -8,16 +9,21 @@ import pytest
 from ray.tune.schedulers import ASHAScheduler, TrialScheduler
 from ray.tune.search import Searcher
 
+from orthotune.core import OrthotuneError, Status, TrainConfig
+from orthotune.search.store import config_columns, config_from_columns
 from orthotune.search.tune import (
     OBJECTIVE,
     TIME_ATTR,
     CellScheduler,
     CellSearcher,
     LaunchOptions,
+    StoredTrial,
     cell_key,
+    config_canon,
     config_identity,
     optuna_storage,
     plan,
+    replay_rungs,
 )
 from orthotune.spaces import parse_space
 
@@ -152,17 +158,71 @@ def test_a_cell_whose_searcher_only_repeats_itself_finishes():
     assert searcher.answered == 6
 
 
-def test_state_round_trips_through_save_and_restore(tmp_path):
-    searcher = plan(options(CORA_TEXAS)).search_alg
-    trained = drain_some(searcher, 5)
-    path = tmp_path / "searcher.pkl"
-    searcher.save(str(path))
-    restored = plan(options(CORA_TEXAS)).search_alg
-    restored.restore(str(path))
-    assert restored.given == searcher.given and restored.known == searcher.known
-    rest = drain(restored)
+def stored(configs, values=None) -> list[StoredTrial]:
+    """Configs as a resumed search reads them back from the store's rows."""
+    values = values or [0.5] * len(configs)
+    full = [config_from_columns(config_columns(TrainConfig.from_dict(config))) for config in configs]
+    return [StoredTrial(f"old{index}", cell_key(config), columns, Status.COMPLETED if value is not None
+                        else Status.FAILED, value, None)
+            for index, (config, columns, value) in enumerate(zip(configs, full, values))]
+
+
+def test_a_resumed_plan_replays_the_stored_trials_and_trains_only_the_rest():
+    first = plan(options(CORA_TEXAS)).search_alg
+    trained = drain_some(first, 5)
+    resumed = plan(options(CORA_TEXAS), stored=stored(trained))
+    assert resumed.configs == resumed.num_samples == 4 * 6 - 5
+    assert resumed.search_alg.given == first.given  # the stored trials count against each cell's budget
+    rest = drain(resumed.search_alg)
     per_cell = Counter(cell_key(c) for c in trained + rest)
     assert set(per_cell.values()) == {6} and len(per_cell) == 4  # the budget continues, not restarts
+    canon = [config_canon(c) for c in trained + rest]
+    assert len(canon) == len(set(canon))  # a stored config is never proposed again
+
+
+def test_replayed_results_reach_each_cells_optuna_study():
+    first = plan(options(CORA_TEXAS)).search_alg
+    trained = drain_some(first, 4)
+    values = [0.1, None, 0.3, 0.4]  # one failed
+    resumed = plan(options(CORA_TEXAS), stored=stored(trained, values)).search_alg
+    told = {}
+    for cell, inner in resumed.searchers.items():
+        for trial in inner._ot_study.trials:
+            told[(cell, trial.state.name)] = told.get((cell, trial.state.name), 0) + 1
+    cells = Counter((cell_key(c), "COMPLETE" if v is not None else "FAIL") for c, v in zip(trained, values))
+    assert told == dict(cells)
+
+
+def test_a_resumed_grid_trains_only_the_points_no_row_holds():
+    space = {**CORA_TEXAS, "ortho": {"T": [1, 2, 3], "beta": 0.5, "lam": 5.0e-4}, "train": {"lr": [0.01, 0.1]}}
+    points = plan(options(space, searcher="grid")).search_alg.points
+    resumed = plan(options(space, searcher="grid"), stored=stored(points[:3] + points[5:6]))
+    assert resumed.search_alg.points == points[3:5] + points[6:]
+
+
+def test_searcher_checkpoints_are_json_and_are_never_restored(tmp_path):
+    searcher = plan(options(CORA_TEXAS)).search_alg
+    drain_some(searcher, 3)
+    path = tmp_path / "searcher-state"
+    searcher.save(str(path))
+    assert json.loads(path.read_text())["given"] == searcher.given
+    with pytest.raises(OrthotuneError, match="--resume"):
+        searcher.restore(str(path))
+
+
+def test_asha_rungs_are_rebuilt_from_stored_curves():
+    """A stored trial's reports reach its cell's ASHA: a worse trial of the resumed session
+    stops at the first rung, as it would have beside the stored one."""
+    cora = {**CORA_TEXAS, "datasets": ["cora"], "original": False}
+    scheduler = plan(options(cora, scheduler="asha")).scheduler
+    config = {"dataset": "cora", "backbone": "gcn", "depth": 2, "ortho": True, "T": 2, "beta": 0.5, "lam": 5e-4}
+    trials = stored([config, config, config])
+    curves = {t.trial_id: [(epoch, 0.8) for epoch in range(2, 21, 2)] for t in trials}
+    assert replay_rungs(scheduler, trials, curves) == 3
+    new = FakeTrial("new", {**config, "T": 3})
+    scheduler.on_trial_add(None, new)
+    decisions = [scheduler.on_trial_result(None, new, {TIME_ATTR: epoch, OBJECTIVE: 0.2}) for epoch in range(1, 21)]
+    assert TrialScheduler.STOP in decisions
 
 
 def drain_some(searcher, count):

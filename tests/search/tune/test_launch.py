@@ -3,12 +3,9 @@
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
-import time
 from collections import Counter
-from pathlib import Path
 
 import pytest
 import yaml
@@ -162,46 +159,6 @@ def test_same_name_twice_is_refused_and_keeps_the_data(finished_search, space_fi
     assert proc.returncode == 2 and "already exists" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
     assert Store.open(str(store)).read("trials").num_rows == before
-
-
-def test_killed_driver_resumes_without_losing_or_duplicating(tmp_path):
-    store, space_file = tmp_path / "store", tmp_path / "slower.yaml"
-    # trials of a few seconds each, so a kill can land between two finished trials
-    space_file.write_text(yaml.safe_dump({**SPACE, "train": {**SPACE["train"], "epochs": 400, "patience": 400}}))
-    # Tune saves its experiment state every second here, so the kill lands between saves
-    driver = orthotune("launch", "--space", str(space_file), "--store", str(store), "--name", "killed",
-                       "--concurrency", "2", "--report-every", "2", "--scheduler", "fifo",
-                       "--seed", "5", start_new_session=True, env={"TUNE_GLOBAL_CHECKPOINT_S": "1"})
-    before = _kill_after_some_trials(driver, store, "killed")
-    assert 0 < len(before) < TOTAL
-    out = finish(orthotune("launch", "--resume", "killed", "--store", str(store)))
-    trials = Store.open(str(store)).read("trials").to_pylist()
-    ids = [t["trial_id"] for t in trials]
-    assert len(ids) == len(set(ids)) == TOTAL, out
-    after = {t["trial_id"]: t["finished_at"] for t in trials}
-    assert all(after[trial_id] == finished for trial_id, finished in before.items())  # not rerun
-    epochs = Store.open(str(store)).read("epochs").to_pylist()
-    keys = [(e["trial_id"], e["repeat"], e["epoch"]) for e in epochs]
-    assert len(keys) == len(set(keys))
-    assert json.loads((store / "searches" / "killed.json").read_text())["state"] == "finished"
-
-
-def _kill_after_some_trials(driver, store: Path, name: str, deadline_s: float = 300) -> dict:
-    """SIGKILL the driver (and its local Ray) once Tune's saved state records finished trials."""
-    start = time.monotonic()
-    while time.monotonic() - start < deadline_s:
-        assert driver.poll() is None, driver.communicate()[0]
-        files = sorted((store / "trials" / f"search={name}").glob("trial-*.parquet")) if store.exists() else []
-        states = sorted((store / "tune" / name).glob("experiment_state-*.json")) if files else []
-        newest_trial = max((f.stat().st_mtime for f in files), default=None)
-        if len(files) >= 2 and states and states[-1].stat().st_mtime > newest_trial + 0.5:
-            os.killpg(driver.pid, signal.SIGKILL)
-            driver.communicate()
-            rows = Store.open(str(store)).read("trials").to_pylist()
-            return {t["trial_id"]: t["finished_at"] for t in rows}
-        time.sleep(0.2)
-    os.killpg(driver.pid, signal.SIGKILL)
-    raise AssertionError("no trial finished in time")
 
 
 def test_packed_search_decides_per_config_and_stores_each(tmp_path, space_file):
