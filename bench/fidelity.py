@@ -47,7 +47,8 @@ def main() -> None:
     torch.set_num_threads(1)
     store = args.store or tempfile.mkdtemp(prefix="fidelity-")
     start = time.perf_counter()
-    reproduce(args, store)
+    if not args.only_asha:
+        reproduce(args, store)
     if not args.skip_asha:
         asha_against_grid(args, store)
     print(f"\nstore: {store}\nwall time: {time.perf_counter() - start:.0f} s")
@@ -68,7 +69,11 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--cpu-budget", action="store_true",
                         help="reduced budget for a 2-core CPU: 8 samples, 400 epochs, patience 100")
     parser.add_argument("--quick", action="store_true", help="shape check: cora depth 2, 2 samples, 20 epochs")
+    parser.add_argument("--grid-lr", nargs="+", type=float, default=[0.01], help="part 2's learning rates")
+    parser.add_argument("--grid-weight-decay", nargs="+", type=float, default=[5e-5],
+                        help="part 2's weight decays")
     parser.add_argument("--skip-asha", action="store_true", help="part 1 only")
+    parser.add_argument("--only-asha", action="store_true", help="part 2 only")
     args = parser.parse_args()
     if args.cpu_budget:
         args.samples, args.epochs, args.patience = 8, 400, 100
@@ -136,7 +141,7 @@ def asha_against_grid(args: argparse.Namespace, store: str) -> None:
     stamp = int(time.time())
     grid_space = space(f"grid-{stamp}", args, ["cora"], [max(args.depths)], original=False,
                        ortho={"T": args.grid_T, "beta": args.grid_beta, "lam": [5e-4]},
-                       train={"lr": [0.01], "weight_decay": [5e-5], "dropout": [0.5]})
+                       train={"lr": args.grid_lr, "weight_decay": args.grid_weight_decay, "dropout": [0.5]})
     grid, asha = f"grid-{stamp}", f"asha-{stamp}"
     run(store, grid, grid_space, args, searcher="grid", scheduler="fifo")
     run(store, asha, grid_space, args, searcher="grid", scheduler="asha")
@@ -148,7 +153,7 @@ def asha_against_grid(args: argparse.Namespace, store: str) -> None:
     share = epochs[asha] / epochs[grid] if epochs[grid] else math.nan
     stopped = int((asha_rows["status"] == "stopped").sum())
     print(f"\nPart 2: Cora GCN-{max(args.depths)} Ortho arm, grid of {len(asha_rows)} points "
-          f"(T {args.grid_T} x beta {args.grid_beta})")
+          f"(T {args.grid_T} x beta {args.grid_beta} x lr {args.grid_lr} x weight decay {args.grid_weight_decay})")
     print(f"grid best val {best_grid * 100:.2f}; ASHA winner val {best_asha * 100:.2f} "
           f"(gap {(best_grid - best_asha) * 100:.2f} pts, target <= 0.5); ASHA stopped {stopped} trials and "
           f"spent {epochs[asha]} of the grid's {epochs[grid]} repeat-epochs ({share:.1%}, target <= 25%)")

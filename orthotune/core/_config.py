@@ -70,7 +70,8 @@ class OrthoSettings(_OrthoFields):
 PROFILES: dict[str, dict[str, Any]] = {
     "default": {},
     "paper": dict(bound="frobenius", hybrid="init", target="cI", squared_norm=False, centre_rows=False),
-    # conv_bias stays on: the scripts pass `--bias False`, a string argparse keeps, so truthy
+    # conv_bias is left to each config: the authors' hidden GCN convolutions have no bias
+    # (their `--bias` switches only the input/output layers'); the official presets set it
     "official": dict(bound="covariance", centre_rows=True, hybrid="reparam", target="ones",
                      squared_norm=True, input_T=4, layout="official", selection="val_loss"),
 }
