@@ -98,16 +98,17 @@ def _partial_result(config: TrainConfig, runs_so_far: list[dict[str, Any]], seco
 
 
 def _error_line(trial) -> str:
-    """Why Tune gave up on a trial, in one line (its worker died, or Ray failed under it).
-
-    Reading the error back can itself fail (the file of a worker killed mid-write), which
-    must not take the search down with it."""
+    """Why Tune gave up on a trial (its worker died, or Ray failed under it), in one line:
+    the first line of the latest failure in the trial's error file, which Tune writes as
+    text beside a pickled copy (never unpickled here). Reading it can itself fail (a worker
+    killed mid-write), which must not take the search down with it."""
     try:
-        error = trial.get_pickled_error() or trial.get_error()
-    except Exception as reading:  # noqa: BLE001
-        return f"the trial's worker failed; its error could not be read ({type(reading).__name__})"
-    text = [line for line in str(error).strip().splitlines() if line.strip()] if error is not None else []
-    return text[-1].strip()[:500] if text else "the trial's worker failed"
+        with open(trial.error_file) as source:
+            failures = source.read().split("Failure # ")
+    except (OSError, TypeError, AttributeError):
+        return "the trial's worker failed"
+    lines = [line.strip() for line in failures[-1].splitlines()[1:] if line.strip()]
+    return f"the trial's worker failed: {lines[0]}"[:500] if lines else "the trial's worker failed"
 
 
 def trial_statuses(trial) -> list[Status] | None:

@@ -30,15 +30,9 @@ TEXAS = {**PLAIN, "dataset": "texas"}
 class FakeTrial:
     """What the callbacks read of a Tune trial."""
 
-    def __init__(self, trial_id, config, status="RUNNING", last_result=None, error=None):
+    def __init__(self, trial_id, config, status="RUNNING", last_result=None, error_file=None):
         self.trial_id, self.config, self.status = trial_id, config, status
-        self.last_result, self._error = last_result or {}, error
-
-    def get_pickled_error(self):
-        return self._error
-
-    def get_error(self):
-        return None
+        self.last_result, self.error_file = last_result or {}, error_file
 
 
 def run(split, val, test=0.5, epochs=4, status=Status.COMPLETED, m_sig=0.9, grad_norms=(1.0, 2.0)):
@@ -109,12 +103,19 @@ def test_recorder_marks_a_trial_without_a_final_report_stopped(store):
     assert rows["t1"]["epochs"] == 2
 
 
-def test_recorder_marks_an_errored_trial_failed_with_its_last_error_line(store):
+def test_recorder_marks_an_errored_trial_failed_with_its_latest_error_in_one_line(store, tmp_path):
+    """Tune writes each failure of a trial to its text error file; the latest one's first
+    line is the reason. Without a readable file the reason still says what happened."""
     recorder = StoreRecorder(store.uri, "s")
-    failed = FakeTrial("t2", PLAIN, "ERROR", {}, error=RuntimeError("loss is non-finite\nat epoch 3"))
-    recorder.on_trial_error(0, [], failed)
+    errors = tmp_path / "error.txt"
+    errors.write_text("Failure # 1 (occurred at 2026-11-24_08-00-00)\nThe actor died unexpectedly.\n\tpid: 1\n"
+                      "Failure # 2 (occurred at 2026-11-24_08-00-09)\nThe node running it was lost.\n\tip: x\n")
+    recorder.on_trial_error(0, [], FakeTrial("t2", PLAIN, "ERROR", {}, error_file=str(errors)))
+    recorder.on_trial_error(0, [], FakeTrial("t3", PLAIN, "ERROR", {}, error_file=str(tmp_path / "none")))
     rows = {r["trial_id"]: r for r in store.read("trials").to_pylist()}
-    assert rows["t2"]["status"] == "failed" and rows["t2"]["reason"] == "at epoch 3"
+    assert rows["t2"]["status"] == "failed"
+    assert rows["t2"]["reason"] == "the trial's worker failed: The node running it was lost."
+    assert rows["t3"]["status"] == "failed" and rows["t3"]["reason"] == "the trial's worker failed"
 
 
 def test_recorder_writes_each_config_of_a_pack_under_its_own_id(store):

@@ -183,9 +183,10 @@ def test_a_trial_that_raises_is_stored_failed_with_its_reason_and_the_search_goe
     assert record(tmp_path / "store", "raises")["state"] == "finished"
 
 
-def test_a_killed_worker_is_retried_and_its_trial_stored_once(tmp_path):
+@pytest.mark.parametrize("retries", [2, 0])
+def test_a_killed_worker_is_retried_and_its_trial_stored_once(tmp_path, retries):
     store, name = tmp_path / "store", "worker"
-    driver = launch(tmp_path, name)
+    driver = launch(tmp_path, name, "--retries", str(retries))
     victim = None
     deadline = time.monotonic() + 240
     while victim is None:
@@ -197,7 +198,12 @@ def test_a_killed_worker_is_retried_and_its_trial_stored_once(tmp_path):
     out, err = driver.communicate(timeout=420)
     assert driver.returncode == 0, err
     trials = assert_every_trial_once(store, name)
-    assert all(t["status"] == "completed" for t in trials)  # the killed trial trained again
+    failed = [t for t in trials if t["status"] == "failed"]
+    if retries:
+        assert not failed  # the killed trial trained again
+    else:  # no retry left: stored as failed, saying why in one line, and the search went on
+        assert len(failed) == 1 and "\n" not in failed[0]["reason"], failed
+        assert "worker failed" in failed[0]["reason"] and "died" in failed[0]["reason"], failed[0]["reason"]
 
 
 def test_the_store_holds_no_pickle_and_no_ray_tune_state(tmp_path):
