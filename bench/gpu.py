@@ -34,7 +34,6 @@ import random
 import resource
 import statistics
 import sys
-import time
 from collections import Counter
 from collections.abc import Callable
 from functools import partial
@@ -47,8 +46,10 @@ from orthotune.search.training import (
     DataRoot,
     TrainOptions,
     choose_device,
+    device_profile,
     load_node_data,
     retain_freed_memory,
+    timed,
     train_node,
 )
 
@@ -68,19 +69,6 @@ def make_configs(count: int, epochs: int, depth: int, seed: int, dataset: str = 
                     epochs=epochs, patience=epochs, splits=(0,), seeds=(i,))
         for i in range(count)
     ]
-
-
-def synchronise(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def timed(fn: Callable[[], Any], device: torch.device) -> tuple[float, Any]:
-    synchronise(device)
-    start = time.perf_counter()
-    out = fn()
-    synchronise(device)
-    return time.perf_counter() - start, out
 
 
 def pack_options(pack: str) -> TrainOptions:
@@ -121,8 +109,8 @@ def per_epoch(configs: list[TrainConfig], data, device: torch.device, pack: int,
     train_node(short, data, device, options=options)  # warm-up: caches, allocator, kernels
     longer = [_with_epochs(c, 1 + epochs) for c in chosen]
     # kernels and host reads of `epochs` epochs: the difference between 1+epochs and 1 epoch
-    ops_1, busy_1, wall_1 = _profile(lambda: train_node(short, data, device, options=options), device)
-    ops_n, busy_n, wall_n = _profile(lambda: train_node(longer, data, device, options=options), device)
+    ops_1, busy_1, wall_1 = device_profile(lambda: train_node(short, data, device, options=options), device)
+    ops_n, busy_n, wall_n = device_profile(lambda: train_node(longer, data, device, options=options), device)
     reads_1 = _host_reads(lambda: train_node(short, data, device, options=options))
     reads_n = _host_reads(lambda: train_node(longer, data, device, options=options))
     if device.type == "cuda":
@@ -144,21 +132,6 @@ def per_epoch(configs: list[TrainConfig], data, device: torch.device, pack: int,
 
 def _with_epochs(config: TrainConfig, epochs: int) -> TrainConfig:
     return TrainConfig.from_dict({**config.to_dict(), "epochs": epochs, "patience": epochs})
-
-
-def _profile(fn: Callable[[], Any], device: torch.device) -> tuple[int, float, float]:
-    """(kernels or aten ops, device busy seconds, wall seconds) of ``fn``."""
-    from torch.profiler import ProfilerActivity, profile
-
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
-    with profile(activities=activities) as prof:
-        wall, _ = timed(fn, device)
-    events = prof.events()
-    if device.type == "cuda":
-        kernels = [e for e in events if getattr(e, "device_type", None) == torch.autograd.DeviceType.CUDA]
-        busy = sum(getattr(e, "self_device_time_total", getattr(e, "self_cuda_time_total", 0)) for e in kernels)
-        return len(kernels), busy / 1e6, wall
-    return sum(1 for e in events if e.name.startswith("aten::")), 0.0, wall
 
 
 def _host_reads(fn: Callable[[], Any]) -> Counter:

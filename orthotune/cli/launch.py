@@ -50,8 +50,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                               "be in the head's Python environment")
     cluster.add_argument("--cpus-per-trial", type=float, default=default["cpus_per_trial"], metavar="N",
                          help="CPUs each trial reserves (default: %(default)s)")
-    cluster.add_argument("--gpus-per-trial", type=float, default=default["gpus_per_trial"], metavar="N",
-                         help="GPUs each trial reserves; fractions share a GPU (default: %(default)s)")
+    cluster.add_argument("--gpus-per-trial", type=gpus_per_trial, default=default["gpus_per_trial"], metavar="N|auto",
+                         help="GPUs each trial reserves; fractions share a GPU; auto: each cell's fraction "
+                              "from its pack's measured GPU use, so packs too small to keep a GPU busy share "
+                              "one (default: %(default)s)")
     cluster.add_argument("--concurrency", type=int, metavar="N",
                          help="most trials at once (default: what the cluster's resources fit)")
     cluster.add_argument("--configs-per-trial", type=int, default=default["configs_per_trial"], metavar="N",
@@ -72,6 +74,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                             f"{NO_STORAGE} (default: a journal file beside a local store)")
     views.add_argument("--tensorboard", action=argparse.BooleanOptionalAction, default=default["tensorboard"],
                        help="write TensorBoard event files under <store>/tensorboard/NAME (default: %(default)s)")
+
+
+def gpus_per_trial(value: str) -> float | str:
+    """``--gpus-per-trial``: a number of GPUs, or ``auto``."""
+    if value == "auto":
+        return value
+    try:
+        return float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} must be a number of GPUs or 'auto'") from None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -100,10 +112,12 @@ def _options(args: argparse.Namespace, name: str | None = None) -> LaunchOptions
     from orthotune.search.tune import LaunchOptions
 
     space = _space(args)
+    auto = args.gpus_per_trial == "auto"
     return LaunchOptions(
         store=args.store, name=name or args.name or default_name(space.name), space=space, samples=args.samples,
         searcher=args.searcher, scheduler=args.scheduler, address=args.address,
-        cpus_per_trial=args.cpus_per_trial, gpus_per_trial=args.gpus_per_trial, concurrency=args.concurrency,
+        cpus_per_trial=args.cpus_per_trial, gpus_per_trial=0.0 if auto else args.gpus_per_trial,
+        gpu_share="auto" if auto else "fixed", concurrency=args.concurrency,
         data_root=args.data_root, seed=args.seed, report_every=args.report_every,
         configs_per_trial=args.configs_per_trial,
         optuna_storage=args.optuna_storage, tensorboard=args.tensorboard, download=args.download,

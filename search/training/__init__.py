@@ -1,5 +1,6 @@
 """Training: datasets through PyG's and OGB's loaders, and the training loop for every task."""
 
+from orthotune.search.training._cost import CellCost, DeviceProfile, device_profile, measure_cell_cost, timed
 from orthotune.search.training._data import (
     LOADERS,
     NO_DATA_ROOT,
@@ -22,7 +23,9 @@ __all__ = [
     "LOADERS",
     "NO_DATA_ROOT",
     "TRAINERS",
+    "CellCost",
     "DataRoot",
+    "DeviceProfile",
     "Fold",
     "GraphData",
     "NodeData",
@@ -31,6 +34,7 @@ __all__ = [
     "accuracy",
     "capacity",
     "check_dataset_files",
+    "device_profile",
     "execution",
     "TrainOptions",
     "choose_device",
@@ -38,6 +42,7 @@ __all__ = [
     "load_graph_data",
     "load_node_data",
     "make_folds",
+    "measure_cell_cost",
     "missing_files",
     "normalised_adjacency",
     "pack_capacity",
@@ -46,6 +51,7 @@ __all__ = [
     "retain_freed_memory",
     "run_configs",
     "task_data",
+    "timed",
     "train_graph",
     "train_node",
 ]

@@ -35,6 +35,7 @@ from orthotune.core import ConfigError, OrthotuneError, SearchCrashed, SearchInt
 from orthotune.search.store import Lease, Store, now
 from orthotune.search.training import DataRoot, check_dataset_files
 from orthotune.search.tune._cells import CellSearcher, space_cell_key
+from orthotune.search.tune._gpu_share import session_fits, trial_resources
 from orthotune.search.tune._grouping import GroupSearcher, RungBoard, group_points
 from orthotune.search.tune._live import (
     TensorBoardLogger,
@@ -442,7 +443,8 @@ def _trainable(options: LaunchOptions, stored: list[StoredTrial] | None = None, 
         board = RungBoard.remote(_replayed(SCHEDULERS.get("asha")(options.space), stored or [], curves))
     context = TrialContext(_data_root(options.data_root, options.download), options.report_every, threads,
                            rung_board=board, download=options.download)
-    resources = {"cpu": options.cpus_per_trial, "gpu": options.gpus_per_trial}
+    # a dict, or with --gpus-per-trial auto each trial's cell's GPU share (a callable of its config)
+    resources = trial_resources(options)
     return tune.with_resources(tune.with_parameters(train_trial, context=context), resources)
 
 
@@ -499,7 +501,7 @@ def _start_ray(options: LaunchOptions) -> int:
     fits = int(resources.get("CPU", 1) // options.cpus_per_trial)
     if options.gpus_per_trial:
         fits = min(fits, int(resources.get("GPU", 0) // options.gpus_per_trial))
-    return max(1, fits)
+    return max(1, session_fits(options, fits))  # --gpus-per-trial auto: measures each cell, caps by GPUs
 
 
 def _data_root(option: str | None, download: bool = False, space: SearchSpace | None = None) -> str:

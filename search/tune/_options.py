@@ -17,6 +17,9 @@ from orthotune.search.tune._space import SearchSpace
 NO_STORAGE = "off"
 #: Progress display modes (``--progress``): a bar on a terminal or plain lines elsewhere.
 MODES = ("auto", "bar", "plain")
+#: How trials get GPUs: ``fixed`` (``gpus_per_trial`` each) or ``auto`` (each cell's share of
+#: a GPU decided from its measured cost on the cluster: ``_gpu_share``).
+GPU_SHARES = ("fixed", "auto")
 #: The objective every report carries and ASHA's time attribute.
 OBJECTIVE = "val_acc"
 TIME_ATTR = "epoch"
@@ -130,6 +133,9 @@ class LaunchOptions:
     # times Ray Tune restarts a trial whose worker died (killed, node lost); a trial that
     # raises is stored as failed at once instead (its error would only repeat)
     retries: int = 2
+    # "auto": each cell's fraction of a GPU measured on the cluster before trials start
+    # (gpus_per_trial stays 0; ``_gpu_share``); "fixed": gpus_per_trial for every trial
+    gpu_share: str = "fixed"
 
     def __post_init__(self) -> None:
         check_search_name(self.name)
@@ -137,6 +143,11 @@ class LaunchOptions:
         SCHEDULERS.get(self.scheduler)
         check(self.samples is None or self.samples >= 1, f"samples={self.samples!r} must be >= 1")
         check(self.cpus_per_trial > 0, f"cpus_per_trial={self.cpus_per_trial!r} must be > 0")
+        check(self.gpu_share in GPU_SHARES,
+              f"gpu_share={self.gpu_share!r} must be one of {', '.join(GPU_SHARES)}")
+        check(self.gpu_share == "fixed" or self.gpus_per_trial == 0,
+              f"gpus_per_trial={self.gpus_per_trial!r} must be 0 with gpu_share='auto' (each cell's share is "
+              f"measured)")
         check(self.gpus_per_trial >= 0, f"gpus_per_trial={self.gpus_per_trial!r} must be >= 0")
         check(self.gpus_per_trial <= 1 or float(self.gpus_per_trial).is_integer(),
               f"gpus_per_trial={self.gpus_per_trial!r} must be a fraction <= 1 or a whole number")

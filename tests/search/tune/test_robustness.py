@@ -302,3 +302,30 @@ def test_a_driver_that_fails_records_crashed_with_the_reason_and_resumes(tmp_pat
     assert finished.returncode == 0, finished.stderr
     assert_every_trial_once(store, name)
     assert record(store, name)["state"] == "finished"
+
+
+def test_a_corrupt_file_is_skipped_by_readers_and_resume_and_quarantined_by_store_check(tmp_path):
+    store, name = tmp_path / "store", "corrupt"
+    driver = launch(tmp_path, name)
+    wait_for_trials(driver, store, name, 2)
+    os.killpg(driver.pid, signal.SIGKILL)
+    driver.communicate()
+    victim = sorted((store / "trials" / f"search={name}").glob("trial-*.parquet"))[0]
+    victim.write_bytes(victim.read_bytes()[:200])  # a torn file, as a bad disk or bucket would leave
+    cli = [sys.executable, "-m", "orthotune.cli"]
+    for command in (["status"], ["best", "--search", name]):
+        shown = subprocess.run([*cli, *command, "--store", str(store)], capture_output=True, text=True)
+        assert shown.returncode == 0, shown.stderr
+        assert victim.name in shown.stderr and "store check" in shown.stderr and "Traceback" not in shown.stderr
+    finished = resume(store, name)  # the unreadable trial does not count: its cell trains one more
+    assert finished.returncode == 0, finished.stderr
+    assert_every_trial_once(store, name)
+    check = subprocess.run([*cli, "store", "check", "--store", str(store)], capture_output=True, text=True)
+    assert check.returncode == 1 and victim.name in check.stdout + check.stderr
+    moved = subprocess.run([*cli, "store", "check", "--quarantine", "--store", str(store)], capture_output=True,
+                           text=True)
+    assert moved.returncode == 0 and not victim.exists()
+    assert list((store / "quarantine").rglob(victim.name))
+    assert_every_trial_once(store, name)  # every good row is still there
+    again = subprocess.run([*cli, "store", "check", "--store", str(store)], capture_output=True, text=True)
+    assert again.returncode == 0, again.stdout + again.stderr
