@@ -116,7 +116,7 @@ def resume(store_uri: str, name: str, parse_space: Callable[[dict[str, Any]], Se
     store = Store.open(store_uri)
     meta = store.search_meta(name)
     if meta.get("state") == SearchState.FINISHED:
-        raise OrthotuneError(f"search {name!r} finished ({_counts_text(store, name)}); nothing to resume")
+        raise OrthotuneError(f"search {name!r} finished with {_counts_text(store, name)}; nothing to resume")
     options = LaunchOptions.from_meta({**meta["options"], "store": store_uri,
                                        "address": address or meta["options"].get("address")}, parse_space)
     _data_root(options.data_root, options.download, options.space)  # its files may have gone since

@@ -151,7 +151,7 @@ def test_status_lists_searches_with_counts(finished_search):
     assert "finished" in row and f" {TOTAL} " in row
 
 
-def test_same_name_twice_is_refused_and_keeps_the_data(finished_search, space_file):
+def test_same_name_twice_and_resuming_a_finished_search_are_refused_and_keep_the_data(finished_search, space_file):
     store, _ = finished_search
     before = Store.open(str(store)).read("trials").num_rows
     proc = subprocess.run([sys.executable, "-m", "orthotune.cli", "launch", "--space", str(space_file),
@@ -159,6 +159,11 @@ def test_same_name_twice_is_refused_and_keeps_the_data(finished_search, space_fi
     assert proc.returncode == 2 and "already exists" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
     assert Store.open(str(store)).read("trials").num_rows == before
+    resumed = subprocess.run([sys.executable, "-m", "orthotune.cli", "launch", "--resume", "asha",
+                              "--store", str(store)], capture_output=True, text=True)
+    assert resumed.returncode == 2 and "finished" in resumed.stderr and "nothing to resume" in resumed.stderr
+    assert len(resumed.stderr.strip().splitlines()) == 1
+    assert json.loads((store / "searches" / "asha.json").read_text())["state"] == "finished"
 
 
 def test_packed_search_decides_per_config_and_stores_each(tmp_path, space_file):
