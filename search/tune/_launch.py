@@ -91,6 +91,7 @@ def launch(options: LaunchOptions, progress: bool | str = True) -> SearchOutcome
     store = Store.open(options.store, create=True)
     _refuse_taken_name(store, options)
     with Lease.acquire(store, options.name) as lease:
+        lease.start_heartbeat()  # from now on: Ray's start may take longer than a lease stays fresh
         _refuse_taken_name(store, options)  # a driver that won a race for the name wrote its record first
         with tune_settings():
             fits = _start_ray(options)
@@ -99,7 +100,7 @@ def launch(options: LaunchOptions, progress: bool | str = True) -> SearchOutcome
             store.save_search_meta(options.name, {"options": options.to_meta(), "state": SearchState.RUNNING.value,
                                                   "created_at": started, "session_started_at": started,
                                                   "elapsed_s": 0.0})
-            return _fit(tuner, store, options, lease)
+            return _fit(tuner, store, options)
 
 
 def _refuse_taken_name(store: Store, options: LaunchOptions) -> None:
@@ -121,6 +122,7 @@ def resume(store_uri: str, name: str, parse_space: Callable[[dict[str, Any]], Se
                                        "address": address or meta["options"].get("address")}, parse_space)
     _data_root(options.data_root, options.download, options.space)  # its files may have gone since
     with Lease.acquire(store, name) as lease:
+        lease.start_heartbeat()
         meta = store.search_meta(name)  # as the last holder left it
         stored = stored_trials(store, name)
         with tune_settings():
@@ -133,7 +135,7 @@ def resume(store_uri: str, name: str, parse_space: Callable[[dict[str, Any]], Se
                                           "reason": None})
             if planned.num_samples == 0:  # every config was stored before the driver stopped
                 return _finish(store, options, meta | {"session_started_at": started})
-            return _fit(tuner, store, options, lease)
+            return _fit(tuner, store, options)
 
 
 def prior_elapsed(meta: dict[str, Any], store: Store) -> float:
@@ -150,10 +152,9 @@ def prior_elapsed(meta: dict[str, Any], store: Store) -> float:
     return elapsed + max(0.0, (last - datetime.fromisoformat(started)).total_seconds())
 
 
-def _fit(tuner, store: Store, options: LaunchOptions, lease: Lease) -> SearchOutcome:
-    """Run the Tuner under the search's lease; record how the session ended."""
+def _fit(tuner, store: Store, options: LaunchOptions) -> SearchOutcome:
+    """Run the Tuner (under the search's lease, held by the caller); record how the session ended."""
     meta = store.search_meta(options.name)
-    lease.start_heartbeat()
     with stop_on_signals() as received, _quiet_tune_errors():
         try:
             tuner.fit()

@@ -4,13 +4,14 @@ declares a GPU it does not have (the CUDA measurement itself is not exercised: n
 
 import pytest
 
-from orthotune.core import ConfigError
+from orthotune.core import ConfigError, OrthotuneError, TrainConfig
 from orthotune.search.training import CellCost
 from orthotune.search.tune import (
     MAX_TRIALS_PER_GPU,
     GpuShares,
     LaunchOptions,
     cell_config,
+    cell_key,
     decide_shares,
     gpu_share,
     gpu_share_record,
@@ -90,26 +91,20 @@ def test_trial_resources_follow_the_cell_of_the_config_or_of_a_groups_first_memb
 
 def test_tune_takes_the_shares_as_per_trial_resources():
     from ray import tune
-    from ray.tune.execution.placement_groups import PlacementGroupFactory
 
     shares = GpuShares(1.0, {"cora/gcn/2/original": 0.25})
-    trainable = tune.with_resources(lambda config: None, shares)
+    trainable = tune.with_resources(lambda config: None, shares)  # a callable of the trial's config
+    # Tune asks the function trainable for its resources with the trial's config
     resources = trainable._resources({"dataset": "cora", "backbone": "gcn", "depth": 2, "ortho": False})
     assert resources == {"cpu": 1.0, "gpu": 0.25}
-    from ray.tune.execution.placement_groups import resource_dict_to_pg_factory
-    assert isinstance(resource_dict_to_pg_factory(resources), PlacementGroupFactory)
 
 
 def test_each_cell_of_a_space_has_a_default_config_of_that_cell():
-    space = resolve_space("quick")
-    for cell in space.cells():
-        config = cell_config(cell)
-        assert space_cell_key(cell) == GpuShares(1.0, {}).__class__ and False or True
-        from orthotune.core import TrainConfig
-        from orthotune.search.tune import cell_key
-
-        assert cell_key(config) == space_cell_key(cell)
-        TrainConfig.from_dict(config)  # a config the trainer takes
+    for space in (resolve_space("quick"), resolve_space("ablation")):  # ablation: variants
+        for cell in space.cells():
+            config = cell_config(cell)
+            assert cell_key(config) == space_cell_key(cell)
+            TrainConfig.from_dict(config)  # a config the trainer takes
 
 
 def _options(tmp_path, **values):
@@ -127,8 +122,6 @@ def test_launch_options_take_auto_and_reject_bad_values_in_one_line(tmp_path):
 
 
 def test_fixed_gpus_per_trial_stay_a_plain_dict_and_auto_needs_a_measurement(tmp_path):
-    from orthotune.core import OrthotuneError
-
     assert trial_resources(_options(tmp_path, gpus_per_trial=0.5)) == {"cpu": 1.0, "gpu": 0.5}
     assert gpu_share_record(_options(tmp_path)) == {}
     with pytest.raises(OrthotuneError, match="no GPU shares were measured"):
