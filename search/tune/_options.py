@@ -6,10 +6,10 @@ launch options and the outcome. The heavy machinery lives in ``_launch``.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from orthotune.core import Registry, check
+from orthotune.core import OrthotuneError, Registry, check
 from orthotune.search.store import check_search_name
 from orthotune.search.tune._space import SearchSpace
 
@@ -180,6 +180,13 @@ class LaunchOptions:
         """Options saved by :meth:`to_meta`; ``parse_space`` reads the space back (the spaces
         layer sits above this one, so it is handed in)."""
         values = dict(values)
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown or "space" not in values:  # written by another orthotune version
+            what = f"unknown option(s) {', '.join(unknown)}" if unknown else "no space"
+            raise OrthotuneError(f"search {values.get('name')!r} was launched by an orthotune whose record this "
+                                 f"version cannot read ({what}); resume it with that version, or launch it again "
+                                 f"under a new name")
         values["space"] = parse_space(values["space"])
         if values.get("points") is not None:
             values["points"] = tuple(values["points"])

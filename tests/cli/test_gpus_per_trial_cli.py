@@ -5,6 +5,14 @@ import pytest
 from orthotune.cli import main
 
 
+def _exit_code(args: list[str]) -> int:
+    """main's code, or the parser's (usage errors exit from argparse, as one line)."""
+    try:
+        return main(args)
+    except SystemExit as stop:
+        return stop.code
+
+
 @pytest.mark.parametrize(
     "value, message",
     [
@@ -15,7 +23,7 @@ from orthotune.cli import main
 )
 def test_bad_gpus_per_trial_is_one_line(tmp_path, capsys, value, message):
     store = tmp_path / "store"
-    assert main(["launch", "--store", str(store), "--space", "quick", "--gpus-per-trial", value]) == 2
+    assert _exit_code(["launch", "--store", str(store), "--space", "quick", "--gpus-per-trial", value]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0], err
     assert not store.exists()

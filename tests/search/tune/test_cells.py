@@ -341,3 +341,13 @@ def test_every_cell_tries_its_defaults_first():
         assert config["lr"] == 0.01, config
         if config["ortho"]:
             assert config["T"] == 4, config  # beta is fixed at 0.5 in this space
+
+
+def test_a_record_from_another_version_is_refused_in_one_line_and_a_current_one_round_trips():
+    meta = options(CORA_TEXAS, samples=3).to_meta()
+    again = LaunchOptions.from_meta(json.loads(json.dumps(meta)), parse_space)
+    assert again.samples == 3 and again.space.to_dict() == meta["space"]
+    with pytest.raises(OrthotuneError, match=r"unknown option\(s\) gpu_budget.*new name"):
+        LaunchOptions.from_meta({**meta, "gpu_budget": 4}, parse_space)
+    with pytest.raises(OrthotuneError, match="no space"):
+        LaunchOptions.from_meta({k: v for k, v in meta.items() if k != "space"}, parse_space)
