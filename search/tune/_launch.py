@@ -35,7 +35,7 @@ from orthotune.core import ConfigError, OrthotuneError, SearchCrashed, SearchInt
 from orthotune.search.store import Lease, Store, now
 from orthotune.search.training import DataRoot, check_dataset_files
 from orthotune.search.tune._cells import CellSearcher, space_cell_key
-from orthotune.search.tune._gpu_share import session_fits, trial_resources
+from orthotune.search.tune._gpu_share import gpu_share_record, session_fits, trial_resources
 from orthotune.search.tune._grouping import GroupSearcher, RungBoard, group_points
 from orthotune.search.tune._live import (
     TensorBoardLogger,
@@ -99,7 +99,7 @@ def launch(options: LaunchOptions, progress: bool | str = True) -> SearchOutcome
             started = now().isoformat()
             store.save_search_meta(options.name, {"options": options.to_meta(), "state": SearchState.RUNNING.value,
                                                   "created_at": started, "session_started_at": started,
-                                                  "elapsed_s": 0.0})
+                                                  "elapsed_s": 0.0, **gpu_share_record(options)})
             return _fit(tuner, store, options)
 
 
@@ -132,7 +132,7 @@ def resume(store_uri: str, name: str, parse_space: Callable[[dict[str, Any]], Se
             started = now().isoformat()
             store.save_search_meta(name, {**meta, "state": SearchState.RUNNING.value, "resumed_at": started,
                                           "session_started_at": started, "elapsed_s": prior_elapsed(meta, store),
-                                          "reason": None})
+                                          "reason": None, **gpu_share_record(options)})
             if planned.num_samples == 0:  # every config was stored before the driver stopped
                 return _finish(store, options, meta | {"session_started_at": started})
             return _fit(tuner, store, options)

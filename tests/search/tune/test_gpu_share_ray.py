@@ -10,6 +10,7 @@ import sys
 import pytest
 import yaml
 
+from orthotune.search.store import Store
 from orthotune.search.tune import LaunchOptions, gpu_share_record, launch, local_ray_options, loopback_ray
 from orthotune.spaces import parse_space
 
@@ -30,7 +31,7 @@ def test_auto_without_a_gpu_is_refused_in_one_line_before_any_trial(tmp_path):
                           env={**os.environ, "PYTHONUNBUFFERED": "1"}, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2, proc.stderr
     errors = [line for line in proc.stderr.splitlines() if line.startswith("orthotune launch:")]
-    assert errors == ["orthotune launch: gpus_per_trial='auto' needs GPUs, but the Ray cluster has none; give a "
+    assert errors == ["orthotune launch: error: gpus_per_trial='auto' needs GPUs, but the Ray cluster has none; give a "
                       "number (0 for CPU trials)"], proc.stderr
     assert not (store / "trials").exists() and not (store / "searches" / "nogpu.json").exists()
 
@@ -57,3 +58,5 @@ def test_auto_measures_each_cell_and_its_trials_ask_for_its_share(tmp_path, ray_
     # measured in its Ray task (on the CPU: no busy share), so the cell keeps a whole GPU
     assert cell["share"] == 1.0 and cell["device"] == "cpu" and cell["busy_share"] is None
     assert cell["runs"] == 1 and cell["seconds_per_epoch"] > 0
+    stored = Store.open(options.store).search_meta("auto")["gpu_shares"]  # the search's record keeps them
+    assert stored == record
