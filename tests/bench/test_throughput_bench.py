@@ -5,9 +5,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow  # starts a real Ray: 16 s
 def test_throughput_bench_floor_and_orthotune_parts_run():
     proc = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "throughput.py"), "--configs", "4", "--epochs", "3",
