@@ -101,9 +101,7 @@ def run(args: argparse.Namespace) -> int:
     if args.resume:
         outcome = resume(args.store, args.resume, parse_space, args.address, progress=progress)
     else:
-        options = _options(args)
-        check_inputs(options)  # before the store is touched and Ray starts
-        outcome = launch(options, progress=progress)
+        outcome = launch(_options(args), progress=progress)  # it checks the inputs before Ray starts
     print(summary(outcome, args.store))
     return OK if outcome.best_config is not None else RUN_FAILED
 
@@ -123,22 +121,6 @@ def _options(args: argparse.Namespace, name: str | None = None) -> LaunchOptions
         optuna_storage=args.optuna_storage, tensorboard=args.tensorboard, download=args.download,
         retries=args.retries,
     )
-
-
-def check_inputs(options: LaunchOptions) -> None:
-    """What a search needs beyond valid values, checked where the driver runs: every dataset
-    of every cell has its files in the data root (fetched first with --download), and on a
-    local Ray each cell's largest config fits this machine's memory."""
-    from orthotune.core import check_memory
-    from orthotune.search.training import DataRoot, check_dataset_files
-
-    space = options.space
-    if options.address is None:  # a cluster's workers have memory of their own
-        for config in space.largest_configs():
-            check_memory(config)
-    root = DataRoot.resolve(options.data_root, options.download)
-    for dataset in dict.fromkeys(d for cell in space.cells() for d in cell.datasets):
-        check_dataset_files(dataset, space.protocol(dataset)["setting"], root)
 
 
 def _space(args: argparse.Namespace):

@@ -25,13 +25,21 @@ import signal
 import tempfile
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from orthotune.core import ConfigError, OrthotuneError, SearchCrashed, SearchInterrupted, SearchState, check
+from orthotune.core import (
+    ConfigError,
+    OrthotuneError,
+    SearchCrashed,
+    SearchInterrupted,
+    SearchState,
+    check,
+    check_memory,
+)
 from orthotune.search.store import Lease, Store, now
 from orthotune.search.training import DataRoot, check_dataset_files
 from orthotune.search.tune._cells import CellSearcher, space_cell_key
@@ -87,7 +95,7 @@ class SearchPlan:
 def launch(options: LaunchOptions, progress: bool | str = True) -> SearchOutcome:
     """Run a new search. ``progress``: True (a bar on a terminal, plain lines elsewhere),
     ``"bar"``, ``"plain"``, or False (nothing)."""
-    _data_root(options.data_root, options.download, options.space)  # missing data fails here, not in every trial
+    check_inputs(options)  # missing data fails here, not in every trial
     store = Store.open(options.store, create=True)
     _refuse_taken_name(store, options)
     with Lease.acquire(store, options.name) as lease:
@@ -117,21 +125,22 @@ def resume(store_uri: str, name: str, parse_space: Callable[[dict[str, Any]], Se
     store = Store.open(store_uri)
     meta = store.search_meta(name)
     if meta.get("state") == SearchState.FINISHED:
-        raise OrthotuneError(f"search {name!r} finished with {_counts_text(store, name)}; nothing to resume")
+        raise OrthotuneError(f"search {name!r} finished with {_counts_text(_stored_counts(store, name))}; "
+                             f"nothing to resume")
     options = LaunchOptions.from_meta({**meta["options"], "store": store_uri,
                                        "address": address or meta["options"].get("address")}, parse_space)
-    _data_root(options.data_root, options.download, options.space)  # its files may have gone since
+    check_inputs(options)  # its files may have gone since
     with Lease.acquire(store, name) as lease:
         lease.start_heartbeat()
         meta = store.search_meta(name)  # as the last holder left it
         stored = stored_trials(store, name)
         with tune_settings():
             fits = _start_ray(options)
-            tuner, planned = _tuner(options, store, progress, options.concurrency or fits, stored,
-                                    prior_elapsed(meta, store))
+            elapsed = prior_elapsed(meta, store)
+            tuner, planned = _tuner(options, store, progress, options.concurrency or fits, stored, elapsed)
             started = now().isoformat()
             store.save_search_meta(name, {**meta, "state": SearchState.RUNNING.value, "resumed_at": started,
-                                          "session_started_at": started, "elapsed_s": prior_elapsed(meta, store),
+                                          "session_started_at": started, "elapsed_s": elapsed,
                                           "reason": None, **gpu_share_record(options)})
             if planned.num_samples == 0:  # every config was stored before the driver stopped
                 return _finish(store, options, meta | {"session_started_at": started})
@@ -163,7 +172,8 @@ def _fit(tuner, store: Store, options: LaunchOptions) -> SearchOutcome:
         except Exception as error:
             reason = crash_reason(error)
             _record(store, options.name, meta, SearchState.CRASHED, reason=reason)
-            raise SearchCrashed(f"search {options.name!r} crashed: {reason}; {_counts_text(store, options.name)} "
+            raise SearchCrashed(f"search {options.name!r} crashed: {reason}; "
+                                f"{_counts_text(_stored_counts(store, options.name))} "
                                 f"stored; once the cause is fixed, continue it with: orthotune launch --resume "
                                 f"{options.name} --store {options.store}") from error
     if received:
@@ -185,7 +195,7 @@ def _interrupted(store: Store, options: LaunchOptions, meta: dict[str, Any], sig
             counts=outcome.counts, reason=f"{name} received")
     planned = planned_configs(options)
     raise SearchInterrupted(
-        f"search {options.name!r} interrupted by {name}: {_counts_text(store, options.name)} of {planned} "
+        f"search {options.name!r} interrupted by {name}: {_counts_text(outcome.counts)} of {planned} "
         f"configs stored; continue it with: orthotune launch --resume {options.name} --store {options.store}",
         signum)
 
@@ -198,8 +208,12 @@ def _record(store: Store, name: str, meta: dict[str, Any], state: SearchState, *
                                   "elapsed_s": float(meta.get("elapsed_s") or 0.0) + ran, **extra})
 
 
-def _counts_text(store: Store, name: str) -> str:
-    counts = Counter(t.status.value for t in stored_trials(store, name))
+def _stored_counts(store: Store, name: str) -> Counter:
+    return Counter(t.status.value for t in stored_trials(store, name))
+
+
+def _counts_text(counts: Mapping[str, int]) -> str:
+    """``3 trials (2 completed, 1 failed)``."""
     parts = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
     total = sum(counts.values())
     return f"{total} trial{'' if total == 1 else 's'}" + (f" ({parts})" if parts else "")
@@ -505,13 +519,21 @@ def _start_ray(options: LaunchOptions) -> int:
     return max(1, session_fits(options, fits))  # --gpus-per-trial auto: measures each cell, caps by GPUs
 
 
-def _data_root(option: str | None, download: bool = False, space: SearchSpace | None = None) -> str:
-    """The data root the workers read (absolute). With ``space``, every dataset of its cells
-    must have its files there (with ``download``, they are fetched into it first): a
-    missing file fails the search before Ray starts, in one line."""
-    root = DataRoot.resolve(option, download)
-    if space is not None:
-        setting = space.to_dict().get("setting")  # None: each dataset's default
-        for dataset in dict.fromkeys(d for cell in space.cells() for d in cell.datasets):
-            check_dataset_files(dataset, setting, root)
-    return str(root.path)
+def _data_root(option: str | None, download: bool = False) -> str:
+    """The data root the workers read (absolute)."""
+    return str(DataRoot.resolve(option, download).path)
+
+
+def check_inputs(options: LaunchOptions) -> None:
+    """What a search needs beyond valid values, checked before the store is touched and Ray
+    starts: every dataset of every cell has its files in the data root (fetched first with
+    ``download``), and on a local Ray each cell's largest config fits this machine's memory
+    (a cluster's workers have memory of their own)."""
+    space = options.space
+    root = DataRoot.resolve(options.data_root, options.download)
+    if options.address is None:
+        for config in space.largest_configs():
+            check_memory(config)
+    cells = space.cells()
+    for dataset, setting in dict.fromkeys((d, cell.protocol(d)["setting"]) for cell in cells for d in cell.datasets):
+        check_dataset_files(dataset, setting, root)

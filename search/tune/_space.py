@@ -26,6 +26,12 @@ class SearchSpace(Protocol):
     def max_epochs(self) -> int:
         """The longest a trial can train (ASHA's ``max_t``)."""
 
+    def protocol(self, dataset: str) -> dict[str, Any]:
+        """The setting and repeats a config of ``dataset`` trains with."""
+
+    def largest_configs(self) -> list[Any]:
+        """Per cell, the config that needs the most memory (``TrainConfig``s)."""
+
     def default_point(self) -> dict[str, Any]:
         """A one-cell space's default values of its searched dimensions (tried first)."""
 
