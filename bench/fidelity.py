@@ -72,6 +72,10 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--grid-lr", nargs="+", type=float, default=[0.01], help="part 2's learning rates")
     parser.add_argument("--grid-weight-decay", nargs="+", type=float, default=[5e-5],
                         help="part 2's weight decays")
+    parser.add_argument("--grace-period", type=int, default=None,
+                        help="ASHA's first rung in epochs (default: the paper-full preset's, or 20 with --cpu-budget)")
+    parser.add_argument("--reduction-factor", type=int, default=None,
+                        help="ASHA's reduction factor (default: the paper-full preset's)")
     parser.add_argument("--skip-asha", action="store_true", help="part 1 only")
     parser.add_argument("--only-asha", action="store_true", help="part 2 only")
     args = parser.parse_args()
@@ -80,14 +84,30 @@ def parse_args() -> argparse.Namespace:
     if args.quick:
         args.datasets, args.depths, args.samples, args.epochs, args.patience = ["cora"], [2], 2, 20, 20
         args.grid_T, args.grid_beta = [2, 4], [0.4]
+    preset = paper_full_asha()
+    if args.grace_period is None:
+        # 20 at 400 epochs: rungs at 20/60/180 (simulated on a stored 400-epoch grid's curves,
+        # 10 lost the grid's winner in most random orders, 20 in 1 of 40)
+        args.grace_period = 5 if args.quick else 20 if args.cpu_budget else preset["grace_period"]
+    if args.reduction_factor is None:
+        args.reduction_factor = preset["reduction_factor"]
     return args
+
+
+def paper_full_asha() -> dict[str, int]:
+    """ASHA's settings in the ``paper-full`` preset (the search this part stands for)."""
+    from orthotune.spaces import resolve_space
+
+    space = resolve_space("paper-full")
+    return {"grace_period": space.grace_period, "reduction_factor": space.reduction_factor}
 
 
 def space(name: str, args: argparse.Namespace, datasets: list[str], depths: list[int],
           original: bool = True, ortho: dict | None = None, train: dict | None = None) -> Any:
     from orthotune.spaces import parse_space
 
-    values = {"name": name, "datasets": datasets, "setting": "full", "repeats": list(args.splits),
+    values = {"asha": {"grace_period": args.grace_period, "reduction_factor": args.reduction_factor},
+              "name": name, "datasets": datasets, "setting": "full", "repeats": list(args.splits),
               "backbones": ["gcn"], "depths": depths, "original": original,
               "train": {**(TRAIN_SPACE if train is None else train), "epochs": args.epochs,
                         "patience": args.patience},
@@ -143,8 +163,11 @@ def asha_against_grid(args: argparse.Namespace, store: str) -> None:
                        ortho={"T": args.grid_T, "beta": args.grid_beta, "lam": [5e-4]},
                        train={"lr": args.grid_lr, "weight_decay": args.grid_weight_decay, "dropout": [0.5]})
     grid, asha = f"grid-{stamp}", f"asha-{stamp}"
-    run(store, grid, grid_space, args, searcher="grid", scheduler="fifo")
-    run(store, asha, grid_space, args, searcher="grid", scheduler="asha")
+    seconds = {}
+    for name, scheduler in ((grid, "fifo"), (asha, "asha")):
+        began = time.perf_counter()
+        run(store, name, grid_space, args, searcher="grid", scheduler=scheduler)
+        seconds[name] = time.perf_counter() - began
     trials = Store.open(store).read("trials").to_pandas()
     best_grid = trials[trials["search"] == grid]["val_acc"].max()
     asha_rows = trials[trials["search"] == asha]
@@ -153,7 +176,10 @@ def asha_against_grid(args: argparse.Namespace, store: str) -> None:
     share = epochs[asha] / epochs[grid] if epochs[grid] else math.nan
     stopped = int((asha_rows["status"] == "stopped").sum())
     print(f"\nPart 2: Cora GCN-{max(args.depths)} Ortho arm, grid of {len(asha_rows)} points "
-          f"(T {args.grid_T} x beta {args.grid_beta} x lr {args.grid_lr} x weight decay {args.grid_weight_decay})")
+          f"(T {args.grid_T} x beta {args.grid_beta} x lr {args.grid_lr} x weight decay {args.grid_weight_decay}), "
+          f"splits {args.splits}, up to {args.epochs} epochs (patience {args.patience}); ASHA grace period "
+          f"{args.grace_period}, reduction factor {args.reduction_factor}; grid {seconds[grid]:.0f} s, "
+          f"ASHA {seconds[asha]:.0f} s")
     print(f"grid best val {best_grid * 100:.2f}; ASHA winner val {best_asha * 100:.2f} "
           f"(gap {(best_grid - best_asha) * 100:.2f} pts, target <= 0.5); ASHA stopped {stopped} trials and "
           f"spent {epochs[asha]} of the grid's {epochs[grid]} repeat-epochs ({share:.1%}, target <= 25%)")

@@ -14,11 +14,14 @@ from orthotune.search.tune._options import (
     MODES,
     NO_STORAGE,
     OBJECTIVE,
+    RUNG_SCORE,
     SCHEDULERS,
     SEARCHERS,
     TIME_ATTR,
     LaunchOptions,
     SearchOutcome,
+    rung_score,
+    shuffled_grid,
 )
 from orthotune.search.tune._space import SearchSpace
 
@@ -55,6 +58,7 @@ __all__ = [
     "MODES",
     "NO_STORAGE",
     "OBJECTIVE",
+    "RUNG_SCORE",
     "SCHEDULERS",
     "SEARCHERS",
     "TIME_ATTR",
@@ -100,6 +104,8 @@ __all__ = [
     "prior_elapsed",
     "replay_rungs",
     "resume",
+    "rung_score",
+    "shuffled_grid",
     "snapshot",
     "session_fits",
     "space_cell_key",

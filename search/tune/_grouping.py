@@ -178,21 +178,21 @@ class RungBoard:
         self.known: set[str] = set()
 
     def decide(self, reports: list[tuple[str, str, int, float]]) -> list[bool]:
-        """For each ``(config id, cell, epoch, objective)``: should that config stop now?
+        """For each ``(config id, cell, epoch, rung score)``: should that config stop now?
 
         The scheduler is a :class:`~orthotune.search.tune._cells.CellScheduler`: a config is
         compared only with configs of its own cell.
         """
         from ray.tune.schedulers import TrialScheduler
 
-        from orthotune.search.tune._options import OBJECTIVE, TIME_ATTR
+        from orthotune.search.tune._options import RUNG_SCORE, TIME_ATTR
 
         verdicts = []
-        for member_id, cell, epoch, objective in reports:
+        for member_id, cell, epoch, score in reports:
             member = Member(member_id, cell)
             if member_id not in self.known:
                 self.known.add(member_id)
                 self.scheduler.on_trial_add(None, member)
-            action = self.scheduler.on_trial_result(None, member, {TIME_ATTR: epoch, OBJECTIVE: objective})
+            action = self.scheduler.on_trial_result(None, member, {TIME_ATTR: epoch, RUNG_SCORE: score})
             verdicts.append(action == TrialScheduler.STOP)
         return verdicts

@@ -31,7 +31,7 @@ from typing import Any
 from orthotune.core import Status, TrainConfig, mean
 from orthotune.search.store import Store, config_from_columns
 from orthotune.search.tune._cells import cell_key, config_identity
-from orthotune.search.tune._options import OBJECTIVE, TIME_ATTR
+from orthotune.search.tune._options import RUNG_SCORE, TIME_ATTR, rung_score
 
 
 @dataclass(frozen=True)
@@ -99,11 +99,12 @@ def remaining_groups(groups: list[dict[str, Any]], trials: Iterable[StoredTrial]
 
 def objective_curves(store: Store, search: str, trials: Iterable[StoredTrial],
                      report_every: int) -> dict[str, list[tuple[int, float]]]:
-    """Per stored trial: ``(epoch, objective)`` at each report epoch, as its trainer reported.
+    """Per stored trial: ``(epoch, rung score)`` at each report epoch, as its trainer reported.
 
     The objective at an epoch is the mean over repeats of the validation accuracy at each
     repeat's selected epoch so far (by validation accuracy, or by validation loss where the
-    config selects by it), as :class:`~orthotune.search.training.TrainingLoop` computes it.
+    config selects by it), as :class:`~orthotune.search.training.TrainingLoop` computes it;
+    ASHA ranks by :func:`rung_score` of it and each repeat's lowest validation loss so far.
     """
     trials = list(trials)
     if not trials:
@@ -122,22 +123,28 @@ def objective_curves(store: Store, search: str, trials: Iterable[StoredTrial],
 def _curve(repeats: Mapping[int, list[tuple[int, float, float]]], by_loss: bool,
            report_every: int) -> list[tuple[int, float]]:
     selected: dict[int, dict[int, float]] = {}
+    lowest: dict[int, dict[int, float]] = {}
     last = 0
     for repeat, epochs in repeats.items():
-        best, value, values = -math.inf, math.nan, {}
+        best, value, values, low, lows = -math.inf, math.nan, {}, math.inf, {}
         for epoch, val_acc, val_loss in sorted(epochs):
             score = -_finite(val_loss) if by_loss else _finite(val_acc)
             if score > best:
                 best, value = score, val_acc
             values[epoch] = value
+            if val_loss is not None and math.isfinite(val_loss):
+                low = min(low, val_loss)
+            lows[epoch] = low
             last = max(last, epoch)
-        selected[repeat] = values
+        selected[repeat], lowest[repeat] = values, lows
     report_epochs = [e for e in range(report_every, last + 1, report_every)] + ([last] if last % report_every else [])
     curve = []
     for epoch in report_epochs:
         values = [_at(per_epoch, epoch) for per_epoch in selected.values()]
         finite = [v for v in values if v is not None and math.isfinite(v)]
-        curve.append((epoch, mean(finite) if finite else 0.0))
+        losses = [_at(per_epoch, epoch) for per_epoch in lowest.values()]
+        curve.append((epoch, rung_score(mean(finite) if finite else 0.0,
+                                        [math.inf if v is None else v for v in losses])))
     return curve
 
 
@@ -166,8 +173,8 @@ def replay_rungs(scheduler: Any, trials: Iterable[StoredTrial], curves: Mapping[
         member = Member(f"stored-{trial.trial_id}", trial.cell)
         scheduler.on_trial_add(None, member)
         for epoch, value in curve:
-            scheduler.on_trial_result(None, member, {TIME_ATTR: epoch, OBJECTIVE: value})
+            scheduler.on_trial_result(None, member, {TIME_ATTR: epoch, RUNG_SCORE: value})
         epoch, value = curve[-1]
-        scheduler.on_trial_complete(None, member, {TIME_ATTR: epoch, OBJECTIVE: value})
+        scheduler.on_trial_complete(None, member, {TIME_ATTR: epoch, RUNG_SCORE: value})
         given += 1
     return given

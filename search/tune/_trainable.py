@@ -20,7 +20,7 @@ from ray import tune
 from orthotune.core import ConfigResult, EpochReport, RunResult, Status, TrainConfig
 from orthotune.search.training import TrainOptions, choose_device, retain_freed_memory, run_configs
 from orthotune.search.tune._cells import cell_key
-from orthotune.search.tune._options import OBJECTIVE, TIME_ATTR
+from orthotune.search.tune._options import OBJECTIVE, RUNG_SCORE, TIME_ATTR, rung_score
 
 
 @dataclass(frozen=True)
@@ -90,6 +90,7 @@ class _Reporter:
         self.cells = cells or []
         self.pending: list[list[float]] = []
         self.objective = [0.0]
+        self.min_val_loss: dict[tuple[int, int], float] = {}  # (member, repeat) -> lowest so far
         self.epoch = 0
 
     def __call__(self, report: EpochReport) -> list[int]:
@@ -100,6 +101,7 @@ class _Reporter:
             for member, runs in enumerate(values.trained):
                 for repeat, trained in enumerate(runs):
                     if trained:
+                        self._lowest_loss(member, repeat, values.val_loss[member][repeat])
                         self.pending.append([
                             member, repeat, values.epoch, values.train_loss[member][repeat],
                             values.val_acc[member][repeat], values.test_acc[member][repeat],
@@ -117,14 +119,26 @@ class _Reporter:
         import ray
 
         live = [k for k, active in enumerate(report.active) if active]
-        asks = [(self.member_ids[k], self.cells[k], report.epoch, report.best_val[k]) for k in live]
+        scores = self.scores(report.best_val)
+        asks = [(self.member_ids[k], self.cells[k], report.epoch, scores[k]) for k in live]
         stops = ray.get(self.rung_board.decide.remote(asks))
         return [k for k, stop in zip(live, stops) if stop]
 
+    def _lowest_loss(self, member: int, repeat: int, loss: float) -> None:
+        known = self.min_val_loss.get((member, repeat), math.inf)  # inf: no finite loss yet
+        self.min_val_loss[member, repeat] = min(known, loss) if math.isfinite(loss) else known
+
+    def scores(self, objectives: list[float]) -> list[float]:
+        """Each config's ASHA score: its objective, ties broken by its validation loss."""
+        repeats = [sorted(r for m, r in self.min_val_loss if m == member) for member in range(len(objectives))]
+        return [rung_score(objective, [self.min_val_loss[member, r] for r in repeats[member]] or [math.inf])
+                for member, objective in enumerate(objectives)]
+
     def _metrics(self, final: bool, members: list[float], extra: dict | None = None) -> dict[str, Any]:
         history, self.pending = self.pending, []
-        return {OBJECTIVE: max(members), TIME_ATTR: self.epoch, "member_val_acc": list(members),
-                "history": history, "final": final, **(extra or {})}
+        # a trial group's Tune-level score is its best member's (the rung board ranks members)
+        return {OBJECTIVE: max(members), RUNG_SCORE: max(self.scores(list(members))), TIME_ATTR: self.epoch,
+                "member_val_acc": list(members), "history": history, "final": final, **(extra or {})}
 
     def final_metrics(self, results: list[ConfigResult]) -> dict[str, Any]:
         objectives = [_objective(r) for r in results]

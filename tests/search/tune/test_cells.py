@@ -13,6 +13,7 @@ from orthotune.core import OrthotuneError, Status, TrainConfig
 from orthotune.search.store import config_columns, config_from_columns
 from orthotune.search.tune import (
     OBJECTIVE,
+    RUNG_SCORE,
     TIME_ATTR,
     CellScheduler,
     CellSearcher,
@@ -221,7 +222,7 @@ def test_asha_rungs_are_rebuilt_from_stored_curves():
     assert replay_rungs(scheduler, trials, curves) == 3
     new = FakeTrial("new", {**config, "T": 3})
     scheduler.on_trial_add(None, new)
-    decisions = [scheduler.on_trial_result(None, new, {TIME_ATTR: epoch, OBJECTIVE: 0.2}) for epoch in range(1, 21)]
+    decisions = [scheduler.on_trial_result(None, new, {TIME_ATTR: epoch, RUNG_SCORE: 0.2}) for epoch in range(1, 21)]
     assert TrialScheduler.STOP in decisions
 
 
