@@ -138,10 +138,13 @@ class OrthoGNN(nn.Module):
       GCNII both layouts are the same model (``propagations`` says which applies).
 
     Other switches: ``conv_bias`` adds a bias after each hidden propagation (as PyG's
-    ``GCNConv``); ``batch_norm`` normalises each convolution's output before its
-    activation, per pack slot (the hidden ones, and the input one in the ``official``
-    layout); ``feature_transform=False`` drops every ``W(l)`` (propagation only, the
-    paper's Figure 1d), which leaves nothing to orthogonalise.
+    ``GCNConv``); ``io_bias=False`` drops the input and output layers' biases (the
+    authors' JKNet has none); ``input_dropout`` is the dropout on the raw input features
+    (None: ``dropout``; the authors' JKNet never drops them); ``batch_norm`` normalises
+    each convolution's output before its activation, per pack slot (the hidden ones, and
+    the input one in the ``official`` layout); ``feature_transform=False`` drops every
+    ``W(l)`` (propagation only, the paper's Figure 1d), which leaves nothing to
+    orthogonalise.
     """
 
     #: Whether the ``official`` layout makes input and output graph convolutions.
@@ -163,15 +166,20 @@ class OrthoGNN(nn.Module):
         conv_bias: bool = True,
         batch_norm: bool = False,
         feature_transform: bool = True,
+        input_dropout: float | None = None,
+        io_bias: bool = True,
     ) -> None:
         super().__init__()
         check(isinstance(depth, int) and depth >= 2, f"depth={depth!r} must be an integer >= 2")
         check(0.0 <= dropout < 1.0, f"dropout={dropout!r} must lie in [0, 1)")
+        check(input_dropout is None or 0.0 <= input_dropout < 1.0,
+              f"input_dropout={input_dropout!r} must lie in [0, 1) or be None")
         check(hidden_channels >= 1, f"hidden={hidden_channels!r} must be >= 1")
         check(layout in LAYOUTS, f"layout={layout!r} must be one of {', '.join(LAYOUTS)}")
         check(feature_transform or ortho is None,
               "feature_transform=False leaves no transformation to orthogonalise; use the original arm")
         self.depth, self.dropout, self.seeds = depth, dropout, tuple(seeds)
+        self.input_dropout = dropout if input_dropout is None else input_dropout
         self.packs = len(self.seeds)
         self.in_channels, self.hidden_channels = in_channels, hidden_channels
         self.out_channels = out_channels
@@ -182,7 +190,9 @@ class OrthoGNN(nn.Module):
             "lam", torch.tensor([s.lam for s in self.ortho] if self.ortho else [0.0] * self.packs)
         )
         # the authors orthogonalise the input projection once at initialisation (input_T)
-        self.input = PackedLinear(in_channels, hidden_channels, self.packs, bias=not self.graph_io,
+        # official layout: the input/output biases are added after propagation (below)
+        linear_bias = io_bias and not self.graph_io
+        self.input = PackedLinear(in_channels, hidden_channels, self.packs, bias=linear_bias,
                                   init_ortho=self.ortho)
         self.transforms = nn.ModuleList(
             self.init_conv(hidden_channels, hidden_channels) for _ in range(depth if feature_transform else 0)
@@ -194,11 +204,12 @@ class OrthoGNN(nn.Module):
         norms = depth + int(self.graph_io) if batch_norm else 0
         self.norms = nn.ModuleList(PackedBatchNorm(self.packs, hidden_channels) for _ in range(norms))
         self.init_extra()
-        self.output = PackedLinear(self.head_channels(), out_channels, self.packs, bias=not self.graph_io)
+        self.output = PackedLinear(self.head_channels(), out_channels, self.packs, bias=linear_bias)
         # official layout: biases after the input and output propagations (names start
         # with input/output, so the trainer's io weight decay group finds them)
-        self.input_bias = nn.Parameter(torch.zeros(self.packs, hidden_channels)) if self.graph_io else None
-        self.output_bias = nn.Parameter(torch.zeros(self.packs, out_channels)) if self.graph_io else None
+        graph_bias = io_bias and self.graph_io
+        self.input_bias = nn.Parameter(torch.zeros(self.packs, hidden_channels)) if graph_bias else None
+        self.output_bias = nn.Parameter(torch.zeros(self.packs, out_channels)) if graph_bias else None
         share_targets(self.ortho_layers())
         self.propagation = SimpleConv(aggr="sum")
         self._blocks: tuple[EdgeIndex, OptTensor, EdgeIndex, OptTensor] | None = None
@@ -252,20 +263,22 @@ class OrthoGNN(nn.Module):
     # --- forward ---------------------------------------------------------------------------
 
     def embed(self, x: Tensor | SparseFeatures) -> Tensor:
-        """Dropout and the input projection, ``[packs, N, hidden]``; each pack draws its
-        own dropout mask, as it would trained alone."""
+        """Input dropout (``input_dropout``) and the input projection, ``[packs, N, hidden]``;
+        each pack draws its own dropout mask, as it would trained alone."""
         if isinstance(x, SparseFeatures):
             values = x.values.expand(self.packs, -1)
-            return self.input.sparse(x, dropout(values, self.dropout, self.training))
-        if self.training and self.dropout > 0 and self.packs > 1:
+            return self.input.sparse(x, dropout(values, self.input_dropout, self.training))
+        if self.training and self.input_dropout > 0 and self.packs > 1:
             x = x.unsqueeze(0).expand(self.packs, -1, -1)
-        return self.input(dropout(x, self.dropout, self.training))
+        return self.input(dropout(x, self.input_dropout, self.training))
 
     def first_layer(self, x: Tensor | SparseFeatures, edge_index: Adj, edge_weight: OptTensor) -> Tensor:
         """``h(0)``: the activated input layer (a graph convolution in the official layout)."""
         h = self.embed(x)
         if self.graph_io:
-            h = self.propagate(h, edge_index, edge_weight) + self.input_bias.unsqueeze(1)
+            h = self.propagate(h, edge_index, edge_weight)
+            if self.input_bias is not None:
+                h = h + self.input_bias.unsqueeze(1)
             if self.norms:
                 h = self.norms[-1](h)
         return F.relu(h)
@@ -274,7 +287,9 @@ class OrthoGNN(nn.Module):
         """Logits ``[packs, N, out]`` from the dropped-out readout ``h``."""
         logits = self.output(h)
         if self.graph_io:
-            logits = self.propagate(logits, edge_index, edge_weight) + self.output_bias.unsqueeze(1)
+            logits = self.propagate(logits, edge_index, edge_weight)
+            if self.output_bias is not None:
+                logits = logits + self.output_bias.unsqueeze(1)
         return logits
 
     def propagate(self, h: Tensor, edge_index: Adj, edge_weight: OptTensor) -> Tensor:
@@ -485,7 +500,8 @@ def build_node_model(
     The one place that maps config fields to backbone arguments.
     """
     common = dict(layout=config.layout, batch_norm=config.batch_norm,
-                  feature_transform=config.feature_transform)
+                  feature_transform=config.feature_transform, input_dropout=config.input_dropout,
+                  io_bias=config.io_bias)
     extra = {
         "gcn": dict(conv_bias=config.conv_bias),
         "jknet": dict(conv_bias=config.conv_bias, jk=config.jk, self_loop=config.self_loop),

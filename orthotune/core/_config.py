@@ -71,7 +71,9 @@ PROFILES: dict[str, dict[str, Any]] = {
     "default": {},
     "paper": dict(bound="frobenius", hybrid="init", target="cI", squared_norm=False, centre_rows=False),
     # conv_bias is left to each config: the authors' hidden GCN convolutions have no bias
-    # (their `--bias` switches only the input/output layers'); the official presets set it
+    # (their `--bias` switches only the input/output layers'); the official presets set it.
+    # So are io_bias and input_dropout: only the authors' JKNet lacks input/output biases
+    # and input-feature dropout (their GCN and GCNII have both)
     "official": dict(bound="covariance", centre_rows=True, hybrid="reparam", target="ones",
                      squared_norm=True, input_T=4, layout="official", selection="val_loss"),
 }
@@ -101,6 +103,9 @@ class TrainConfig(_OrthoFields):
                           "input/output as linear projections (linear) or as graph convolutions "
                           "(official: the authors' --layer L is L + 2 propagations)", _V)
     conv_bias: bool = option(True, Rule("bool"), "bias on the hidden convolutions", _V)
+    io_bias: bool = option(True, Rule("bool"),
+                            "bias on the input and output layers (node backbones; false: none, as the "
+                            "authors' JKNet)", _V)
     batch_norm: bool = option(False, Rule("bool"), "BatchNorm after each hidden convolution", _V)
     feature_transform: bool = option(True, Rule("bool"),
                                       "hidden transformations W(l); false: propagation only (the paper's "
@@ -119,6 +124,9 @@ class TrainConfig(_OrthoFields):
                                             "weight decay of the input/output layers (default: weight_decay)",
                                             _T)
     dropout: float | None = option(None, Rule("float", 0.0, 1.0, high_open=True), "dropout probability", _T)
+    input_dropout: float | None = option(None, Rule("float", 0.0, 1.0, high_open=True, optional=True),
+                                          "dropout on the raw input features (node backbones; default: "
+                                          "dropout; 0: none, as the authors' JKNet)", _T)
     epochs: int | None = option(None, Rule("int", 1), "most epochs a repeat trains", _T, column="max_epochs")
     patience: int | None = option(None, Rule("int", 1),
                                    "stop after this many epochs without a better selection metric", _T)
@@ -154,6 +162,11 @@ class TrainConfig(_OrthoFields):
               f"splits={self.splits} and seeds={self.seeds} must have equal lengths, or one of length 1")
         check(self.hidden % self.norm_groups == 0,
               f"norm_groups={self.norm_groups} must divide hidden={self.hidden}")
+        # only the node backbones read these: refuse them rather than ignore them
+        check(info.task == "node" or self.input_dropout is None,
+              f"input_dropout={self.input_dropout!r} applies to node backbones only, not {self.backbone}")
+        check(info.task == "node" or self.io_bias,
+              f"io_bias={self.io_bias!r} applies to node backbones only, not {self.backbone}")
 
     def ortho_settings(self) -> OrthoSettings | None:
         """The Ortho-GConv settings of this config, or None for the original arm."""

@@ -93,6 +93,11 @@ V1_VARIANT = dict(bound="frobenius", transform="newton", hybrid="init", target="
                   input_T=0, variant="v1", layout="linear", conv_bias=True, batch_norm=False,
                   feature_transform=True, gcnii_variant=False, directed=False, selection="val_acc")
 
+#: Columns added to schema v2 after it shipped, with what the runs of rows written before
+#: them did. A file without the column reads it as null; such a field is never null in a
+#: row written with it, so :func:`fill_added` fills every null (v1 rows included).
+V2_ADDED = dict(io_bias=True)
+
 TRIALS_SCHEMA = pa.schema(
     [
         pa.field("search", pa.string(), nullable=False),
@@ -299,7 +304,7 @@ class Store:
 
         where = None if search is None else ds.field("search") == search
         data = self.dataset(table).to_table(filter=where).cast(TABLES[table])
-        return upgrade_v1(data) if table == "trials" else data
+        return fill_added(upgrade_v1(data)) if table == "trials" else data
 
     def warn_unreadable(self, path: str, error: BaseException | str) -> None:
         """One warning line on stderr per unreadable file (per opened store), naming the repair."""
@@ -481,6 +486,15 @@ def _safe(trial_id: str) -> str:
 
 def now() -> datetime:
     return datetime.now(UTC)
+
+
+def fill_added(trials: pa.Table) -> pa.Table:
+    """Fill the nulls of the :data:`V2_ADDED` columns (files written before them) with their value."""
+    for name, value in V2_ADDED.items():
+        index = trials.schema.get_field_index(name)
+        column = trials[name]
+        trials = trials.set_column(index, trials.schema.field(index), pa.compute.fill_null(column, value))
+    return trials
 
 
 def upgrade_v1(trials: pa.Table) -> pa.Table:

@@ -98,8 +98,8 @@ def pack_key(config: TrainConfig) -> tuple:
     rate, weight decays, epochs, patience, selection and ``input_T``.
     """
     fixed = [f.name for f in by_group(TrainConfig, Group.CELL, Group.VARIANT) if f.name not in PER_RUN]
-    return (*(getattr(config, name) for name in fixed), config.hidden, config.dropout, config.alpha,
-            config.theta)
+    return (*(getattr(config, name) for name in fixed), config.hidden, config.dropout, config.input_dropout,
+            config.alpha, config.theta)
 
 
 def train_node(

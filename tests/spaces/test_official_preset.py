@@ -26,16 +26,18 @@ WEBKB = dict(directed=True)
 # --weight_decay, --gama, --T1, --T2, --group2, --weight_beta; 5 splits)
 FULL_PY = dict(setting="full", lr=0.01, hidden=64, dropout=0.5, epochs=1500, patience=200, weight_decay=0.0,
                weight_decay_io=None, lam=1e-4, input_T=2, T=2, norm_groups=2, beta=0.1, target_trainable=True,
-               selection="val_loss", splits=(0, 1, 2, 3, 4), directed=False)
+               selection="val_loss", splits=(0, 1, 2, 3, 4), directed=False, io_bias=True, input_dropout=None)
 # train.py's defaults (--wd1 -> weight_decay, --wd2 -> weight_decay_io for GCN/GCNII, whose
 # optimiser never holds the target; --get loss; 10 runs -> seeds 0-9)
 TRAIN_PY = dict(setting="semi", lr=0.01, hidden=64, dropout=0.6, epochs=1500, patience=1500, weight_decay=0.0,
                 weight_decay_io=5e-4, lam=1e-4, input_T=2, T=2, norm_groups=2, beta=0.1, target_trainable=False,
-                selection="val_loss", seeds=tuple(range(10)), directed=False)
+                selection="val_loss", seeds=tuple(range(10)), directed=False, io_bias=True, input_dropout=None)
 # JKNet in train.py: one Adam group with --weight_decay (default 5e-3); the target trains
 TRAIN_PY_JKNET = {**TRAIN_PY, "weight_decay": 5e-3, "weight_decay_io": None, "target_trainable": True}
-# --type densegcn --nhiddenlayer 1 --aggrmethod concat; no hidden bias; --withbn/--withloop off
-JKNET = dict(jk="cat", conv_bias=False, batch_norm=False, self_loop=False)
+# --type densegcn --nhiddenlayer 1 --aggrmethod concat; no hidden bias; --withbn/--withloop off;
+# JKNet_Model (both entry points): ingc/outgc are GraphConvolutionBS without bias, and the
+# raw features reach ingc undropped (its dropout follows each convolution)
+JKNET = dict(jk="cat", conv_bias=False, batch_norm=False, self_loop=False, io_bias=False, input_dropout=0.0)
 # GCNII's --alpha and --lamda (theta) defaults differ per entry point; --variant off
 FULL_PY_GCNII = {**FULL_PY, "alpha": 0.5, "theta": 0.5, "gcnii_variant": False}
 TRAIN_PY_GCNII = {**TRAIN_PY, "alpha": 0.1, "theta": 0.5, "gcnii_variant": False}
@@ -207,3 +209,18 @@ def test_official_config_builds_and_trains_on_real_data(config):
     (run,) = result.runs
     assert run.epochs == 2 and 1 <= run.best_epoch <= 2
     assert 0.0 <= run.test_acc <= 1.0 and math.isfinite(run.val_acc)
+
+
+@pytest.mark.parametrize("setting", ["full", "semi"])
+def test_official_jknet_model_has_no_io_bias_and_keeps_its_input_features(configs, setting):
+    """The preset's JKNet builds the authors' JKNet_Model on these points: no bias on the
+    input/output graph convolutions, and the raw features reach the input layer undropped."""
+    from orthotune.models import build_node_model
+
+    (config,) = configs[("cora", setting, "jknet")]
+    model = build_node_model(config, 32, 7, seeds=(0,), ortho=[config.ortho_settings()])
+    names = [name for name, _ in model.named_parameters()]
+    assert not [n for n in names if n.startswith(("input", "output")) and "bias" in n], names
+    model.train()
+    x = torch.rand(5, 32)
+    assert torch.equal(model.embed(x), model.input(x))  # no mask on the features

@@ -169,3 +169,19 @@ def test_a_schema_v1_store_is_read_with_its_variant_filled_in(tmp_path):
     (read,) = store.read("trials").to_pylist()
     assert read["variant"] == "v1" and read["bound"] == "frobenius" and read["selection"] == "val_acc"
     assert (read["T"], read["val_acc"], read["search"]) == (4, 0.3, "old")
+
+
+def test_a_v2_file_written_before_io_bias_and_input_dropout_reads_as_their_old_behaviour(tmp_path):
+    """A schema-v2 trial file without the later ``io_bias``/``input_dropout`` columns reads
+    ``io_bias`` true (those runs had the biases) and ``input_dropout`` null (= dropout)."""
+    store = Store.open(str(tmp_path), create=True)
+    old_columns = [f for f in TRIALS_SCHEMA if f.name not in ("search", "io_bias", "input_dropout")]
+    row = {f.name: None for f in old_columns}
+    row.update(trial_id="old", status="completed", dataset="cora", setting="full", backbone="jknet", depth=8,
+               ortho=False, selection="val_acc", variant="default", conv_bias=False, val_acc=0.3)
+    folder = tmp_path / "trials" / "search=old"
+    folder.mkdir(parents=True)
+    pq.write_table(pa.Table.from_pylist([row], schema=pa.schema(old_columns)), folder / "trial-old.parquet")
+    (read,) = store.read("trials").to_pylist()
+    assert read["io_bias"] is True and read["input_dropout"] is None
+    assert (read["conv_bias"], read["variant"], read["val_acc"]) == (False, "default", 0.3)

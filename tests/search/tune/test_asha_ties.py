@@ -58,8 +58,8 @@ def test_the_grid_searcher_proposes_every_point_once_in_the_seeded_order():
 PLATEAU = {
     "name": "plateau", "datasets": ["cora"], "repeats": [0], "backbones": ["gcn"], "depths": [8],
     "original": True,
-    "train": {"lr": [0.002, 0.005, 0.01, 0.02, 0.05, 0.1], "weight_decay": 5e-4, "dropout": 0.0, "hidden": 16, "epochs": 12,
-              "patience": 12},
+    "train": {"lr": [0.002, 0.005, 0.01, 0.02, 0.05, 0.1], "weight_decay": 5e-4, "dropout": 0.0, "hidden": 16,
+              "epochs": 12, "patience": 12},
     "asha": {"grace_period": 4, "reduction_factor": 2},
     "samples": 6,
 }
