@@ -59,6 +59,7 @@ from orthotune.search.tune._options import (
     LaunchOptions,
     SearchOutcome,
     grid_search,
+    shuffled_grid,
 )
 from orthotune.search.tune._progress import SearchProgress
 from orthotune.search.tune._recorder import StoreRecorder
@@ -383,7 +384,8 @@ def plan(options: LaunchOptions, storage: Any = None, stored: list[StoredTrial] 
     """
     space, group, stored = options.space, options.configs_per_trial, stored or []
     if options.searcher == "grid":
-        points = list(options.points) if options.points is not None else space.grid()
+        # the space's grid in a seeded random order (``shuffled_grid``); given points as given
+        points = list(options.points) if options.points is not None else shuffled_grid(space.grid(), options.seed)
         points = remaining_points(points, stored)
         if group == 1:
             scheduler = _replayed(SCHEDULERS.get(options.scheduler)(space), stored, curves)

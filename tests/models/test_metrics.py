@@ -1,8 +1,9 @@
-"""Steadiness metrics: M_sig against the input features, as the paper defines it."""
+"""Steadiness metrics: M_sig against the input features, as the paper defines it; smoothness
+per pack slot exactly as alone, in bounded memory."""
 
 import torch
 
-from orthotune.models import feature_norms, signal_magnification
+from orthotune.models import feature_norms, signal_magnification, smoothness
 
 
 def test_m_sig_divides_by_each_nodes_input_feature_norm_and_skips_empty_nodes():
@@ -17,3 +18,30 @@ def test_m_sig_of_states_equals_m_sig_of_their_norms():
     first, last = torch.randn(6, 3, 4, generator=generator), torch.randn(6, 3, 4, generator=generator)
     shared = first[:, :1].expand(6, 3, 4)  # one input shared by every pack, like X
     assert torch.allclose(signal_magnification(shared, last), signal_magnification(shared[:, 0].norm(dim=-1), last))
+
+
+def test_smoothness_is_the_mean_pairwise_distance_of_each_slot():
+    states = torch.randn(300, 3, 8, generator=torch.Generator().manual_seed(0))  # [N, packs, d]
+    expected = torch.stack([torch.cdist(states[:, p], states[:, p]).mean() for p in range(3)])
+    assert torch.allclose(smoothness(states), expected, rtol=1e-5)
+
+
+def test_each_slot_of_a_pack_gets_exactly_its_lone_smoothness():
+    states = torch.randn(2500, 5, 16, generator=torch.Generator().manual_seed(1))
+    alone = torch.cat([smoothness(states[:, p:p + 1]) for p in range(5)])
+    assert torch.equal(smoothness(states), alone)
+
+
+def test_smoothness_holds_one_slots_distances_at_a_time(monkeypatch):
+    """A pack of 64 Cora runs held 64 x 1024 x 2708 distances at once (710 MB)."""
+    largest = []
+    cdist = torch.cdist
+
+    def recording(a, b, *args, **kwargs):
+        out = cdist(a, b, *args, **kwargs)
+        largest.append(out.numel())
+        return out
+
+    monkeypatch.setattr(torch, "cdist", recording)
+    smoothness(torch.randn(2000, 16, 4))
+    assert max(largest) <= 1024 * 2000

@@ -7,10 +7,10 @@ import pytest
 
 from orthotune.search.store import Store
 from orthotune.search.tune import (
-    SEARCHERS,
     LaunchOptions,
     launch,
     objective_curves,
+    plan,
     rung_score,
     shuffled_grid,
     stored_trials,
@@ -41,15 +41,19 @@ def test_the_grid_reaches_asha_in_a_seeded_random_order():
     assert sorted(map(str, first)) == sorted(map(str, points))  # the same points, each once
 
 
-def test_the_grid_searcher_proposes_every_point_once_in_the_seeded_order():
+def test_a_launched_grid_proposes_every_point_once_in_the_seeded_order():
     space = parse_space({"name": "g", "datasets": ["cora"], "backbones": ["gcn"], "depths": [2], "original": False,
                          "ortho": {"T": [1, 2, 3, 4], "beta": [0.2, 0.6], "lam": 5e-4}, "samples": 8})
-    (cell,) = space.cells()
-    searcher = SEARCHERS.get("grid")(cell, 3)
-    proposed = [searcher.suggest(f"t{k}") for k in range(8)]
-    expected = shuffled_grid(cell.grid(), 3)
-    assert [(p["T"], p["beta"]) for p in proposed] == [(p["T"], p["beta"]) for p in expected]
-    assert len({(p["T"], p["beta"]) for p in proposed}) == 8
+
+    def proposed(seed: int) -> list[tuple]:
+        options = LaunchOptions(store="unused", name="g", space=space, searcher="grid", scheduler="asha", seed=seed)
+        searcher = plan(options).search_alg
+        return [(p["T"], p["beta"]) for p in (searcher.suggest(f"t{k}") for k in range(8))]
+
+    nested = [(p["T"], p["beta"]) for p in space.grid()]
+    assert proposed(3) == [(p["T"], p["beta"]) for p in shuffled_grid(space.grid(), 3)] != nested
+    assert proposed(3) == proposed(3) != proposed(4)
+    assert sorted(proposed(3)) == sorted(nested)
 
 
 #: The original GCN-8 at weight decay 5e-4: every trial predicts the majority class for its
