@@ -358,17 +358,33 @@ def _drop_studies(storage: Any, options: LaunchOptions) -> None:
 _SCRATCH: list[str] = []
 
 
+#: Prefix of a session's scratch folder in the temporary directory; the driver's pid follows.
+SCRATCH_PREFIX = "orthotune-tune-"
+
+
 def _scratch_folder() -> str:
     """Where Ray Tune keeps its experiment state for this session: outside the store (Tune
     pickles its trials and searchers there, and orthotune resumes from rows), and deleted
-    when the driver exits."""
-    folder = tempfile.mkdtemp(prefix="orthotune-tune-")
+    when the driver exits. A killed driver cannot delete its own: the next session on the
+    host deletes the folders whose driver is gone (their pid is in the name)."""
+    _sweep_dead_scratch()
+    folder = tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-")
     if not _SCRATCH:
         import atexit
 
         atexit.register(lambda: [shutil.rmtree(path, ignore_errors=True) for path in _SCRATCH])
     _SCRATCH.append(folder)
     return folder
+
+
+def _sweep_dead_scratch() -> None:
+    import psutil
+
+    root = tempfile.gettempdir()
+    for entry in os.scandir(root):
+        pid = entry.name[len(SCRATCH_PREFIX):].partition("-")[0]
+        if entry.name.startswith(SCRATCH_PREFIX) and pid.isdigit() and not psutil.pid_exists(int(pid)):
+            shutil.rmtree(entry.path, ignore_errors=True)
 
 
 def plan(options: LaunchOptions, storage: Any = None, stored: list[StoredTrial] | None = None,

@@ -11,6 +11,7 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -121,6 +122,8 @@ def test_a_killed_driver_shows_dead_in_status_and_resumes_without_loss_or_duplic
     wait_for_trials(driver, store, name, 2)
     os.killpg(driver.pid, signal.SIGKILL)  # the driver and its local Ray, mid-search
     driver.communicate()
+    left = list(Path(tempfile.gettempdir()).glob(f"orthotune-tune-{driver.pid}-*"))
+    assert left  # Ray Tune's scratch state of the killed session
     kept = {t["trial_id"]: t["finished_at"] for t in stored(store, name)}
     status = subprocess.run([sys.executable, "-m", "orthotune.cli", "status", "--store", str(store)],
                             capture_output=True, text=True)
@@ -129,6 +132,7 @@ def test_a_killed_driver_shows_dead_in_status_and_resumes_without_loss_or_duplic
     assert f"orthotune launch --resume {name}" in status.stdout
     finished = resume(store, name)  # takes over the dead driver's lease
     assert finished.returncode == 0, finished.stderr
+    assert not any(path.exists() for path in left)  # the next session swept it
     trials = assert_every_trial_once(store, name)
     assert all(t["finished_at"] == kept[t["trial_id"]] for t in trials if t["trial_id"] in kept)  # not rerun
     assert record(store, name)["state"] == "finished"
