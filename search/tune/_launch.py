@@ -22,6 +22,7 @@ import logging
 import os
 import shutil
 import signal
+import socket
 import tempfile
 import threading
 from collections import Counter
@@ -358,7 +359,8 @@ def _drop_studies(storage: Any, options: LaunchOptions) -> None:
 _SCRATCH: list[str] = []
 
 
-#: Prefix of a session's scratch folder in the temporary directory; the driver's pid follows.
+#: Prefix of a session's scratch folder in the temporary directory; the driver's pid and
+#: host follow (a temporary directory shared by containers holds other hosts' pids).
 SCRATCH_PREFIX = "orthotune-tune-"
 
 
@@ -368,7 +370,7 @@ def _scratch_folder() -> str:
     when the driver exits. A killed driver cannot delete its own: the next session on the
     host deletes the folders whose driver is gone (their pid is in the name)."""
     _sweep_dead_scratch()
-    folder = tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-")
+    folder = tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-{socket.gethostname()}-")
     if not _SCRATCH:
         import atexit
 
@@ -380,10 +382,11 @@ def _scratch_folder() -> str:
 def _sweep_dead_scratch() -> None:
     import psutil
 
-    root = tempfile.gettempdir()
-    for entry in os.scandir(root):
-        pid = entry.name[len(SCRATCH_PREFIX):].partition("-")[0]
-        if entry.name.startswith(SCRATCH_PREFIX) and pid.isdigit() and not psutil.pid_exists(int(pid)):
+    host = socket.gethostname()
+    for entry in os.scandir(tempfile.gettempdir()):
+        pid, _, rest = entry.name.removeprefix(SCRATCH_PREFIX).partition("-")
+        mine = entry.name.startswith(SCRATCH_PREFIX) and pid.isdigit() and rest.startswith(f"{host}-")
+        if mine and not psutil.pid_exists(int(pid)):
             shutil.rmtree(entry.path, ignore_errors=True)
 
 
