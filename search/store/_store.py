@@ -56,7 +56,7 @@ import pyarrow.parquet as pq
 if TYPE_CHECKING:
     import pyarrow.dataset as ds
 
-from orthotune.core import OrthotuneError, TrainConfig, column_name, declared
+from orthotune.core import Group, OrthotuneError, TrainConfig, column_name, declared
 
 #: v2 added the variant switches of the config (bound, transform, hybrid, ...) and
 #: ``repeat_val_loss``; v1 files are read through :func:`upgrade_v1` (their runs used the
@@ -93,10 +93,14 @@ V1_VARIANT = dict(bound="frobenius", transform="newton", hybrid="init", target="
                   input_T=0, variant="v1", layout="linear", conv_bias=True, batch_norm=False,
                   feature_transform=True, gcnii_variant=False, directed=False, selection="val_acc")
 
-#: Columns added to schema v2 after it shipped, with what the runs of rows written before
-#: them did. A file without the column reads it as null; such a field is never null in a
-#: row written with it, so :func:`fill_added` fills every null (v1 rows included).
-V2_ADDED = dict(io_bias=True)
+#: The variant switches with their declared defaults. A switch added after schema v2
+#: shipped (``io_bias``, ...) reads as null from files written before it; every switch's
+#: default is the behaviour from before it existed (a new switch never changes old runs),
+#: and a row written with it never holds null, so :func:`fill_added` fills every null with
+#: the default (v1 rows too, after :func:`upgrade_v1` has filled what v1 did differently).
+#: Otherwise the report, which leaves null switches out of a cell's key, would split old
+#: rows and new rows of the same model into two cells.
+V2_ADDED = {column_name(f): f.default for f in declared(TrainConfig) if f.metadata["group"] is Group.VARIANT}
 
 TRIALS_SCHEMA = pa.schema(
     [
@@ -489,7 +493,7 @@ def now() -> datetime:
 
 
 def fill_added(trials: pa.Table) -> pa.Table:
-    """Fill the nulls of the :data:`V2_ADDED` columns (files written before them) with their value."""
+    """Fill the nulls of the :data:`V2_ADDED` columns (files written before them) with their default."""
     for name, value in V2_ADDED.items():
         index = trials.schema.get_field_index(name)
         column = trials[name]

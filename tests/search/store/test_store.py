@@ -185,3 +185,21 @@ def test_a_v2_file_written_before_io_bias_and_input_dropout_reads_as_their_old_b
     (read,) = store.read("trials").to_pylist()
     assert read["io_bias"] is True and read["input_dropout"] is None
     assert (read["conv_bias"], read["variant"], read["val_acc"]) == (False, "default", 0.3)
+
+
+def test_every_switch_missing_from_an_old_file_reads_as_its_default_and_joins_the_new_rows_cell(
+        tmp_path, trained):
+    """A file written before a switch existed (here ``self_loop``, ``jk``, ``io_bias``) and
+    one written after hold the same model: the report must see one cell, not two."""
+    store = Store.open(str(tmp_path), create=True)
+    write(store, "both", "new", trained)
+    late = ("search", "self_loop", "jk", "io_bias")
+    old_columns = [f for f in TRIALS_SCHEMA if f.name not in late]
+    new = store.read("trials").to_pylist()[0]
+    old = {**{k: v for k, v in new.items() if k not in late}, "trial_id": "old"}
+    folder = tmp_path / "trials" / "search=both"
+    pq.write_table(pa.Table.from_pylist([old], schema=pa.schema(old_columns)), folder / "trial-old.parquet")
+    rows = {r["trial_id"]: r for r in store.read("trials").to_pylist()}
+    assert (rows["old"]["self_loop"], rows["old"]["jk"], rows["old"]["io_bias"]) == (False, "cat", True)
+    assert {k: v for k, v in rows["old"].items() if k != "trial_id"} == \
+        {k: v for k, v in rows["new"].items() if k != "trial_id"}
