@@ -45,19 +45,26 @@ class Snapshot:
         return sum(self.counts[s] for s in Status)
 
 
-def snapshot(trials) -> Snapshot:
-    """Counts by status and each cell's best objective so far (failed configs excluded)."""
+def snapshot(trials, ended: set[str] | None = None) -> Snapshot:
+    """Counts by status and each cell's best objective so far (failed configs excluded).
+
+    ``ended``: the ids of the trials Tune reported as ended. On Ctrl-C Tune stops the running
+    trials without reporting them (they have no rows and train again on ``--resume``), yet
+    marks them terminated; given ``ended``, such trials count as ``interrupted``, not done.
+    """
     shot = Snapshot()
     for trial in trials:
         members = member_configs(trial.config)
         statuses = trial_statuses(trial)
+        if statuses is not None and ended is not None and trial.trial_id not in ended:
+            statuses = ["interrupted"] * len(members)
         if statuses is None:
             waiting = "running" if trial.status == "RUNNING" else "pending"
             statuses = [waiting] * len(members)
         shot.counts.update(str(s) for s in statuses)
         values = (trial.last_result or {}).get("member_val_acc") or []
         for config, status, value in zip(members, statuses, values):
-            if status == Status.FAILED or value is None or not math.isfinite(value):
+            if status in (Status.FAILED, "interrupted") or value is None or not math.isfinite(value):
                 continue
             cell = cell_key(config)
             if cell not in shot.best or value > shot.best[cell][0]:
@@ -98,6 +105,7 @@ class SearchProgress(Callback):
         self._last_done: int | None = None
         self._done_at_start: int | None = None
         self._best: dict[str, float] = {}
+        self._ended: set[str] = set()
         self._bar: Any = None
 
     def __getstate__(self) -> dict[str, Any]:  # Tune pickles callbacks with its state
@@ -123,10 +131,16 @@ class SearchProgress(Callback):
         now = time.monotonic()
         if now - self._last_draw < self.every_s:
             return
-        self.update(snapshot(trials), now)
+        self.update(snapshot(trials, self._ended), now)
+
+    def on_trial_complete(self, iteration, trials, trial, **info) -> None:
+        self._ended.add(trial.trial_id)
+
+    def on_trial_error(self, iteration, trials, trial, **info) -> None:
+        self._ended.add(trial.trial_id)
 
     def on_experiment_end(self, trials, **info) -> None:
-        self.update(snapshot(trials), time.monotonic(), force=True)
+        self.update(snapshot(trials, self._ended), time.monotonic(), force=True)
         if self._bar is not None:
             self._bar.close()
             self._bar = None
@@ -153,12 +167,13 @@ class SearchProgress(Callback):
     def status(self, shot: Snapshot, session_s: float) -> str:
         """``3/12 configs done: 2 completed, 1 stopped, 0 failed; 2 running, 7 queued; ETA 1m20s; best ...``"""
         counts, done = shot.counts, shot.done
-        running = counts["running"]
-        queued = max(0, self.total - done - running)
+        running, interrupted = counts["running"], counts["interrupted"]
+        queued = max(0, self.total - done - running - interrupted)
         best = max((value for value, _ in shot.best.values()), default=None)
         best_text = f"{best:.4f}" if best is not None else "-"
+        cut = f"{interrupted} interrupted (not stored; --resume trains them), " if interrupted else ""
         return (f"{done}/{self.total} configs done: {counts[Status.COMPLETED]} completed, "
-                f"{counts[Status.STOPPED]} stopped, {counts[Status.FAILED]} failed; {running} running, "
+                f"{counts[Status.STOPPED]} stopped, {counts[Status.FAILED]} failed; {cut}{running} running, "
                 f"{queued} queued; ETA {duration(self.eta(done, session_s))}; best {OBJECTIVE} {best_text}")
 
     def eta(self, done: int, session_s: float) -> float | None:

@@ -149,6 +149,22 @@ def test_snapshot_counts_per_status_and_keeps_each_cells_best_without_failures()
         "cora/gcn/2/ortho": 0.7, "cora/gcn/2/original": 0.3, "texas/gcn/2/original": 0.4}
 
 
+def test_trials_tune_stopped_on_ctrl_c_count_as_interrupted_not_stopped():
+    """Tune marks the trials it stops on its way out terminated without reporting them ended
+    (they have no rows): the last progress line must not call them stopped."""
+    out = io.StringIO()
+    progress = SearchProgress(total=8, mode="plain", stream=out)
+    trials = trials_now()
+    for trial in trials[:3]:  # Tune reported a, b and c ended (b: stopped by ASHA)
+        (progress.on_trial_error if trial.status == "ERROR" else progress.on_trial_complete)(0, trials, trial)
+    cut = FakeTrial("e", ORTHO, "TERMINATED", {"member_val_acc": [0.95], "epoch": 4})  # stopped by Ctrl-C
+    progress.on_experiment_end([*trials, cut])
+    last = out.getvalue().strip().splitlines()[-1]
+    assert "3/8 configs done: 1 completed, 1 stopped, 1 failed; 1 interrupted" in last, last
+    assert "1 running, 3 queued" in last and "0.95" not in out.getvalue()  # never a best either
+    assert snapshot([*trials, cut]).counts["stopped"] == 2  # without the ended ids: Tune's view
+
+
 def test_plain_progress_line_has_total_counts_eta_and_per_cell_best():
     out = io.StringIO()
     progress = SearchProgress(total=8, mode="plain", stream=out)

@@ -107,6 +107,8 @@ def test_a_signal_interrupts_the_search_with_the_resume_command_and_resume_finis
     meta, kept = record(store, name), stored(store, name)
     assert meta["state"] == "interrupted"
     assert sum(meta["counts"].values()) == len(kept) and f"{len(kept)} trial" in last  # counts from the store
+    progress = [line for line in out.splitlines() if "configs done" in line][-1]
+    assert f"{len(kept)}/{TOTAL} configs done" in progress and " 0 stopped" in progress, progress  # FIFO
     assert not (store / "leases" / f"{name}.json").exists()
     finished = resume(store, name)
     assert finished.returncode == 0, finished.stderr
