@@ -198,8 +198,11 @@ def test_bar_mode_draws_a_tqdm_bar_and_survives_pickling():
 
     out = io.StringIO()
     progress = SearchProgress(total=4, mode="bar", stream=out)
-    progress.on_step_end(0, trials_now())
-    progress.on_experiment_end(trials_now())
+    trials = trials_now()
+    for trial in trials[:3]:  # as Tune reports them ended
+        (progress.on_trial_error if trial.status == "ERROR" else progress.on_trial_complete)(0, trials, trial)
+    progress.on_step_end(0, trials)
+    progress.on_experiment_end(trials)
     assert "%|" in out.getvalue() and "3/4 configs done" in out.getvalue()
     copy = pickle.loads(pickle.dumps(progress))
     assert copy.total == 4 and copy.stream is None and copy._bar is None
