@@ -71,10 +71,15 @@ PLATEAU = {
 
 @pytest.fixture(scope="module")
 def plateau_store(tmp_path_factory):
+    import ray
+
     store = str(tmp_path_factory.mktemp("store") / "s")
-    launch(LaunchOptions(store=store, name="plateau", space=parse_space(PLATEAU), searcher="grid",
-                         scheduler="asha", concurrency=2, report_every=4, seed=0), progress=False)
-    return store
+    try:
+        launch(LaunchOptions(store=store, name="plateau", space=parse_space(PLATEAU), searcher="grid",
+                             scheduler="asha", concurrency=2, report_every=4, seed=0), progress=False)
+        yield store
+    finally:
+        ray.shutdown()  # launch() leaves the local Ray it started to its process; later tests start their own
 
 
 @pytest.mark.slow  # a real local Ray, six depth-8 trials on Cora
