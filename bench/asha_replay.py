@@ -19,6 +19,10 @@ import statistics
 from typing import Any
 
 import numpy as np
+from ray.tune.schedulers import ASHAScheduler, TrialScheduler
+
+from orthotune.search.store import Store
+from orthotune.search.tune import rung_score
 
 
 def main() -> None:
@@ -58,8 +62,6 @@ Curves = dict[str, list[tuple[np.ndarray, np.ndarray]]]
 def grid_curves(store_path: str, search: str | None) -> tuple[Curves, list[str]]:
     """Per trial: each repeat's validation accuracy and loss by epoch; and the trials in the
     grid's nested order (its dimensions sorted)."""
-    from orthotune.search.store import Store
-
     store = Store.open(store_path)
     trials = store.read("trials").to_pandas()
     if search is None:
@@ -76,8 +78,6 @@ def grid_curves(store_path: str, search: str | None) -> tuple[Curves, list[str]]
 
 
 def score(repeats: list[tuple[np.ndarray, np.ndarray]], epoch: int, tie_break: bool) -> float:
-    from orthotune.search.tune import rung_score
-
     objective = float(np.mean([acc[:epoch].max() for acc, _ in repeats]))
     if not tie_break:
         return objective
@@ -86,8 +86,6 @@ def score(repeats: list[tuple[np.ndarray, np.ndarray]], epoch: int, tie_break: b
 
 def replay(curves: Curves, order: list[str], args: argparse.Namespace, tie_break: bool) -> tuple[float, float]:
     """(share of the grid's repeat-epochs spent, gap to the grid's best in points) of one order."""
-    from ray.tune.schedulers import ASHAScheduler, TrialScheduler
-
     asha = ASHAScheduler(time_attr="epoch", metric="score", mode="max", max_t=args.max_epochs,
                          grace_period=args.grace_period, reduction_factor=args.reduction_factor,
                          stop_last_trials=False)

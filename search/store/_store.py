@@ -96,11 +96,11 @@ V1_VARIANT = dict(bound="frobenius", transform="newton", hybrid="init", target="
 #: The variant switches with their declared defaults. A switch added after schema v2
 #: shipped (``io_bias``, ...) reads as null from files written before it; every switch's
 #: default is the behaviour from before it existed (a new switch never changes old runs),
-#: and a row written with it never holds null, so :func:`fill_added` fills every null with
+#: and a row written with it never holds null, so :func:`fill_switch_defaults` fills every null with
 #: the default (v1 rows too, after :func:`upgrade_v1` has filled what v1 did differently).
 #: Otherwise the report, which leaves null switches out of a cell's key, would split old
 #: rows and new rows of the same model into two cells.
-V2_ADDED = {column_name(f): f.default for f in declared(TrainConfig) if f.metadata["group"] is Group.VARIANT}
+SWITCH_DEFAULTS = {column_name(f): f.default for f in declared(TrainConfig) if f.metadata["group"] is Group.VARIANT}
 
 TRIALS_SCHEMA = pa.schema(
     [
@@ -308,7 +308,7 @@ class Store:
 
         where = None if search is None else ds.field("search") == search
         data = self.dataset(table).to_table(filter=where).cast(TABLES[table])
-        return fill_added(upgrade_v1(data)) if table == "trials" else data
+        return fill_switch_defaults(upgrade_v1(data)) if table == "trials" else data
 
     def warn_unreadable(self, path: str, error: BaseException | str) -> None:
         """One warning line on stderr per unreadable file (per opened store), naming the repair."""
@@ -492,9 +492,9 @@ def now() -> datetime:
     return datetime.now(UTC)
 
 
-def fill_added(trials: pa.Table) -> pa.Table:
-    """Fill the nulls of the :data:`V2_ADDED` columns (files written before them) with their default."""
-    for name, value in V2_ADDED.items():
+def fill_switch_defaults(trials: pa.Table) -> pa.Table:
+    """Fill the nulls of the :data:`SWITCH_DEFAULTS` columns (files older than the switch) with its default."""
+    for name, value in SWITCH_DEFAULTS.items():
         index = trials.schema.get_field_index(name)
         column = trials[name]
         trials = trials.set_column(index, trials.schema.field(index), pa.compute.fill_null(column, value))

@@ -90,7 +90,7 @@ class _Reporter:
         self.cells = cells or []
         self.pending: list[list[float]] = []
         self.objective = [0.0]
-        self.min_val_loss: dict[tuple[int, int], float] = {}  # (member, repeat) -> lowest so far
+        self.min_val_loss: dict[int, dict[int, float]] = {}  # member -> repeat -> lowest so far
         self.epoch = 0
 
     def __call__(self, report: EpochReport) -> list[int]:
@@ -125,13 +125,13 @@ class _Reporter:
         return [k for k, stop in zip(live, stops) if stop]
 
     def _lowest_loss(self, member: int, repeat: int, loss: float) -> None:
-        known = self.min_val_loss.get((member, repeat), math.inf)  # inf: no finite loss yet
-        self.min_val_loss[member, repeat] = min(known, loss) if math.isfinite(loss) else known
+        repeats = self.min_val_loss.setdefault(member, {})
+        known = repeats.get(repeat, math.inf)  # inf: no finite loss yet
+        repeats[repeat] = min(known, loss) if math.isfinite(loss) else known
 
     def scores(self, objectives: list[float]) -> list[float]:
         """Each config's ASHA score: its objective, ties broken by its validation loss."""
-        repeats = [sorted(r for m, r in self.min_val_loss if m == member) for member in range(len(objectives))]
-        return [rung_score(objective, [self.min_val_loss[member, r] for r in repeats[member]] or [math.inf])
+        return [rung_score(objective, list(self.min_val_loss.get(member, {}).values()) or [math.inf])
                 for member, objective in enumerate(objectives)]
 
     def _metrics(self, final: bool, members: list[float], extra: dict | None = None) -> dict[str, Any]:
