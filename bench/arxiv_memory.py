@@ -25,7 +25,7 @@ NODES, EDGES, FEATURES, CLASSES = 169343, 1166243, 128, 40
 
 
 def synthetic_arxiv(seed: int = 0):
-    from orthotune.search.training import NodeData, normalised_adjacency
+    from orthotune.training import NodeData, normalised_adjacency
 
     generator = torch.Generator().manual_seed(seed)
     edge_index = torch.randint(0, NODES, (2, EDGES), generator=generator)
@@ -44,7 +44,7 @@ def peak_mib() -> float:
 
 def measure(backbone: str, ortho: bool, depth: int, hidden: int) -> dict:
     from orthotune.core import TrainConfig
-    from orthotune.search.training import retain_freed_memory, train_node
+    from orthotune.training import retain_freed_memory, train_node
 
     torch.set_num_threads(1)
     retain_freed_memory()  # as the Ray worker does: peak RSS as a search sees it

@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 from ray.tune.schedulers import ASHAScheduler, TrialScheduler
 
-from orthotune.search.store import Store
-from orthotune.search.tune import rung_score
+from orthotune.search import rung_score
+from orthotune.store import Store
 
 
 def main() -> None:

@@ -120,7 +120,7 @@ def space(name: str, args: argparse.Namespace, datasets: list[str], depths: list
 
 
 def run(store: str, name: str, search_space: Any, args: argparse.Namespace, **options: Any) -> Any:
-    from orthotune.search.tune import LaunchOptions, launch
+    from orthotune.search import LaunchOptions, launch
 
     launch_options = LaunchOptions(store=store, name=name, space=search_space, data_root=args.data_root,
                                    report_every=10, **options)
@@ -158,7 +158,7 @@ def verdict(row: Any) -> str:
 
 
 def asha_against_grid(args: argparse.Namespace, store: str) -> None:
-    from orthotune.search.store import Store
+    from orthotune.store import Store
 
     stamp = int(time.time())
     grid_space = space(f"grid-{stamp}", args, ["cora"], [max(args.depths)], original=False,

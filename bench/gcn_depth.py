@@ -14,7 +14,7 @@ import argparse
 import torch
 
 from orthotune.core import TrainConfig
-from orthotune.search.training import DataRoot, choose_device, load_node_data, retain_freed_memory, train_node
+from orthotune.training import DataRoot, choose_device, load_node_data, retain_freed_memory, train_node
 
 
 def main() -> None:

@@ -42,7 +42,7 @@ from typing import Any
 import torch
 
 from orthotune.core import TrainConfig
-from orthotune.search.training import (
+from orthotune.training import (
     DataRoot,
     TrainOptions,
     choose_device,

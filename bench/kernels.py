@@ -28,7 +28,7 @@ _M_MMAP_MAX = -4  # mallopt parameter (malloc.h)
 
 
 def load_cora():
-    from orthotune.search.training import DataRoot, load_node_data
+    from orthotune.training import DataRoot, load_node_data
 
     return load_node_data("cora", "full", DataRoot.resolve(None))
 
@@ -96,7 +96,7 @@ def heap_only() -> None:
 
 def main() -> None:
     from orthotune.models import adjacency, node_features
-    from orthotune.search.training import retain_freed_memory
+    from orthotune.training import retain_freed_memory
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--packs", type=int, default=64)

@@ -17,7 +17,7 @@ import argparse
 import torch
 
 from orthotune.core import TrainConfig
-from orthotune.search.training import choose_device, retain_freed_memory, run_configs
+from orthotune.training import choose_device, retain_freed_memory, run_configs
 
 
 def main() -> None:

@@ -30,7 +30,7 @@ from typing import Any
 import torch
 
 from orthotune.core import TrainConfig
-from orthotune.search.training import DataRoot, load_node_data, retain_freed_memory, train_node
+from orthotune.training import DataRoot, load_node_data, retain_freed_memory, train_node
 
 QUICK = dict(configs=8, epochs=20)
 
@@ -107,9 +107,9 @@ def run_orthotune(configs: list[TrainConfig], args: argparse.Namespace) -> tuple
     points, FIFO, packs of ``--pack`` configs, reused workers); the wall of the search."""
     import ray
 
-    from orthotune.search.store import Store
-    from orthotune.search.tune import LaunchOptions, launch
+    from orthotune.search import LaunchOptions, launch
     from orthotune.spaces import parse_space
+    from orthotune.store import Store
 
     space = parse_space({"datasets": ["cora"], "backbones": [args.backbone], "depths": [args.depth]})
     pack = args.pack or -(-len(configs) // args.cores)  # one pack per core by default

@@ -19,7 +19,7 @@ from orthotune.core import (
     TrainConfig,
     by_group,
 )
-from orthotune.search.store import Store
+from orthotune.store import Store
 
 #: The config's cell fields: dataset, setting, backbone, depth and the arm (``ortho``).
 BASE = tuple(f.name for f in by_group(TrainConfig, Group.CELL))

@@ -21,7 +21,7 @@ from orthotune.reports._tables import (
     t_effect,
     winners_table,
 )
-from orthotune.search.store import Store
+from orthotune.store import Store
 
 #: The epochs-table column of per-layer gradient norms (recorded every k epochs), if the
 #: store has it; the paper's Figure 1(b, c) is drawn from it.

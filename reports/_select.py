@@ -24,7 +24,7 @@ import pyarrow as pa
 
 from orthotune.core import TrainConfig, column_name, declared
 from orthotune.reports._load import CELL
-from orthotune.search.store import ORTHO_ONLY, TRIALS_SCHEMA
+from orthotune.store import ORTHO_ONLY, TRIALS_SCHEMA
 
 #: Sort keys and directions of the tie rule, in order.
 TIE_RULE: tuple[tuple[str, bool], ...] = (

@@ -21,7 +21,7 @@ def isolated_cache(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def data_root():
-    from orthotune.search.training import DataRoot
+    from orthotune.training import DataRoot
 
     if not DATA_ROOT.is_dir():
         pytest.fail(f"benchmark data not found beside the repository: {DATA_ROOT}")
@@ -30,6 +30,6 @@ def data_root():
 
 @pytest.fixture(scope="session")
 def cora(data_root):
-    from orthotune.search.training import load_node_data
+    from orthotune.training import load_node_data
 
     return load_node_data("cora", "full", data_root)

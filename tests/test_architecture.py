@@ -1,7 +1,8 @@
 """The floor plan, enforced: imports run only down the layers and only through ``__all__``.
 
-Layers, bottom to top (the README's architecture section draws the same picture):
-core -> models -> search.training -> search.store -> search.tune -> spaces -> reports -> cli.
+Layers, bottom to top (the README's architecture section draws the same picture), each one
+folder at the repository root (``orthotune.X`` is ``X/``):
+core -> models -> training -> store -> search -> spaces -> reports -> cli.
 A module may import its own package's private modules; from any other package it may import
 only names that package lists in ``__all__``, and only from a layer at or below its own.
 """
@@ -14,17 +15,13 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-#: Repository folder -> the package it installs as (pyproject's package-dir).
-FOLDERS = {"orthotune": "orthotune", "models": "orthotune.models", "search": "orthotune.search",
-           "spaces": "orthotune.spaces", "reports": "orthotune.reports"}
-LAYERS = ["orthotune.core", "orthotune.models", "orthotune.search.training", "orthotune.search.store",
-          "orthotune.search.tune", "orthotune.spaces", "orthotune.reports", "orthotune.cli"]
+#: The layer folders, bottom to top; pyproject maps the root to ``orthotune`` (one rule).
+FOLDERS = ["core", "models", "training", "store", "search", "spaces", "reports", "cli"]
+LAYERS = [f"orthotune.{folder}" for folder in FOLDERS]
 
 
 def module_name(path: Path) -> str:
-    relative = path.relative_to(ROOT).with_suffix("")
-    parts = list(relative.parts)
-    parts[0] = FOLDERS[parts[0]]
+    parts = ["orthotune", *path.relative_to(ROOT).with_suffix("").parts]
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
@@ -42,7 +39,7 @@ def layer_index(module: str) -> int:
 
 
 def source_files() -> list[Path]:
-    return sorted(p for folder in FOLDERS for p in (ROOT / folder).rglob("*.py"))
+    return [ROOT / "__init__.py", *sorted(p for folder in FOLDERS for p in (ROOT / folder).rglob("*.py"))]
 
 
 def imports(source: str) -> list[tuple[str, tuple[str, ...], int]]:

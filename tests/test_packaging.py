@@ -29,9 +29,11 @@ def test_wheel_holds_only_the_orthotune_namespace(wheel):
     names = zipfile.ZipFile(wheel).namelist()
     tops = {n.split("/")[0] for n in names if not n.split("/")[0].endswith((".dist-info", ".data"))}
     assert tops == {"orthotune"}, tops
-    for package in ("models", "search/training", "search/store", "search/tune", "spaces", "reports", "cli", "core"):
+    for package in ("core", "models", "training", "store", "search", "spaces", "reports", "cli"):
         assert f"orthotune/{package}/__init__.py" in names, package
     assert "orthotune/spaces/presets/quick.yaml" in names
+    # the package's folder is the repository root: only its layers ship, never tests or benches
+    assert not [n for n in names if n.startswith(("orthotune/tests/", "orthotune/bench/"))]
 
 
 @pytest.mark.slow
@@ -47,11 +49,12 @@ def test_installed_wheel_imports_outside_the_checkout(wheel, tmp_path):
     zipfile.ZipFile(wheel).extractall(site)
     code = ("import importlib.util, orthotune, orthotune.models, orthotune.cli;"
             "print(orthotune.models.__file__);"
-            "print([m for m in ('models', 'search', 'spaces', 'reports') if importlib.util.find_spec(m)])")
+            "print([m for m in ('core', 'models', 'training', 'store', 'search', 'spaces', 'reports', 'cli') "
+            "if importlib.util.find_spec(m)])")
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",)}
     out = subprocess.run([str(python), "-c", code], capture_output=True, text=True, cwd=tmp_path, env=env)
     assert out.returncode == 0, out.stderr
     models_file, top_level = out.stdout.strip().splitlines()
     assert models_file.startswith(str(site)), models_file
     assert top_level == "[]", f"top-level packages installed: {top_level}"
-    assert not (site / "models").exists() and not (site / "search").exists()
+    assert not any((site / name).exists() for name in ("core", "models", "search", "tests", "bench"))

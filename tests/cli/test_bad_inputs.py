@@ -311,7 +311,7 @@ def test_the_installed_command_prints_one_line_for_a_binary_space(tmp_path):
 ])
 def test_the_python_api_checks_the_data_before_the_store_and_ray(tmp_path, ray_starts, data_root, expected):
     from orthotune.core import OrthotuneError
-    from orthotune.search.tune import LaunchOptions, launch
+    from orthotune.search import LaunchOptions, launch
     from orthotune.spaces import parse_space
 
     space = parse_space({"datasets": ["cora", "ogbn-arxiv"], "backbones": ["gcn"], "depths": [2]})

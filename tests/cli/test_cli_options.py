@@ -37,7 +37,7 @@ def test_help_imports_no_heavy_library(argv):
 
 
 def test_status_imports_neither_torch_nor_ray(tmp_path):
-    from orthotune.search.store import Store
+    from orthotune.store import Store
 
     Store.open(str(tmp_path / "s"), create=True).save_search_meta("one", {"options": {}, "state": "finished"})
     proc, heavy = imported_after("status", "--store", str(tmp_path / "s"))

@@ -3,7 +3,7 @@
 The head is ``ray start --head --block`` in its own process group, stopped by its process id
 (never ``ray stop``, which would stop every Ray on the machine). It runs with this test's
 Python first on PATH, as a head node runs from the environment that has orthotune's
-dependencies; the package itself travels with the job (see orthotune/cli/jobs.py).
+dependencies; the package itself travels with the job (see cli/jobs.py).
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ def ray_head(tmp_path_factory):
 
 @pytest.mark.slow
 def test_submitted_search_runs_on_the_head_after_the_client_left(ray_head, tmp_path):
-    from orthotune.search.store import Store
+    from orthotune.store import Store
 
     space = tmp_path / "jobtest.yaml"
     space.write_text(SPACE)

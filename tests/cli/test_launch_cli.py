@@ -40,7 +40,7 @@ def test_status_of_a_folder_that_is_not_a_store(tmp_path, capsys):
 
 
 def test_resume_of_an_unknown_search_lists_the_known_ones(tmp_path, capsys):
-    from orthotune.search.store import Store
+    from orthotune.store import Store
 
     Store.open(str(tmp_path / "s"), create=True).save_search_meta("known", {"options": {}})
     assert main(["launch", "--resume", "other", "--store", str(tmp_path / "s")]) == 2

@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "reports"))  # the 
 from report_stores import hand_row  # noqa: E402
 
 from orthotune.cli import main  # noqa: E402
-from orthotune.search.store import Lease, Store  # noqa: E402
+from orthotune.store import Lease, Store  # noqa: E402
 
 
 def run_cli(capsys, *args: str) -> tuple[int, str, str]:

@@ -22,7 +22,7 @@ from orthotune.models import (
 
 @pytest.fixture(scope="module")
 def batch(data_root):
-    from orthotune.search.training import load_dataset
+    from orthotune.training import load_dataset
 
     return next(iter(DataLoader(load_dataset("proteins", None, data_root), batch_size=32)))
 

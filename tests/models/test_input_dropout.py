@@ -14,7 +14,7 @@ import torch
 
 from orthotune.core import ConfigError, TrainConfig
 from orthotune.models import BACKBONES, OrthoSettings, SparseFeatures, adjacency, build_node_model, node_features
-from orthotune.search.training import pack_key, train_node
+from orthotune.training import pack_key, train_node
 
 CPU = torch.device("cpu")
 NAMES = ["gcn", "jknet", "gcnii"]

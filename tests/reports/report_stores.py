@@ -13,8 +13,8 @@ from typing import Any
 import torch
 
 from orthotune.core import TrainConfig
-from orthotune.search.store import TRIALS_SCHEMA, Store, epoch_rows, trial_row
-from orthotune.search.training import run_configs
+from orthotune.store import TRIALS_SCHEMA, Store, epoch_rows, trial_row
+from orthotune.training import run_configs
 
 #: The small real search: Texas full-supervised (183 nodes, so it trains in seconds), Geom-GCN
 #: splits 0-2, GCN at depths 2 and 4, the original backbone and Ortho-GConv at T = 2 and 4.

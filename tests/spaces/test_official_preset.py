@@ -15,8 +15,8 @@ import pytest
 import torch
 
 from orthotune.core import PROFILES, OrthoSettings, TrainConfig
-from orthotune.search.training import run_configs
 from orthotune.spaces import PRESETS, parse_space, resolve_space
+from orthotune.training import run_configs
 
 NAMES = ("official", "official-semi")
 ORTHO_FIELDS = {f.name for f in dataclasses.fields(OrthoSettings)}

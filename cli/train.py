@@ -1,0 +1,200 @@
+"""Train one config on its repeats and print validation/test accuracy and steadiness."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from orthotune.cli._common import OK, RUN_FAILED, add_data_arguments
+from orthotune.core import (
+    DATASET_DEFAULTS,
+    DATASETS,
+    PROFILES,
+    SETTING_DEFAULTS,
+    SETTINGS,
+    TASKS,
+    ConfigError,
+    Group,
+    TrainConfig,
+    check_memory,
+    declared,
+)
+
+if TYPE_CHECKING:
+    from orthotune.core import ConfigResult
+
+#: Flags named otherwise than their field: the repeats are given as lists of one kind.
+FLAG_NAMES = {"splits": "split", "seeds": "seed"}
+#: The help's sections, one per field group, in this order.
+SECTIONS = {
+    Group.CELL: "experiment cell",
+    Group.ORTHO: "Ortho-GConv values (ignored with --no-ortho)",
+    Group.VARIANT: "variant switches",
+    Group.TRAIN: "training",
+    Group.REPEATS: "repeats (run i uses split i and seed i; one value is broadcast)",
+}
+TYPES = {"int": int, "float": float, "str": str, "ints": int}
+
+
+def catalogue_names() -> dict[str, list[str]]:
+    """Valid names of the string fields whose rule is the catalogue, not a fixed choice."""
+    backbones = list(dict.fromkeys(b for task in TASKS for b in TASKS.get(task).backbones))
+    return {"dataset": DATASETS.names(), "setting": list(SETTINGS), "backbone": backbones}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", metavar="FILE",
+                        help="a YAML or JSON config (TrainConfig keys, e.g. from `orthotune best --yaml`); "
+                             "exclusive with the config options")
+    parser.add_argument("--profile", choices=list(PROFILES), metavar="{" + ",".join(PROFILES) + "}",
+                        help="a named bundle of variant switches; explicit options win (default: none, "
+                             "orthotune's own defaults)")
+    add_config_options(parser)
+    run_group = parser.add_argument_group("run")
+    add_data_arguments(run_group)
+    run_group.add_argument("--device", help="cpu or cuda[:N] (default: cuda when present, else cpu)")
+    run_group.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def add_config_options(parser: argparse.ArgumentParser) -> None:
+    """One option per declared config field, its help, default and choices from the
+    declaration. Every option defaults to None here, so --config can tell which were given;
+    TrainConfig applies the defaults and checks the rules (one place for both)."""
+    sections = {group: parser.add_argument_group(title) for group, title in SECTIONS.items()}
+    for f in declared(TrainConfig):
+        rule = f.metadata["rule"]
+        flag = "--" + FLAG_NAMES.get(f.name, f.name).replace("_", "-")
+        kwargs: dict[str, Any] = {"dest": f.name, "default": None, "help": option_help(f)}
+        if rule.kind == "bool":
+            kwargs["action"] = argparse.BooleanOptionalAction
+        else:
+            kwargs["type"] = TYPES[rule.kind]
+            names = rule.choices or catalogue_names().get(f.name)
+            kwargs["metavar"] = "{" + ",".join(map(str, names)) + "}" if rule.choices else (
+                "N" if rule.kind == "ints" else f.name.upper() if names else None)
+            if rule.kind == "ints":
+                kwargs["nargs"] = "+"
+        sections[f.metadata["group"]].add_argument(flag, **kwargs)
+
+
+def option_help(f: dataclasses.Field) -> str:
+    """The field's doc, its rule in words and its default (argparse %-formats help: escaped)."""
+    rule = f.metadata["rule"]
+    names = catalogue_names().get(f.name)
+    valid = "one of: " + ", ".join(names) if names and not rule.choices else rule.describe()
+    text = f.metadata["doc"] if rule.kind == "bool" else f"{f.metadata['doc']}; {valid}"
+    default = default_text(f)
+    if default:
+        text += f" (default: {default})"
+    return text.replace("%", "%%")
+
+
+def default_text(f: dataclasses.Field) -> str:
+    """The default in words: the declared one, or the per-setting/per-dataset defaults table."""
+    if f.default is not None and f.default is not dataclasses.MISSING:
+        value = f.default
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        return " ".join(map(str, value)) if isinstance(value, tuple) else str(value)
+    if f.name == "dataset":
+        return "none: required unless --config"
+    if "default:" in f.metadata["doc"]:
+        return ""  # the doc states it
+    parts = [f"{s} {v[f.name]}" for s, v in SETTING_DEFAULTS.items() if f.name in v]
+    parts += [f"{d} {v[f.name]}" for d, v in DATASET_DEFAULTS.items() if f.name in v]
+    return "by setting and dataset: " + ", ".join(parts) if parts else "none"
+
+
+def run(args: argparse.Namespace) -> int:
+    config = config_from_args(args)  # bad input fails before torch is imported
+    check_memory(config)
+    from orthotune.training import DataRoot, check_dataset_files, choose_device, run_configs
+
+    root = DataRoot.resolve(args.data_root, args.download)
+    check_dataset_files(config.dataset, config.setting, root)  # fetched here with --download
+    device = choose_device(args.device)
+    result = run_configs([config], device, str(root.path))[0]
+    summary = summarise(result)
+    print(json.dumps(summary) if args.json else format_text(summary))
+    return OK if result.status != "failed" else RUN_FAILED
+
+
+def config_from_args(args: argparse.Namespace) -> TrainConfig:
+    """The config from --config FILE, or from the options; mixing both is refused, so a file
+    from `orthotune best` reruns exactly what it says."""
+    values = {f.name: getattr(args, f.name) for f in declared(TrainConfig) if getattr(args, f.name) is not None}
+    if args.profile is not None:
+        values["profile"] = args.profile
+    if args.config is not None:
+        if values:
+            flags = sorted("--" + FLAG_NAMES.get(k, k).replace("_", "-") for k in values)
+            raise ConfigError(f"--config is exclusive with the config options; also given: {', '.join(flags)}")
+        return TrainConfig.from_dict(load_config_file(args.config))
+    if "dataset" not in values:
+        raise ConfigError("--dataset is required (or --config FILE)")
+    return TrainConfig.from_dict(values)
+
+
+def load_config_file(path: str) -> dict:
+    """One config mapping from a YAML or JSON file (a one-item list, as `best` prints, is accepted)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as error:
+        raise ConfigError(f"--config {path!r} cannot be read: {error.strerror}") from None
+    except UnicodeDecodeError as error:
+        raise ConfigError(f"--config {path!r} is not UTF-8 text ({error.reason} at byte {error.start}); "
+                          f"it must be a YAML or JSON config") from None
+    try:
+        value = json.loads(text) if path.endswith(".json") else yaml.safe_load(text)
+    except (ValueError, yaml.YAMLError) as error:
+        raise ConfigError(f"--config {path!r} is not valid {'JSON' if path.endswith('.json') else 'YAML'}: "
+                          f"{str(error).splitlines()[0]}") from None
+    if isinstance(value, list) and len(value) == 1:
+        value = value[0]
+    if isinstance(value, list):
+        raise ConfigError(f"--config {path!r} holds {len(value)} configs; it must hold one "
+                          f"(narrow `orthotune best` with --dataset/--backbone/--depth/--ortho)")
+    if not isinstance(value, dict):
+        raise ConfigError(f"--config {path!r} must hold a mapping of TrainConfig keys, not {type(value).__name__}")
+    return value
+
+
+def summarise(result: ConfigResult) -> dict:
+    runs = result.runs
+    return {
+        "status": result.status,
+        "reason": result.reason,
+        "config": result.config.to_dict(),
+        "val_acc": result.mean("val_acc"),
+        "test_acc": result.mean("test_acc"),
+        "test_acc_std": result.std("test_acc"),
+        "best_epoch": [r.best_epoch for r in runs] if len(runs) > 1 else runs[0].best_epoch,
+        "epochs": [r.epochs for r in runs] if len(runs) > 1 else runs[0].epochs,
+        "m_sig": result.mean("m_sig"),
+        "smoothness": result.mean("smoothness"),
+        "grad_norms": [r.grad_norms for r in runs] if len(runs) > 1 else runs[0].grad_norms,
+        "seconds_per_epoch": result.seconds_per_epoch,
+        "device": result.device,
+    }
+
+
+def format_text(summary: dict) -> str:
+    if summary["status"] == "failed":
+        return f"failed: {summary['reason']}"
+    grads = summary["grad_norms"]
+    grads = grads if grads and isinstance(grads[0], float) else grads[0] if grads else []
+    return "\n".join([
+        f"val_acc            {summary['val_acc']:.4f}",
+        f"test_acc           {summary['test_acc']:.4f} +- {summary['test_acc_std']:.4f}",
+        f"best_epoch         {summary['best_epoch']}",
+        f"epochs             {summary['epochs']}",
+        f"M_sig              {summary['m_sig']:.4f}",
+        f"smoothness D       {summary['smoothness']:.4f}",
+        "grad norms ||dL/dW(l)||_F  " + " ".join(f"{g:.3g}" for g in grads),
+        f"seconds_per_epoch  {summary['seconds_per_epoch']:.4f} ({summary['device']})",
+    ])

@@ -1,0 +1,110 @@
+"""Find what in a store cannot be read, and move it aside (``orthotune store check``).
+
+Looked at: every file of the ``trials`` and ``epochs`` tables (read whole and cast to the
+declared schema), the search records and leases (JSON objects), and temporaries left by a
+writer that died (hidden ``.tmp-*`` names older than :data:`TEMPORARY_GRACE_S`; a younger
+one may be a live writer's). Ray Tune's, Optuna's and TensorBoard's folders are theirs and
+not looked at. Quarantining moves each problem file to
+``quarantine/<UTC stamp>/<its path in the store>``: nothing is deleted, no good file moved.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import pyarrow.fs as pafs
+
+from orthotune.store._store import READ_ERRORS, TABLES, TEMPORARY_PREFIX, _first_line, now
+
+if TYPE_CHECKING:
+    from orthotune.store._store import Store
+
+QUARANTINE = "quarantine"
+#: A temporary younger than this may still be being written: it is left alone.
+TEMPORARY_GRACE_S = 300.0
+#: Folders of JSON documents, and whether a young unreadable one may be a lease being created.
+DOCUMENTS = {"searches": False, "leases": True}
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One file in the store that a reader cannot use."""
+
+    path: str  # relative to the store root
+    kind: str  # "corrupt parquet", "unreadable json", "leftover temporary"
+    detail: str
+
+    def describe(self) -> str:
+        return f"{self.path}: {self.kind} ({self.detail})"
+
+
+def check_store(store: Store) -> list[Problem]:
+    """Every problem file in ``store``, in path order. Reads only."""
+    problems = []
+    for folder in (*TABLES, *DOCUMENTS):
+        for info in _files(store, folder):
+            relative = info.path[len(store.root) + 1:]
+            if info.base_name.startswith(TEMPORARY_PREFIX):
+                age = _age(info)
+                if age is None or age > TEMPORARY_GRACE_S:
+                    problems.append(Problem(relative, "leftover temporary",
+                                            "a writer died before moving it into place"))
+            elif info.base_name.startswith((".", "_")):
+                continue  # hidden: no reader looks at it
+            elif folder in TABLES:
+                problems += _check_parquet(store, folder, info.path, relative)
+            elif info.base_name.endswith(".json"):
+                problems += _check_json(store, info, relative, young_ok=DOCUMENTS[folder])
+    return sorted(problems, key=lambda p: p.path)
+
+
+def quarantine(store: Store, problems: list[Problem]) -> list[tuple[str, str]]:
+    """Move each problem file to ``quarantine/STAMP/PATH``; ``(from, to)`` store-relative paths."""
+    stamp = now().strftime("%Y%m%dT%H%M%S.%fZ")
+    moved = []
+    for problem in problems:
+        target = f"{QUARANTINE}/{stamp}/{problem.path}"
+        store.fs.create_dir(store.path(target).rsplit("/", 1)[0], recursive=True)
+        try:
+            store.fs.move(store.path(problem.path), store.path(target))
+        except FileNotFoundError:  # gone since the check (a writer finished it): nothing to move
+            continue
+        moved.append((problem.path, target))
+    return moved
+
+
+def _files(store: Store, folder: str) -> list[pafs.FileInfo]:
+    base = store.path(folder)
+    if store.fs.get_file_info(base).type != pafs.FileType.Directory:
+        return []
+    selector = pafs.FileSelector(base, recursive=True)
+    return [i for i in store.fs.get_file_info(selector) if i.type == pafs.FileType.File]
+
+
+def _check_parquet(store: Store, table: str, path: str, relative: str) -> list[Problem]:
+    try:
+        store.read_file(table, path)
+    except READ_ERRORS as error:
+        return [Problem(relative, "corrupt parquet", _first_line(error))]
+    return []
+
+
+def _check_json(store: Store, info: pafs.FileInfo, relative: str, young_ok: bool) -> list[Problem]:
+    try:
+        value = store.read_json(relative)
+    except FileNotFoundError:
+        return []
+    except (ValueError, OSError) as error:
+        age = _age(info)
+        if young_ok and age is not None and age <= TEMPORARY_GRACE_S:
+            return []  # a lease being created right now is empty for an instant
+        return [Problem(relative, "unreadable json", _first_line(error))]
+    if not isinstance(value, dict):
+        return [Problem(relative, "unreadable json", f"a JSON {type(value).__name__}, not an object")]
+    return []
+
+
+def _age(info: pafs.FileInfo) -> float | None:
+    return None if info.mtime is None else time.time() - info.mtime.timestamp()

@@ -1,0 +1,173 @@
+"""A cell's measured cost: seconds per epoch, device busy share and memory of one pack.
+
+:func:`measure_cell_cost` trains a pack of copies of one config through
+:func:`~._run.run_configs` (the entry point every trial uses) and measures what deciding a
+trial's share of a GPU needs (``orthotune.search.gpu_share``). :func:`device_profile`
+is the profiler measurement it shares with ``bench/gpu.py``.
+
+Status: the CPU path is tested. The CUDA path (``torch.profiler`` kernel time, peak
+allocated memory, the process's device memory) is written for CUDA devices under torch
+2.11 and 2.13 but has not been measured on a GPU yet.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import torch
+
+from orthotune.core import TrainConfig, check
+from orthotune.training._loop import TrainOptions
+from orthotune.training._run import run_configs
+
+#: Epochs between host checks while measuring (a trial's default report cadence).
+SYNC_EVERY = 10
+
+
+class DeviceProfile(NamedTuple):
+    """What :func:`device_profile` measured of one call."""
+
+    ops: int  # CUDA kernels on a GPU, aten operators on a CPU
+    busy_s: float  # seconds the GPU spent in kernels (0.0 on a CPU)
+    wall_s: float  # wall seconds of the call, the device synchronised at both ends
+
+
+def synchronise(device: torch.device) -> None:
+    """Wait for the device's queued work (a no-op on a CPU)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def timed(fn: Callable[[], Any], device: torch.device) -> tuple[float, Any]:
+    """(wall seconds, result) of ``fn``, the device's queue drained before and after."""
+    synchronise(device)
+    start = time.perf_counter()
+    out = fn()
+    synchronise(device)
+    return time.perf_counter() - start, out
+
+
+def device_profile(fn: Callable[[], Any], device: torch.device) -> DeviceProfile:
+    """Kernels (or aten operators), GPU busy seconds and wall seconds of ``fn`` under
+    ``torch.profiler``.
+
+    Busy seconds are the summed durations of the CUDA events (kernels, copies, memsets) on
+    one stream, so they never overlap; the wall time includes the profiler's own host
+    overhead, so busy / wall under-states the busy share of an unprofiled run (compare
+    busy seconds with an unprofiled wall time, as :func:`measure_cell_cost` does).
+    Unmeasured on a GPU here; the attributes read exist in torch 2.11 and 2.13.
+    """
+    from torch.profiler import ProfilerActivity, profile
+
+    cuda = device.type == "cuda"
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    with profile(activities=activities) as prof:
+        wall, _ = timed(fn, device)
+    events = prof.events()
+    if cuda:
+        kernels = [e for e in events if getattr(e, "device_type", None) == torch.autograd.DeviceType.CUDA]
+        return DeviceProfile(len(kernels), sum(_device_us(e) for e in kernels) / 1e6, wall)
+    return DeviceProfile(sum(1 for e in events if e.name.startswith("aten::")), 0.0, wall)
+
+
+def _device_us(event: Any) -> float:
+    """One device event's duration in microseconds: ``self_device_time_total`` (its name
+    since torch 2.4; ``self_cuda_time_total`` is deprecated and never read, so no warning),
+    else the event's own time range, which is the same number for a kernel."""
+    value = getattr(event, "self_device_time_total", 0) or 0
+    return float(value or event.time_range.elapsed_us())
+
+
+@dataclass(frozen=True)
+class CellCost:
+    """One pack of a cell measured on one device.
+
+    ``pack`` configs (``runs`` = configs x repeats) trained ``epochs`` epochs. On a CPU the
+    device fields are None: ``busy_share`` (kernel time over wall time on a GPU),
+    ``peak_bytes_per_run`` (the pack's peak allocated memory per run),
+    ``process_bytes`` (the device memory the trial's process holds besides its pack: the
+    CUDA context, the dataset, the allocator's cache; an upper bound if other processes
+    use the device) and ``device_bytes`` (the device's total memory).
+    """
+
+    device: str
+    pack: int
+    runs: int
+    epochs: int
+    seconds_per_epoch: float
+    busy_share: float | None = None
+    peak_bytes_per_run: float | None = None
+    process_bytes: float | None = None
+    device_bytes: int | None = None
+
+    @property
+    def trial_bytes(self) -> float | None:
+        """Device memory one trial of this pack holds at its peak (None on a CPU)."""
+        if self.peak_bytes_per_run is None:
+            return None
+        return self.peak_bytes_per_run * self.runs + (self.process_bytes or 0.0)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> CellCost:
+        return cls(**values)
+
+
+def measure_cell_cost(config: TrainConfig, device: torch.device | str, data_root: str | None, pack: int,
+                      epochs: int = 10, options: TrainOptions | None = None, download: bool = False) -> CellCost:
+    """Train ``pack`` copies of ``config`` (each with its repeats) as one pack on ``device``
+    and measure its cost per epoch.
+
+    Nothing stops early (patience = epochs). Runs of 1 and of ``1 + epochs`` epochs are
+    timed after a warm-up run; their difference over ``epochs`` is the cost of an epoch,
+    free of what every run pays once (the model's construction, the GPU's memory probe,
+    the final evaluation); where noise makes that difference negative, the longer run's
+    mean over its epochs stands in (an upper bound). On a GPU the same two runs are profiled again for kernel time
+    (busy share = kernel seconds per epoch over unprofiled wall seconds per epoch), and
+    the longer timed run records the peak allocated memory. The CUDA path is written for
+    torch 2.11 and 2.13 but unmeasured: only the CPU path has run. ``download``: the
+    loader may fetch missing raw files into the data root (as ``run_configs``).
+    """
+    check(pack >= 1, f"pack={pack!r} must be an integer >= 1")
+    check(epochs >= 1, f"epochs={epochs!r} must be an integer >= 1")
+    device = torch.device(device)
+    options = options or TrainOptions(sync_every=SYNC_EVERY)
+    short, longer = _copies(config, pack, 1), _copies(config, pack, 1 + epochs)
+
+    def train(configs: list[TrainConfig]) -> Any:
+        return run_configs(configs, device, data_root, options=options, download=download)
+
+    train(short)  # warm-up: the dataset, the allocator, kernel selection
+    wall_1, _ = timed(lambda: train(short), device)
+    cuda = device.type == "cuda"
+    if cuda:
+        torch.cuda.empty_cache()
+        base = torch.cuda.memory_allocated(device)
+        torch.cuda.reset_peak_memory_stats(device)
+    wall_n, _ = timed(lambda: train(longer), device)
+    runs = pack * len(config.runs())
+    seconds = (wall_n - wall_1) / epochs
+    if seconds <= 0:  # noise beat a few short epochs (a busy host): the whole run's mean bounds it
+        seconds = wall_n / (1 + epochs)
+    if not cuda:
+        return CellCost(str(device), pack, runs, epochs, seconds)
+    peak = (torch.cuda.max_memory_allocated(device) - base) / runs
+    busy = (device_profile(lambda: train(longer), device).busy_s
+            - device_profile(lambda: train(short), device).busy_s) / epochs
+    torch.cuda.empty_cache()  # what stays is the process's own: context, dataset, cache
+    free, total = torch.cuda.mem_get_info(device)
+    share = min(1.0, max(0.0, busy / seconds)) if seconds > 0 else 1.0
+    return CellCost(torch.cuda.get_device_name(device), pack, runs, epochs, seconds, share, peak,
+                    float(total - free), int(total))
+
+
+def _copies(config: TrainConfig, count: int, epochs: int) -> list[TrainConfig]:
+    """``count`` copies of ``config`` that train exactly ``epochs`` epochs."""
+    once = TrainConfig.from_dict({**config.to_dict(), "epochs": epochs, "patience": epochs})
+    return [once] * count

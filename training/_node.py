@@ -1,0 +1,338 @@
+"""Full-batch node classification: packs of runs as one batched model each.
+
+Selection, patience, failure and stopping are the shared loop's (:mod:`._loop`); this
+module supplies the node task's pack: a model whose every parameter has a leading slot
+dimension (nothing is shared between slots; :class:`_PackAdam` checks it), trained on the
+whole graph each epoch. Packed runs are selected, stopped and failed each on their own,
+so packing does not change any run's result.
+
+Packing: configs that share :func:`pack_key` (dataset, setting, backbone, depth, arm,
+hidden width, dropout and every structural switch) may share a pack. Each slot keeps
+its own seed, split, ``T``, ``beta``, ``lambda``, learning rate, weight decays, epochs,
+patience and selection rule:
+
+- ``T``/``beta``/``lambda`` live in the model (per-matrix Newton steps, per-slot init and
+  penalty weight);
+- learning rate and weight decay live in :class:`_PackAdam`. Adam without amsgrad, with
+  coupled L2 weight decay (``torch.optim.Adam``'s ``weight_decay``), computes moments
+  from the gradient alone, so its update is linear in the learning rate. Each slot's L2
+  term ``wd_p * w_p`` is added to its own gradient slice, torch's Adam steps with the
+  first slot's learning rate, and every other slot's update is rescaled by
+  ``lr_p / lr_0``. A run trained alone takes exactly torch's Adam step; inside a pack
+  of mixed rates the rescaling changes only float rounding. The input/output layers
+  (the model's ``io_parameters()``) take ``weight_decay_io``, the rest
+  ``weight_decay``.
+
+Pack size: the runs of one call are split into packs of at most ``max_pack`` runs and,
+on a GPU, of as many as the free memory holds (measured on a first epoch of a probe
+pack), on a CPU of as many as keep a packed hidden state within 16 MiB (see
+:func:`~._memory.pack_capacity`). Split packs train in lock-step, each with its
+own dropout stream. Dropout draws one random tensor for the whole pack, so with dropout
+a run's masks depend on the slots beside it (compaction included); without dropout a
+run's result does not depend on its pack.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import partial
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from orthotune.core import (
+    ConfigResult,
+    EpochCallback,
+    Group,
+    OrthotuneError,
+    TrainConfig,
+    by_group,
+    check,
+)
+from orthotune.models import (
+    OrthoGNN,
+    adjacency,
+    build_node_model,
+    feature_norms,
+    layer_gradient_norms,
+    node_features,
+    signal_magnification,
+    smoothness,
+)
+from orthotune.training._data import NodeData
+from orthotune.training._loop import (
+    DEFAULT_OPTIONS,
+    LOSS,
+    OUTPUT,
+    Outcome,
+    Rng,
+    Run,
+    Steadiness,
+    TrainingLoop,
+    TrainOptions,
+    execution,
+    fault_codes,
+    faults_of,
+    runs_of,
+)
+from orthotune.training._memory import pack_capacity
+
+#: Fields that may differ between the slots of one pack (everything else must agree).
+PER_RUN = frozenset({"selection", "input_T"})
+
+
+def choose_device(requested: str | None = None) -> torch.device:
+    """Pick the device once: ``requested``, else CUDA when present, else CPU."""
+    if requested:
+        if requested.startswith("cuda") and not torch.cuda.is_available():
+            raise OrthotuneError(f"device {requested!r} requested but CUDA is not available")
+        return torch.device(requested)
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def pack_key(config: TrainConfig) -> tuple:
+    """Configs with equal keys can be trained together as one packed model.
+
+    What may differ inside a pack: seeds/splits, ``T``, ``beta``, ``lambda``, learning
+    rate, weight decays, epochs, patience, selection and ``input_T``.
+    """
+    fixed = [f.name for f in by_group(TrainConfig, Group.CELL, Group.VARIANT) if f.name not in PER_RUN]
+    return (*(getattr(config, name) for name in fixed), config.hidden, config.dropout, config.input_dropout,
+            config.alpha, config.theta)
+
+
+def train_node(
+    configs: Sequence[TrainConfig] | TrainConfig,
+    data: NodeData,
+    device: torch.device,
+    on_epoch: EpochCallback | None = None,
+    options: TrainOptions = DEFAULT_OPTIONS,
+) -> list[ConfigResult]:
+    """Train every run of every config (all with one :func:`pack_key`) in packs."""
+    configs = [configs] if isinstance(configs, TrainConfig) else list(configs)
+    if len({pack_key(c) for c in configs}) != 1:
+        raise OrthotuneError("configs packed together must share dataset, backbone, depth, arm, "
+                             "hidden width, dropout and every structural switch")
+    task = _NodeTask(data, device)
+    runs = runs_of(configs)
+    with execution(options, device):
+        size = pack_capacity(partial(_NodePack, task), runs, device, options, _state_bytes(configs[0], data))
+        packs = [_NodePack(task, runs, list(range(start, min(start + size, len(runs)))))
+                 for start in range(0, len(runs), size)]
+        outcome = TrainingLoop(runs, packs, device, options).run(on_epoch)
+    per_epoch = outcome.seconds / max(outcome.epochs, 1)
+    return [
+        ConfigResult(config, [r for r, run in zip(outcome.results, runs) if run.owner == i],
+                     seconds=outcome.seconds, seconds_per_epoch=per_epoch, device=str(device))
+        for i, config in enumerate(configs)
+    ]
+
+
+def _state_bytes(config: TrainConfig, data: NodeData) -> int:
+    """Bytes of one run's widest hidden state (JKNet's concatenated head is depth wide)."""
+    width = config.hidden * (config.depth if config.backbone == "jknet" and config.jk == "cat" else 1)
+    return data.num_nodes * width * 4
+
+
+class _NodeTask:
+    """What every pack of one call shares: the graph, its features and masks."""
+
+    def __init__(self, data: NodeData, device: torch.device) -> None:
+        self.data, self.device = data, device
+        self.x = node_features(data.x)  # sparse bag-of-words: sparse input projection
+        self.x_norms = feature_norms(data.x)  # M_sig's ||h_i(0)|| = ||x_i|| (the paper's H(0) = X)
+        self.adj = adjacency(data.adj)
+
+    def build(self, runs: Sequence[Run]) -> OrthoGNN:
+        first = runs[0].config
+        ortho = [r.config.ortho_settings() for r in runs] if first.ortho else None
+        model = build_node_model(first, self.data.x.shape[1], self.data.num_classes, [r.seed for r in runs], ortho)
+        return model.to(self.device)
+
+    def losses(self, logits: Tensor, mask: Tensor) -> Tensor:
+        """Mean cross-entropy over each slot's masked nodes, ``[slots]``."""
+        nodes, slots, classes = logits.shape
+        targets = self.data.y.repeat_interleave(slots)
+        ce = F.cross_entropy(logits.reshape(-1, classes), targets, reduction="none")
+        ce = ce.view(nodes, slots) * mask
+        return ce.sum(0) / mask.sum(0).clamp_min(1)
+
+
+class _NodePack:
+    """Runs ``runs`` (indices into the call's runs) as the slots of one batched model."""
+
+    def __init__(self, task: _NodeTask, all_runs: Sequence[Run], runs: list[int]) -> None:
+        self.task, self.all_runs, self.runs, self.seconds = task, all_runs, runs, 0.0
+        members = self.members()
+        self.rng = Rng(members[0].seed, task.device)  # dropout's stream; weights come from per-run seeds
+        self.model = task.build(members)
+        self.optimizer = _PackAdam(self.model, members)
+        self.masks = task.data.masks([r.split for r in members])
+        self.best = {k: v.detach().clone() for k, v in self._packed_state(self.model).items()}
+
+    def members(self, slots: Sequence[int] | None = None) -> list[Run]:
+        chosen = self.runs if slots is None else [self.runs[s] for s in slots]
+        return [self.all_runs[r] for r in chosen]
+
+    def _packed_state(self, model: nn.Module) -> dict[str, Tensor]:
+        """State entries split by slot (a leading slot dimension)."""
+        slots = len(self.runs)
+        return {k: v for k, v in model.state_dict().items() if v.dim() >= 1 and v.shape[0] == slots}
+
+    def epoch(self, epoch: int, active: Tensor, record_grads: bool = False) -> Outcome:
+        with self.rng.active():
+            loss, fault, grads = self._train(active, record_grads)
+        val_acc, val_loss, test_acc, eval_fault = self._evaluate()
+        return Outcome(loss, val_acc, val_loss, test_acc, torch.where(fault > 0, fault, eval_fault), grads)
+
+    def _train(self, active: Tensor, record_grads: bool) -> tuple[Tensor, Tensor, Tensor | None]:
+        self.model.train()
+        self.optimizer.zero_grad()
+        out = self.model.run(self.task.x, *self.task.adj)
+        loss = self.task.losses(out.logits, self.masks[0]) + out.penalty
+        finite = torch.isfinite(loss)
+        fault = fault_codes(~finite, faults_of(out.weights, len(self.runs)), LOSS)
+        if record_grads:  # dL/dW(l) of the effective weights: kept through backward
+            for weight in out.weights:
+                if weight.requires_grad:
+                    weight.retain_grad()
+        torch.where(active & finite, loss, 0.0).sum().backward()
+        grads = weight_gradient_norms(out.weights, len(self.runs)) if record_grads else None
+        for param in self.model.parameters():  # a failed run's NaNs stay in its own slice
+            if param.grad is not None:
+                param.grad.nan_to_num_(0.0, 0.0, 0.0)
+        self.optimizer.step()
+        return loss.detach(), fault, grads
+
+    @torch.no_grad()
+    def _evaluate(self) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        self.model.eval()
+        out = self.model.run(self.task.x, *self.task.adj)
+        _, val_mask, test_mask = self.masks
+        bad = ~torch.isfinite(out.logits).all(dim=(0, 2))
+        fault = fault_codes(bad, faults_of(out.weights, len(self.runs)), OUTPUT)
+        correct = (out.logits.argmax(-1) == self.task.data.y.unsqueeze(1)).float()
+        # equals OGB's Evaluator for ogbn-arxiv (accuracy over the split's nodes), on the device
+        return (accuracy(correct, val_mask), self.task.losses(out.logits, val_mask),
+                accuracy(correct, test_mask), fault)
+
+    @torch.no_grad()
+    def keep_best(self, improved: Tensor) -> None:
+        """Each improved slot's weights become its selected ones (no host sync)."""
+        state = self.model.state_dict()
+        for key, best in self.best.items():
+            value = state[key]
+            best.copy_(torch.where(improved.view(-1, *([1] * (value.dim() - 1))), value, best))
+
+    def finish(self, slots: Sequence[int]) -> list[Steadiness]:
+        """Steadiness metrics of these slots' selected weights, on a model of their own."""
+        model = self.task.build(self.members(slots))
+        model.load_state_dict(self._sliced(self.model.state_dict(), self.best, slots, model))
+        model.eval()
+        out = model.run(self.task.x, *self.task.adj)
+        loss = self.task.losses(out.logits, self.masks[0][:, list(slots)])
+        norms = layer_gradient_norms(loss.sum(), out.weights).tolist()
+        m_sig = signal_magnification(self.task.x_norms, out.last).detach().tolist()
+        smooth = smoothness(out.last.detach()).tolist()
+        return [Steadiness(m_sig[k], smooth[k], norms[k]) for k in range(len(slots))]
+
+    def drop(self, keep: Sequence[int]) -> None:
+        """Compact: a model and optimiser of the kept slots, with their state."""
+        model = self.task.build(self.members(keep))
+        model.load_state_dict(self._sliced(self.model.state_dict(), {}, keep, model))
+        optimizer = _PackAdam(model, self.members(keep))
+        optimizer.take_state(self.optimizer, keep)
+        self.best = {k: v[list(keep)] for k, v in self.best.items()}
+        self.masks = tuple(m[:, list(keep)] for m in self.masks)
+        self.model, self.optimizer = model, optimizer
+
+    def _sliced(self, state: dict[str, Tensor], override: dict[str, Tensor], slots: Sequence[int],
+                target: nn.Module) -> dict[str, Tensor]:
+        """``state`` (with ``override`` entries) cut to ``slots`` where ``target`` has fewer slots."""
+        index = torch.tensor(list(slots), device=self.task.device)
+        shapes = {k: v.shape for k, v in target.state_dict().items()}
+        out = {}
+        for key, value in state.items():
+            value = override.get(key, value)
+            out[key] = value if value.shape == shapes[key] else value.index_select(0, index)
+        return out
+
+
+class _PackAdam:
+    """``torch.optim.Adam`` with a learning rate and two L2 weight decays per slot.
+
+    See the module docstring: per-slot L2 is added to each slot's gradient slice (as
+    Adam's coupled ``weight_decay`` would), and each slot's step is rescaled by
+    ``lr_p / lr_0``, since Adam's update is linear in the learning rate. Where every slot
+    shares a group's decay (or rate), torch's Adam applies it itself.
+    """
+
+    def __init__(self, model: OrthoGNN, runs: Sequence[Run]) -> None:
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        for param in self.params:  # per-slot rates need every parameter split by slot
+            check(param.dim() >= 1 and param.shape[0] == len(runs),
+                  f"parameter of shape {tuple(param.shape)} is not split by pack slot")
+        device = self.params[0].device
+        lrs = [r.config.lr for r in runs]
+        io_decay = [r.config.weight_decay if r.config.weight_decay_io is None else r.config.weight_decay_io
+                    for r in runs]
+        groups, self.decay = [], []
+        io = {id(p) for p in model.io_parameters()}  # the model says which layers are input/output
+        for is_io, decays in ((False, [r.config.weight_decay for r in runs]), (True, io_decay)):
+            params = [p for p in self.params if (id(p) in io) == is_io]
+            if not params:
+                continue
+            uniform = len(set(decays)) == 1
+            groups.append({"params": params, "weight_decay": decays[0] if uniform else 0.0})
+            if not uniform:
+                self.decay.append((params, torch.tensor(decays, device=device)))
+        self.scale = None if len(set(lrs)) == 1 else torch.tensor(lrs, device=device) / lrs[0]
+        # fused: one kernel for all parameters on a GPU (its step counter stays there too)
+        self.adam = torch.optim.Adam(groups, lr=lrs[0], fused=True if device.type == "cuda" else None)
+
+    def zero_grad(self) -> None:
+        self.adam.zero_grad(set_to_none=True)
+
+    @torch.no_grad()
+    def step(self) -> None:
+        for params, decay in self.decay:
+            for param in params:
+                if param.grad is not None:
+                    param.grad.add_(param * _per_slot(decay, param))
+        if self.scale is None:
+            self.adam.step()
+            return
+        before = [p.clone() for p in self.params]
+        self.adam.step()
+        for param, old in zip(self.params, before):  # old + (lr_p / lr_0) * Adam's step
+            param.copy_(old.lerp_(param, _per_slot(self.scale, param)))
+
+    def take_state(self, other: _PackAdam, keep: Sequence[int]) -> None:
+        """Adam's moments of the ``keep`` slots of ``other`` (same parameter order)."""
+        index = torch.tensor(list(keep), device=self.params[0].device)
+        for mine, theirs in zip(self.params, other.params):
+            state = other.adam.state.get(theirs)
+            if state:
+                self.adam.state[mine] = {
+                    k: v.index_select(0, index) if v.dim() >= 1 and v.shape[0] == theirs.shape[0] else v.clone()
+                    for k, v in state.items()
+                }
+
+
+def _per_slot(values: Tensor, like: Tensor) -> Tensor:
+    """``[slots]`` values shaped to broadcast over a ``[slots, ...]`` tensor."""
+    return values.view(-1, *([1] * (like.dim() - 1)))
+
+
+def weight_gradient_norms(weights: Sequence[Tensor], slots: int) -> Tensor:
+    """``[slots, layers]`` Frobenius norms of each layer's weight gradient after backward
+    (zeros where a layer got none), on the weights' device."""
+    norms = [w.grad.flatten(1).norm(dim=1) if w.grad is not None else torch.zeros(slots, device=w.device)
+             for w in weights]
+    return torch.stack(norms, dim=1) if norms else torch.zeros(slots, 0)
+
+
+def accuracy(correct: Tensor, mask: Tensor) -> Tensor:
+    """Per slot: the share of ``mask``'s nodes predicted correctly."""
+    return (correct * mask).sum(0) / mask.sum(0).clamp_min(1)
