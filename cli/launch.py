@@ -94,12 +94,13 @@ def run(args: argparse.Namespace) -> int:
 
         raise OrthotuneError(f"--address {args.address!r} is a dashboard (Jobs API) address: add --submit to run "
                              f"the search as a Ray job, or give ray://HEAD:10001 to drive it from here")
-    from orthotune.search import launch, resume
+    from orthotune.search import launch, resume, stored_options
     from orthotune.spaces import parse_space
 
     progress: bool | str = False if args.quiet or args.progress == "off" else args.progress
-    if args.resume:
-        outcome = resume(args.store, args.resume, parse_space, args.address, progress=progress)
+    if args.resume:  # the search's record holds its space as a dict: parsed here, handed down
+        space = parse_space(stored_options(args.store, args.resume)["space"])
+        outcome = resume(args.store, args.resume, space, args.address, progress=progress)
     else:
         outcome = launch(_options(args), progress=progress)  # it checks the inputs before Ray starts
     print(summary(outcome, args.store))

@@ -9,27 +9,16 @@ launch --help`` instant.
 from importlib import import_module
 from typing import Any
 
-from orthotune.search._options import (
-    GPU_SHARES,
-    MODES,
-    NO_STORAGE,
-    OBJECTIVE,
-    RUNG_SCORE,
-    SCHEDULERS,
-    SEARCHERS,
-    TIME_ATTR,
-    LaunchOptions,
-    SearchOutcome,
-    rung_score,
-    shuffled_grid,
-)
-from orthotune.search._space import SearchSpace
+from orthotune.search._algorithms import SCHEDULERS, SEARCHERS, shuffled_grid
+from orthotune.search._objective import OBJECTIVE, RUNG_SCORE, TIME_ATTR, rung_score
+from orthotune.search._options import GPU_SHARES, MODES, NO_STORAGE, LaunchOptions, SearchOutcome
+from orthotune.search._space import Space, cell_key
 
 #: Heavy names -> the private module that defines them (loaded on first access).
 _LAZY = {
-    **dict.fromkeys(("CellScheduler", "CellSearcher", "cell_key", "config_identity", "space_cell_key"), "_cells"),
+    **dict.fromkeys(("CellScheduler", "CellSearcher", "config_identity"), "_cells"),
     **dict.fromkeys(("TUNE_SETTINGS", "SearchPlan", "launch", "outcome_from_store", "plan", "prior_elapsed", "resume",
-                     "stop_on_signals", "tune_settings"), "_launch"),
+                     "stop_on_signals", "stored_options", "tune_settings"), "_launch"),
     **dict.fromkeys(("StoredTrial", "config_canon", "objective_curves", "replay_rungs", "stored_trials"), "_replay"),
     **dict.fromkeys(("TensorBoardLogger", "optuna_storage", "optuna_storage_location", "tensorboard_folder"),
                     "_live"),
@@ -75,7 +64,7 @@ __all__ = [
     "SearchPlan",
     "SearchProgress",
     "StoredTrial",
-    "SearchSpace",
+    "Space",
     "Snapshot",
     "StoreRecorder",
     "TensorBoardLogger",
@@ -108,7 +97,7 @@ __all__ = [
     "shuffled_grid",
     "snapshot",
     "session_fits",
-    "space_cell_key",
+    "stored_options",
     "starts_local_ray",
     "stop_on_signals",
     "stored_trials",

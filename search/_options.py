@@ -1,18 +1,15 @@
-"""What a search is asked to do, light enough for the CLI to import at once: the searcher
-and scheduler registries (their factories import Ray and Optuna only when called), the
-launch options and the outcome. The heavy machinery lives in ``_launch``.
+"""What a search is asked to do, light enough for the CLI to import at once: the launch
+options and the outcome. The heavy machinery lives in ``_launch``.
 """
 
 from __future__ import annotations
 
-import math
-import random
-from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from orthotune.core import OrthotuneError, Registry, check
-from orthotune.search._space import SearchSpace
+from orthotune.core import OrthotuneError, check
+from orthotune.search._algorithms import SCHEDULERS, SEARCHERS
+from orthotune.search._space import Space
 from orthotune.store import check_search_name
 
 #: ``--optuna-storage`` value that turns the cells' Optuna studies off.
@@ -22,121 +19,6 @@ MODES = ("auto", "bar", "plain")
 #: How trials get GPUs: ``fixed`` (``gpus_per_trial`` each) or ``auto`` (each cell's share of
 #: a GPU decided from its measured cost on the cluster: ``_gpu_share``).
 GPU_SHARES = ("fixed", "auto")
-#: The objective every report carries and ASHA's time attribute.
-OBJECTIVE = "val_acc"
-TIME_ATTR = "epoch"
-#: What ASHA ranks trials by: the objective, ties broken by validation loss (``rung_score``).
-RUNG_SCORE = "rung_score"
-#: Weight of the tie-break: below the smallest step between two distinct objectives (a mean
-#: over R repeats of accuracies over n validation items moves in steps of 1 / (n R), at least
-#: 1e-6 for every dataset and repeat count orthotune runs), so it never reorders those.
-_TIE_WEIGHT = 1e-7
-
-
-def rung_score(objective: float, min_val_losses: Sequence[float]) -> float:
-    """``objective`` with ties broken by the lower mean of each repeat's lowest validation loss.
-
-    A deep model predicts the majority class for its first tens of epochs, so at ASHA's early
-    rungs whole cells tie on validation accuracy; ASHA stops only trials strictly below its
-    cutoff, so on a tie it stops none and the early rungs save nothing (measured on Cora
-    GCN-8: no trial stopped before epoch 90). The loss still tells them apart. It is squashed
-    into [0, 1) so the tie-break stays below any step of the objective; no loss yet (or a
-    non-finite one) counts as the worst.
-    """
-    finite = [v for v in min_val_losses if math.isfinite(v)]
-    loss = sum(finite) / len(finite) if finite and len(finite) == len(min_val_losses) else math.inf
-    squashed = loss / (1.0 + loss) if math.isfinite(loss) and loss >= 0 else 1.0
-    return objective - _TIE_WEIGHT * squashed
-
-#: A searcher factory: ``(space, seed, storage=None, study_name=None, replay=())`` -> a Tune
-#: searcher over ``space`` (one cell's, in per-cell searches); ``storage`` is an Optuna
-#: storage; ``replay`` the configs a previous session stored (proposed first, in order).
-SEARCHERS: Registry[Callable[..., Any]] = Registry("search algorithm")
-SCHEDULERS: Registry[Callable[[SearchSpace], Any]] = Registry("scheduler")
-
-
-@SEARCHERS.register("optuna")
-def _optuna(space: SearchSpace, seed: int, storage: Any = None, study_name: str | None = None,
-            replay: Sequence[dict[str, Any]] = ()):
-    return _optuna_search(space, "TPESampler", storage, study_name, replay, seed=seed)
-
-
-@SEARCHERS.register("random")
-def _random(space: SearchSpace, seed: int, storage: Any = None, study_name: str | None = None,
-            replay: Sequence[dict[str, Any]] = ()):
-    return _optuna_search(space, "RandomSampler", storage, study_name, replay, seed=seed)
-
-
-@SEARCHERS.register("grid")
-def _grid(space: SearchSpace, seed: int, storage: Any = None, study_name: str | None = None,
-          replay: Sequence[dict[str, Any]] = ()):
-    return grid_search(shuffled_grid(space.grid(), seed))
-
-
-def shuffled_grid(points: list[dict[str, Any]], seed: int) -> list[dict[str, Any]]:
-    """A grid's points in a seeded random order. ASHA ranks a trial against the trials that
-    reached its rung before it, so in nested-loop order one corner of the grid (the first
-    value of every dimension) would set every early cutoff; any order trains the same points."""
-    order = list(points)
-    random.Random(seed).shuffle(order)
-    return order
-
-
-def grid_search(points: list[dict[str, Any]]):
-    from orthotune.search._grouping import PointSearcher
-
-    return PointSearcher(points, metric=OBJECTIVE, mode="max")
-
-
-def _optuna_search(space: SearchSpace, sampler: str, storage: Any, study_name: str | None,
-                   replay: Sequence[dict[str, Any]], **kwargs):
-    """Ray's OptunaSearch over a cell. ``replay``: the configs a previous session of the search
-    stored, enqueued first (``_replay`` asks for and tells each), so the study continues."""
-    import optuna
-    from ray.tune.search.optuna import OptunaSearch
-
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    # each cell starts from orthotune's defaults (one trial of its budget), whichever arm
-    default = space.default_point()
-    tried = any(all(point.get(k) == v for k, v in default.items()) for point in replay)
-    points = [*replay, *([default] if default and not tried else [])]
-    return OptunaSearch(space=space.define_by_run, metric=OBJECTIVE, mode="max", storage=storage,
-                        study_name=study_name, sampler=getattr(optuna.samplers, sampler)(**kwargs),
-                        points_to_evaluate=points or None)
-
-
-@SCHEDULERS.register("asha")
-def _asha(space: SearchSpace):
-    """One ASHA per cell: trials are compared only within their cell."""
-    from orthotune.search._cells import CellScheduler
-
-    return CellScheduler(CellASHA(space))
-
-
-class CellASHA:
-    """Makes a cell's ASHA, ``max_t`` from that cell's own space (a picklable factory)."""
-
-    def __init__(self, space: SearchSpace) -> None:
-        from orthotune.search._cells import space_cell_key
-
-        self.space = space
-        self.cells = {space_cell_key(cell): cell for cell in space.cells()}
-
-    def __call__(self, cell: str):
-        from ray.tune.schedulers import ASHAScheduler
-
-        space = self.cells.get(cell, self.space)  # explicit grid points may lie outside
-        # stop_last_trials=False: a trial that reaches max_t completes on its own report
-        return ASHAScheduler(time_attr=TIME_ATTR, metric=RUNG_SCORE, mode="max", max_t=space.max_epochs(),
-                             grace_period=space.grace_period, reduction_factor=space.reduction_factor,
-                             stop_last_trials=False)
-
-
-@SCHEDULERS.register("fifo")
-def _fifo(space: SearchSpace):
-    from ray.tune.schedulers import FIFOScheduler
-
-    return FIFOScheduler()
 
 
 @dataclass(frozen=True)
@@ -145,7 +27,7 @@ class LaunchOptions:
 
     store: str
     name: str
-    space: SearchSpace
+    space: Space
     samples: int | None = None  # trainings per cell and arm (default: the space's)
     searcher: str = "optuna"
     scheduler: str = "asha"
@@ -209,18 +91,21 @@ class LaunchOptions:
         return values
 
     @classmethod
-    def from_meta(cls, values: dict[str, Any], parse_space: Callable[[dict[str, Any]], SearchSpace]) -> LaunchOptions:
-        """Options saved by :meth:`to_meta`; ``parse_space`` reads the space back (the spaces
-        layer sits above this one, so it is handed in)."""
-        values = dict(values)
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown or "space" not in values:  # written by another orthotune version
+    def check_meta(cls, values: dict[str, Any]) -> None:
+        """Refuse options saved by another orthotune version (unknown options, or no space)."""
+        unknown = sorted(set(values) - {f.name for f in fields(cls)})
+        if unknown or "space" not in values:
             what = f"unknown option(s) {', '.join(unknown)}" if unknown else "no space"
             raise OrthotuneError(f"search {values.get('name')!r} was launched by an orthotune whose record this "
                                  f"version cannot read ({what}); resume it with that version, or launch it again "
                                  f"under a new name")
-        values["space"] = parse_space(values["space"])
+
+    @classmethod
+    def from_meta(cls, values: dict[str, Any], space: Space) -> LaunchOptions:
+        """Options saved by :meth:`to_meta`, with ``space`` parsed from their ``space`` dict by
+        the caller (the spaces layer, above this one)."""
+        cls.check_meta(values)
+        values = {**values, "space": space}
         if values.get("points") is not None:
             values["points"] = tuple(values["points"])
         return cls(**values)

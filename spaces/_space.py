@@ -60,6 +60,7 @@ from orthotune.core import (
     defaults_for,
     profile_values,
 )
+from orthotune.search import Space, cell_key
 from orthotune.spaces._dimension import Dimension
 
 TOP_KEYS = {"name", "datasets", "setting", "repeats", "backbones", "depths", "original", "ortho",
@@ -98,7 +99,9 @@ class Variant:
 
 
 @dataclass(frozen=True)
-class SearchSpace:
+class SearchSpace(Space):
+    """A validated space file: the search layer's :class:`~orthotune.search.Space`."""
+
     name: str
     datasets: tuple[str, ...]
     backbones: tuple[str, ...]
@@ -249,6 +252,15 @@ class SearchSpace:
             for dataset, backbone, depth in itertools.product(self.datasets, self.backbones, self.depths)
             for arm in arms
         ]
+
+    @property
+    def key(self) -> str:
+        """The cell of a one-cell space (one of :meth:`cells`); its variant is the fixed
+        ``variant`` value of its training values, if any."""
+        variant = self.train.get("variant")
+        return cell_key({"dataset": self.datasets[0], "backbone": self.backbones[0], "depth": self.depths[0],
+                         "ortho": self.ortho is not None,
+                         "variant": variant.values[0] if variant is not None else None})
 
     def largest_configs(self) -> list[TrainConfig]:
         """Per cell, the config that needs the most memory: the widest ``hidden``, most

@@ -346,9 +346,10 @@ def test_every_cell_tries_its_defaults_first():
 
 def test_a_record_from_another_version_is_refused_in_one_line_and_a_current_one_round_trips():
     meta = options(CORA_TEXAS, samples=3).to_meta()
-    again = LaunchOptions.from_meta(json.loads(json.dumps(meta)), parse_space)
+    stored = json.loads(json.dumps(meta))
+    again = LaunchOptions.from_meta(stored, parse_space(stored["space"]))
     assert again.samples == 3 and again.space.to_dict() == meta["space"]
     with pytest.raises(OrthotuneError, match=r"unknown option\(s\) gpu_budget.*new name"):
-        LaunchOptions.from_meta({**meta, "gpu_budget": 4}, parse_space)
+        LaunchOptions.from_meta({**meta, "gpu_budget": 4}, again.space)
     with pytest.raises(OrthotuneError, match="no space"):
-        LaunchOptions.from_meta({k: v for k, v in meta.items() if k != "space"}, parse_space)
+        LaunchOptions.from_meta({k: v for k, v in meta.items() if k != "space"}, again.space)
