@@ -1,15 +1,18 @@
-"""The floor plan, enforced: imports run only down the layers and only through ``__all__``.
+"""The floor plan, enforced: imports run only down the layers, only through ``__all__``, and
+no files import each other in a circle.
 
 Layers, bottom to top (the README's architecture section draws the same picture), each one
 folder at the repository root (``orthotune.X`` is ``X/``):
 core -> models -> training -> store -> search -> spaces -> reports -> cli.
 A module may import its own package's private modules; from any other package it may import
 only names that package lists in ``__all__``, and only from a layer at or below its own.
+Imports inside functions count like the others: a lazy import is still an arrow.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -80,6 +83,51 @@ def violations(source: str, module: str, label: str) -> list[str]:
     return problems
 
 
+def arrows(sources: dict[str, str]) -> dict[str, set[str]]:
+    """File -> the files it imports, for ``{module: source}``: ``from P import name`` points at
+    the module ``P.name`` where there is one (a submodule), else at ``P`` (its ``__init__``)."""
+    graph: dict[str, set[str]] = {module: set() for module in sources}
+    for module, source in sources.items():
+        for target, names, _ in imports(source):
+            found = {f"{target}.{name}" for name in names if f"{target}.{name}" in sources}
+            if target in sources and len(found) < max(1, len(names)):
+                found.add(target)
+            graph[module] |= found - {module}
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one file (Tarjan's algorithm)."""
+    order: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        order[node] = low[node] = len(order)
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in order:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], order[nxt])
+        if low[node] == order[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in order:
+            visit(node)
+    return found
+
+
 def test_every_layer_package_is_found():
     modules = {module_name(p) for p in source_files()}
     assert set(LAYERS) <= modules
@@ -89,6 +137,19 @@ def test_imports_run_only_down_the_layers_and_through_all():
     problems = [v for p in source_files()
                 for v in violations(p.read_text(), module_name(p), str(p.relative_to(ROOT)))]
     assert not problems, "\n".join(problems)
+
+
+def test_no_files_import_each_other_in_a_circle():
+    found = circles(arrows({module_name(p): p.read_text() for p in source_files()}))
+    assert not found, "import circles:\n" + "\n".join(" <-> ".join(c) for c in found)
+
+
+def test_the_readme_draws_the_same_layers():
+    """The README's architecture block lists the layer folders top down, in this order."""
+    readme = (ROOT / "README.md").read_text()
+    block = readme[readme.index("## Architecture"):].split("```")[1]
+    drawn = [m.group(1) for m in re.finditer(r"^(\w+)/\s", block, re.MULTILINE)]
+    assert drawn == FOLDERS[::-1]
 
 
 @pytest.mark.parametrize("folder", ["tests", "bench"])
@@ -110,3 +171,14 @@ def test_the_check_catches_upward_private_and_unlisted_imports():
     assert any("a layer above it" in v for v in found), found
     assert any("private" in v for v in found), found
     assert any("not in orthotune.models.__all__" in v for v in found), found
+
+
+def test_the_check_catches_a_circle_through_an_import_inside_a_function():
+    """Two files importing each other, one of them only when a function runs, are a circle;
+    without that import they are not."""
+    sources = {"orthotune.search._a": "from orthotune.search._b import B\n",
+               "orthotune.search._b": "def f():\n    from orthotune.search._a import A\n",
+               "orthotune.search._c": "from orthotune.search import _a\n"}
+    assert circles(arrows(sources)) == [["orthotune.search._a", "orthotune.search._b"]]
+    sources["orthotune.search._b"] = "def f():\n    pass\n"
+    assert circles(arrows(sources)) == []
