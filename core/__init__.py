@@ -2,14 +2,13 @@
 type and the result types. Imports nothing of orthotune's other layers, and no torch."""
 
 from orthotune.core._catalogue import (
-    DATASET_DEFAULTS,
     DATASETS,
-    REPEATS,
-    SETTING_DEFAULTS,
     SETTINGS,
     TASKS,
     DatasetInfo,
+    SettingInfo,
     TaskInfo,
+    all_backbones,
     defaults_for,
 )
 from orthotune.core._config import (
@@ -42,13 +41,10 @@ from orthotune.core._results import (
 
 __all__ = [
     "DATASETS",
-    "DATASET_DEFAULTS",
     "MAX_DEPTH",
     "MAX_HIDDEN",
     "PROFILES",
-    "REPEATS",
     "SETTINGS",
-    "SETTING_DEFAULTS",
     "TASKS",
     "ConfigError",
     "ConfigResult",
@@ -63,12 +59,14 @@ __all__ = [
     "Registry",
     "Rule",
     "RunResult",
+    "SettingInfo",
     "SearchCrashed",
     "SearchInterrupted",
     "SearchState",
     "Status",
     "TaskInfo",
     "TrainConfig",
+    "all_backbones",
     "available_memory",
     "by_group",
     "check",

@@ -17,7 +17,7 @@ from orthotune.reports._load import CELL, ORIGINAL, ORTHO, PAIR, SHARED, SWITCHE
 from orthotune.reports._plots import Figure, figures
 from orthotune.reports._report import Report, best_configs, build_report
 from orthotune.reports._select import TIE_RULE, TIE_RULE_TEXT, config_dict, row_to_config, select_best, tidy
-from orthotune.reports._tables import ALPHA, REPEAT_KIND, TEST_NAME, Paired, paired
+from orthotune.reports._tables import ALPHA, TEST_NAME, Paired, paired
 
 __all__ = [
     "ALPHA",
@@ -26,7 +26,6 @@ __all__ = [
     "ORIGINAL",
     "ORTHO",
     "PAIR",
-    "REPEAT_KIND",
     "SHARED",
     "SWITCHES",
     "TEST_NAME",
