@@ -11,7 +11,7 @@ from typing import Any
 
 from orthotune.search._algorithms import SCHEDULERS, SEARCHERS, shuffled_grid
 from orthotune.search._objective import OBJECTIVE, RUNG_SCORE, TIME_ATTR, rung_score
-from orthotune.search._options import GPU_SHARES, MODES, NO_STORAGE, LaunchOptions, SearchOutcome
+from orthotune.search._options import GPU_SHARES, MODES, NO_STORAGE, SECTIONS, LaunchOptions, SearchOutcome
 from orthotune.search._space import Space, cell_key
 
 #: Heavy names -> the private module that defines them (loaded on first access).
@@ -50,6 +50,7 @@ __all__ = [
     "RUNG_SCORE",
     "SCHEDULERS",
     "SEARCHERS",
+    "SECTIONS",
     "TIME_ATTR",
     "TUNE_SETTINGS",
     "CellScheduler",

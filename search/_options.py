@@ -4,7 +4,9 @@ options and the outcome. The heavy machinery lives in ``_launch``.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from argparse import ArgumentTypeError
+from collections.abc import Callable
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
 
 from orthotune.core import OrthotuneError, check
@@ -21,38 +23,81 @@ MODES = ("auto", "bar", "plain")
 GPU_SHARES = ("fixed", "auto")
 
 
+#: The help's sections of ``orthotune launch`` the options go in (``launch_option``'s ``cli``).
+SECTIONS = ("search", "cluster", "progress and live views")
+
+
+def launch_option(default: Any, doc: str, cli: str | None = "search", *, metavar: str | None = None,
+                  parse: Callable[[str], Any] | None = None, names: Callable[[], list[str]] | None = None) -> Any:
+    """A :class:`LaunchOptions` field declared once: its default, its documentation and how
+    ``orthotune launch`` offers it. ``cli``: the help section of its flag ``--NAME`` (None:
+    none of its own), ``metavar``, ``parse`` (the flag's type; default: the field's) and
+    ``names`` (the valid values, listed in the help). The doc ends in ``(default: ...)``
+    where the default needs words."""
+    metadata = {"doc": doc, "cli": cli, "metavar": metavar, "parse": parse, "names": names}
+    return field(default=default, metadata=metadata)
+
+
+def gpus_or_auto(value: str) -> float | str:
+    """``--gpus-per-trial``: a number of GPUs, or ``auto``."""
+    if value == "auto":
+        return value
+    try:
+        return float(value)
+    except ValueError:
+        raise ArgumentTypeError(f"{value!r} must be a number of GPUs or 'auto'") from None
+
+
 @dataclass(frozen=True)
 class LaunchOptions:
-    """How to run one search; validated here, typed afterwards."""
+    """How to run one search; validated here, typed afterwards. Each field is a
+    :func:`launch_option`: the CLI's flags, the search's record (:meth:`to_meta`) and
+    ``--resume`` (:meth:`from_meta`) derive from these declarations."""
 
-    store: str
-    name: str
-    space: Space
-    samples: int | None = None  # trainings per cell and arm (default: the space's)
-    searcher: str = "optuna"
-    scheduler: str = "asha"
-    address: str | None = None
-    cpus_per_trial: float = 1.0
-    gpus_per_trial: float = 0.0
-    concurrency: int | None = None
-    data_root: str | None = None
-    seed: int = 0
-    report_every: int = 10
-    configs_per_trial: int = 1
-    points: tuple[dict[str, Any], ...] | None = None  # explicit configs for the grid searcher
-    # Optuna storage of the cells' studies (optuna-dashboard): None for a journal file beside
-    # a local store (<store>/optuna/NAME.journal), an RDB URL, a journal file path, or "off"
-    optuna_storage: str | None = None
-    tensorboard: bool = True  # TensorBoard event files per config under <store>/tensorboard/NAME
-    download: bool = False  # fetch datasets missing from data_root into it (never without asking)
-    # times Ray Tune restarts a trial whose worker died (killed, node lost); a trial that
-    # raises is stored as failed at once instead (its error would only repeat)
-    retries: int = 2
-    # "auto": each cell's fraction of a GPU measured on the cluster before trials start
-    # (gpus_per_trial stays 0; ``_gpu_share``); "fixed": gpus_per_trial for every trial
-    gpu_share: str = "fixed"
+    store: str = launch_option(MISSING, "the results store (the CLI's --store)", cli=None)
+    name: str = launch_option(MISSING, "search name (default: the space's name and the time)")
+    space: Space = launch_option(MISSING, "what to search (the CLI's --space or --resume)", cli=None)
+    samples: int | None = launch_option(None, "trainings per cell and arm (default: the space's)", metavar="N")
+    searcher: str = launch_option("optuna", "search algorithm", metavar="NAME", names=SEARCHERS.names)
+    scheduler: str = launch_option("asha", "trial scheduler", metavar="NAME", names=SCHEDULERS.names)
+    seed: int = launch_option(0, "the search algorithm's seed")
+    address: str | None = launch_option(
+        None, "Ray cluster: ray://HEAD:10001 or auto (the driver runs here), or with --submit the dashboard's "
+              "http://HEAD:8265 (default: a local Ray)", "cluster", metavar="ADDRESS")
+    cpus_per_trial: float = launch_option(1.0, "CPUs each trial reserves", "cluster", metavar="N")
+    # "auto" is shorthand for gpu_share="auto" (gpus_per_trial is then 0)
+    gpus_per_trial: float = launch_option(
+        0.0, "GPUs each trial reserves; fractions share a GPU; auto: each cell's fraction from its pack's "
+             "measured GPU use, so packs too small to keep a GPU busy share one", "cluster", metavar="N|auto",
+        parse=gpus_or_auto)
+    gpu_share: str = launch_option(
+        "fixed", "auto: each cell's fraction of a GPU measured on the cluster before trials start "
+                 "(gpus_per_trial stays 0; _gpu_share); fixed: gpus_per_trial for every trial", cli=None)
+    concurrency: int | None = launch_option(None, "most trials at once (default: what the cluster's resources fit)",
+                                            "cluster", metavar="N")
+    configs_per_trial: int = launch_option(
+        1, "a trial group: configs trained together in one trial as one packed model, each still selected and "
+           "stopped on its own", "cluster", metavar="N")
+    report_every: int = launch_option(10, "epochs between reports to Tune", "cluster", metavar="EPOCHS")
+    retries: int = launch_option(
+        2, "times a trial whose Ray worker died (killed, node lost) trains again; a trial that raises is stored "
+           "as failed at once", "cluster", metavar="N")
+    data_root: str | None = launch_option(None, "raw data folder (the CLI's --data-root)", cli=None)
+    download: bool = launch_option(False, "fetch datasets missing from data_root into it (the CLI's --download)",
+                                   cli=None)
+    points: tuple[dict[str, Any], ...] | None = launch_option(None, "explicit configs for the grid searcher",
+                                                              cli=None)
+    optuna_storage: str | None = launch_option(
+        None, f"Optuna storage for optuna-dashboard: an RDB URL, a journal file, or {NO_STORAGE} (default: a "
+              f"journal file beside a local store, <store>/optuna/NAME.journal)", "progress and live views",
+        metavar="URL|FILE")
+    tensorboard: bool = launch_option(True, "write TensorBoard event files under <store>/tensorboard/NAME",
+                                      "progress and live views")
 
     def __post_init__(self) -> None:
+        if self.gpus_per_trial == "auto":
+            object.__setattr__(self, "gpus_per_trial", 0.0)
+            object.__setattr__(self, "gpu_share", "auto")
         check_search_name(self.name)
         SEARCHERS.get(self.searcher)
         SCHEDULERS.get(self.scheduler)
