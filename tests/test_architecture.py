@@ -6,7 +6,9 @@ folder at the repository root (``orthotune.X`` is ``X/``):
 core -> models -> training -> store -> search -> spaces -> reports -> cli.
 A module may import its own package's private modules; from any other package it may import
 only names that package lists in ``__all__``, and only from a layer at or below its own.
-Imports inside functions count like the others: a lazy import is still an arrow.
+Benchmarks, too, import only through ``__all__``; tests may import private modules (as
+Optuna's do), and from a package's face only the names it lists. Imports inside functions
+count like the others: a lazy import is still an arrow.
 """
 
 from __future__ import annotations
@@ -23,11 +25,18 @@ FOLDERS = ["core", "models", "training", "store", "search", "spaces", "reports",
 LAYERS = [f"orthotune.{folder}" for folder in FOLDERS]
 
 
+def source_files() -> list[Path]:
+    return [ROOT / "__init__.py", *sorted(p for folder in FOLDERS for p in (ROOT / folder).rglob("*.py"))]
+
+
 def module_name(path: Path) -> str:
     parts = ["orthotune", *path.relative_to(ROOT).with_suffix("").parts]
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
+
+
+MODULES = {module_name(p) for p in source_files()}
 
 
 def package_of(module: str) -> str:
@@ -41,10 +50,6 @@ def layer_index(module: str) -> int:
     return LAYERS.index(package) if package in LAYERS else -1
 
 
-def source_files() -> list[Path]:
-    return [ROOT / "__init__.py", *sorted(p for folder in FOLDERS for p in (ROOT / folder).rglob("*.py"))]
-
-
 def imports(source: str) -> list[tuple[str, tuple[str, ...], int]]:
     """``(module, names, line)`` of every orthotune import in the source, nested ones included."""
     found = []
@@ -55,6 +60,18 @@ def imports(source: str) -> list[tuple[str, tuple[str, ...], int]]:
         elif isinstance(node, ast.Import):
             found += [(a.name, (), node.lineno) for a in node.names if a.name.split(".")[0] == "orthotune"]
     return found
+
+
+def defined_names(package: str) -> set[str]:
+    """The functions, classes and variables a package's ``__init__`` defines itself."""
+    init = next(p for p in source_files() if module_name(p) == package and p.name == "__init__.py")
+    found = set()
+    for node in ast.parse(init.read_text()).body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            found.add(node.name)
+        elif isinstance(node, ast.Assign):
+            found |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+    return found - {"__all__"}
 
 
 def public_names(package: str) -> set[str]:
@@ -152,13 +169,28 @@ def test_the_readme_draws_the_same_layers():
     assert drawn == FOLDERS[::-1]
 
 
-@pytest.mark.parametrize("folder", ["tests", "bench"])
-def test_tests_and_benchmarks_use_only_public_faces(folder):
+def outside_violations(source: str, label: str, private_allowed: bool) -> list[str]:
+    """What a benchmark (``private_allowed`` False) or a test (True: tests may import private
+    modules, as Optuna's do) gets wrong: a private module, or a name a package's face does
+    not list in ``__all__``."""
     problems = []
-    for path in sorted((ROOT / folder).rglob("*.py")):
-        for target, _, line in imports(path.read_text()):
-            if any(part.startswith("_") for part in target.split(".")):
-                problems.append(f"{path.relative_to(ROOT)}:{line}: imports private {target}")
+    for target, names, line in imports(source):
+        if not private_allowed and any(part.startswith("_") for part in target.split(".")):
+            problems.append(f"{label}:{line}: imports private {target}")
+        if target in LAYERS:
+            # a test may take a name from the __init__ that defines it (like a private module)
+            own = defined_names(target) if private_allowed else set()
+            hidden = sorted(n for n in names if n not in public_names(target) | own
+                            and f"{target}.{n}" not in MODULES)
+            if hidden:
+                problems.append(f"{label}:{line}: imports {hidden} not in {target}.__all__")
+    return problems
+
+
+@pytest.mark.parametrize("folder, private_allowed", [("bench", False), ("tests", True)])
+def test_benchmarks_use_only_public_faces_and_tests_only_listed_names(folder, private_allowed):
+    problems = [v for path in sorted((ROOT / folder).rglob("*.py"))
+                for v in outside_violations(path.read_text(), str(path.relative_to(ROOT)), private_allowed)]
     assert not problems, "\n".join(problems)
 
 
@@ -182,3 +214,16 @@ def test_the_check_catches_a_circle_through_an_import_inside_a_function():
     assert circles(arrows(sources)) == [["orthotune.search._a", "orthotune.search._b"]]
     sources["orthotune.search._b"] = "def f():\n    pass\n"
     assert circles(arrows(sources)) == []
+
+
+def test_the_check_tells_benchmarks_from_tests():
+    """A private module is refused in a benchmark and allowed in a test; an unlisted name
+    from a package's face is refused in both."""
+    private = "from orthotune.search._cells import CellSearcher\n"
+    unlisted = "from orthotune.search import not_a_public_name\n"
+    defined_there = "from orthotune.cli import build_parser\n"
+    assert outside_violations(private, "bench", private_allowed=False)
+    assert not outside_violations(private, "test", private_allowed=True)
+    assert outside_violations(unlisted, "test", private_allowed=True)
+    assert not outside_violations(defined_there, "test", private_allowed=True)
+    assert outside_violations(defined_there, "bench", private_allowed=False)
