@@ -1,30 +1,10 @@
 """The ground floor: errors, registries, the catalogue of names and defaults, the config
 type and the result types. Imports nothing of orthotune's other layers, and no torch."""
 
-from orthotune.core._catalogue import (
-    DATASETS,
-    SETTINGS,
-    TASKS,
-    DatasetInfo,
-    SettingInfo,
-    TaskInfo,
-    all_backbones,
-    defaults_for,
-)
-from orthotune.core._config import (
-    MAX_DEPTH,
-    MAX_HIDDEN,
-    PROFILES,
-    MemoryEstimate,
-    OrthoSettings,
-    TrainConfig,
-    available_memory,
-    check_memory,
-    memory_estimate,
-    profile_values,
-)
+from orthotune.core._catalogue import DATASETS, SETTINGS, DatasetInfo, all_backbones, defaults_for
+from orthotune.core._config import PROFILES, OrthoSettings, TrainConfig, check_memory, profile_values
 from orthotune.core._errors import ConfigError, OrthotuneError, SearchCrashed, SearchInterrupted, check
-from orthotune.core._fields import Group, Rule, by_group, column_name, declared
+from orthotune.core._fields import Group, by_group, column_name, declared
 from orthotune.core._registry import Registry
 from orthotune.core._results import (
     ConfigResult,
@@ -41,11 +21,8 @@ from orthotune.core._results import (
 
 __all__ = [
     "DATASETS",
-    "MAX_DEPTH",
-    "MAX_HIDDEN",
     "PROFILES",
     "SETTINGS",
-    "TASKS",
     "ConfigError",
     "ConfigResult",
     "DatasetInfo",
@@ -53,21 +30,16 @@ __all__ = [
     "EpochReport",
     "EpochValues",
     "Group",
-    "MemoryEstimate",
     "OrthoSettings",
     "OrthotuneError",
     "Registry",
-    "Rule",
     "RunResult",
-    "SettingInfo",
     "SearchCrashed",
     "SearchInterrupted",
     "SearchState",
     "Status",
-    "TaskInfo",
     "TrainConfig",
     "all_backbones",
-    "available_memory",
     "by_group",
     "check",
     "check_memory",
@@ -76,7 +48,6 @@ __all__ = [
     "defaults_for",
     "mean",
     "mean_or_zero",
-    "memory_estimate",
     "profile_values",
     "std",
 ]

@@ -10,14 +10,16 @@ import pytest
 import orthotune.search
 from orthotune.cli import build_parser
 from orthotune.cli.launch import _options
-from orthotune.core import DATASETS, SETTINGS, DatasetInfo, SettingInfo, TrainConfig, defaults_for, memory_estimate
+from orthotune.core import DATASETS, SETTINGS, DatasetInfo, TrainConfig, defaults_for
+from orthotune.core._catalogue import SettingInfo
+from orthotune.core._config import memory_estimate
 from orthotune.reports import Filters
 from orthotune.reports._formats import _repeat_nouns, setting_title
 from orthotune.reports._tables import repeat_noun
 from orthotune.search import LaunchOptions
 from orthotune.search._options import launch_option
 from orthotune.spaces import parse_space
-from orthotune.training import required_files
+from orthotune.training._data import required_files
 
 
 @pytest.fixture

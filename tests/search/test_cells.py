@@ -10,21 +10,12 @@ from ray.tune.schedulers import ASHAScheduler, TrialScheduler
 from ray.tune.search import Searcher
 
 from orthotune.core import OrthotuneError, Status, TrainConfig
-from orthotune.search import (
-    OBJECTIVE,
-    RUNG_SCORE,
-    TIME_ATTR,
-    CellScheduler,
-    CellSearcher,
-    LaunchOptions,
-    StoredTrial,
-    cell_key,
-    config_canon,
-    config_identity,
-    optuna_storage,
-    plan,
-    replay_rungs,
-)
+from orthotune.search import LaunchOptions, cell_key
+from orthotune.search._cells import CellScheduler, CellSearcher, config_identity
+from orthotune.search._launch import plan
+from orthotune.search._live import optuna_storage
+from orthotune.search._objective import OBJECTIVE, RUNG_SCORE, TIME_ATTR
+from orthotune.search._replay import StoredTrial, config_canon, replay_rungs
 from orthotune.spaces import parse_space
 from orthotune.store import config_columns, config_from_columns
 

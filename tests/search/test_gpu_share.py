@@ -5,12 +5,11 @@ declares a GPU it does not have (the CUDA measurement itself is not exercised: n
 import pytest
 
 from orthotune.core import ConfigError, OrthotuneError, TrainConfig
-from orthotune.search import (
+from orthotune.search import LaunchOptions, cell_key
+from orthotune.search._gpu_share import (
     MAX_TRIALS_PER_GPU,
     GpuShares,
-    LaunchOptions,
     cell_config,
-    cell_key,
     decide_shares,
     gpu_share,
     gpu_share_record,
