@@ -34,7 +34,8 @@ def load_cora():
 
 
 def build(data, packs: int, args, first_seed: int = 0):
-    from orthotune.models import BACKBONES, OrthoSettings
+    from orthotune.core import OrthoSettings
+    from orthotune.models import BACKBONES
 
     seeds = range(first_seed, first_seed + packs)
     ortho = [OrthoSettings(T=args.T, beta=0.4) for _ in seeds] if args.ortho else None

@@ -19,6 +19,8 @@ from orthotune.cli import best, launch, logs, report, status, store, train
 from orthotune.cli._common import BAD_INPUT, DEBUG_ENV, INTERRUPTED, OK, RUN_FAILED, SIGNAL_BASE
 from orthotune.core import OrthotuneError, SearchCrashed, SearchInterrupted
 
+__all__ = ["main"]
+
 SUBCOMMANDS: dict[str, ModuleType] = {
     "train": train, "launch": launch, "status": status, "best": best, "report": report, "logs": logs,
     "store": store,

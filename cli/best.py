@@ -7,7 +7,7 @@ import json
 from typing import TYPE_CHECKING
 
 from orthotune.cli._common import add_store_argument
-from orthotune.core import DATASETS, SETTINGS, TASKS, OrthotuneError
+from orthotune.core import DATASETS, SETTINGS, OrthotuneError, all_backbones
 
 if TYPE_CHECKING:  # pandas and the reports layer are imported inside run: --help stays fast
     import pandas as pd
@@ -25,8 +25,7 @@ def add_filter_arguments(parser: argparse.ArgumentParser) -> None:
     add_store_argument(parser)
     parser.add_argument("--search", nargs="+", action="extend", default=[], metavar="NAME",
                         help="only these searches (default: every search in the store)")
-    backbones = sorted({b for task in TASKS for b in TASKS.get(task).backbones})
-    for flag, names in (("dataset", DATASETS.names()), ("setting", SETTINGS), ("backbone", backbones)):
+    for flag, names in (("dataset", DATASETS.names()), ("setting", SETTINGS.names()), ("backbone", all_backbones())):
         parser.add_argument(f"--{flag}", nargs="+", action="extend", default=[], metavar=flag.upper(),
                             help=f"only these {flag}s, any of: {', '.join(names)} (default: all)")
     parser.add_argument("--depth", type=int, nargs="+", action="extend", default=[], metavar="N",

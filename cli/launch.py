@@ -6,9 +6,10 @@ import argparse
 import dataclasses
 import json
 import sys
+import typing
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from orthotune.cli._common import OK, RUN_FAILED, add_data_arguments, add_store_argument
 
@@ -17,73 +18,48 @@ if TYPE_CHECKING:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    # Only built when `launch` is the command: the registries' names and the options'
-    # defaults come from the tune layer, their one place.
-    from orthotune.search import MODES, NO_STORAGE, SCHEDULERS, SEARCHERS, LaunchOptions
-
-    default = {f.name: f.default for f in dataclasses.fields(LaunchOptions)}
-    what = parser.add_mutually_exclusive_group(required=True)
+    """``--space``/``--resume``, the store and the space's datasets, then one flag per launch
+    option declared with a CLI section (``orthotune.search.LaunchOptions``: help, default,
+    metavar and type from the declaration), the data options and the progress display."""
+    from orthotune.search import MODES, SECTIONS, LaunchOptions
     from orthotune.spaces import PRESETS
 
+    what = parser.add_mutually_exclusive_group(required=True)
     what.add_argument("--space", help=f"a preset ({', '.join(sorted(PRESETS.names()))}) or a space YAML file")
     what.add_argument("--resume", metavar="NAME", help="continue the search NAME whose driver died")
     add_store_argument(parser)
-    parser.add_argument("--name", help="search name (default: the space's name and the time)")
     parser.add_argument("--datasets", nargs="+", metavar="DATASET", help="override the space's datasets")
-    parser.add_argument("--samples", type=int, metavar="N",
-                        help="trainings per cell and arm (default: the space's)")
-    parser.add_argument("--searcher", default=default["searcher"], metavar="NAME",
-                        help=f"search algorithm, one of: {', '.join(SEARCHERS.names())} (default: %(default)s)")
-    parser.add_argument("--scheduler", default=default["scheduler"], metavar="NAME",
-                        help=f"trial scheduler, one of: {', '.join(SCHEDULERS.names())} (default: %(default)s)")
-    parser.add_argument("--seed", type=int, default=default["seed"], help="the search algorithm's seed "
-                                                                           "(default: %(default)s)")
-    cluster = parser.add_argument_group("cluster")
-    cluster.add_argument("--address", metavar="ADDRESS",
-                         help="Ray cluster: ray://HEAD:10001 or auto (the driver runs here), or with --submit "
-                              "the dashboard's http://HEAD:8265 (default: a local Ray)")
-    cluster.add_argument("--submit", action="store_true",
-                         help="submit the search as a Ray job to --address http://HEAD:8265, print its id and "
-                              "return: the driver runs on the head node, so this client may disconnect; "
-                              "--store and --data-root are then paths on the head node (absolute) or URIs; the "
-                              "orthotune package travels with the job, its dependencies (torch, PyG, Ray) must "
-                              "be in the head's Python environment")
-    cluster.add_argument("--cpus-per-trial", type=float, default=default["cpus_per_trial"], metavar="N",
-                         help="CPUs each trial reserves (default: %(default)s)")
-    cluster.add_argument("--gpus-per-trial", type=gpus_per_trial, default=default["gpus_per_trial"], metavar="N|auto",
-                         help="GPUs each trial reserves; fractions share a GPU; auto: each cell's fraction "
-                              "from its pack's measured GPU use, so packs too small to keep a GPU busy share "
-                              "one (default: %(default)s)")
-    cluster.add_argument("--concurrency", type=int, metavar="N",
-                         help="most trials at once (default: what the cluster's resources fit)")
-    cluster.add_argument("--configs-per-trial", type=int, default=default["configs_per_trial"], metavar="N",
-                         help="a trial group: configs trained together in one trial as one packed "
-                              "model, each still selected and stopped on its own (default: %(default)s)")
-    cluster.add_argument("--report-every", type=int, default=default["report_every"], metavar="EPOCHS",
-                         help="epochs between reports to Tune (default: %(default)s)")
-    cluster.add_argument("--retries", type=int, default=default["retries"], metavar="N",
-                         help="times a trial whose Ray worker died (killed, node lost) trains again; a trial "
-                              "that raises is stored as failed at once (default: %(default)s)")
-    add_data_arguments(cluster)
-    views = parser.add_argument_group("progress and live views")
+    groups = {section: parser if section == SECTIONS[0] else parser.add_argument_group(section)
+              for section in SECTIONS}
+    groups["cluster"].add_argument(
+        "--submit", action="store_true",
+        help="submit the search as a Ray job to --address http://HEAD:8265, print its id and return: the driver "
+             "runs on the head node, so this client may disconnect; --store and --data-root are then paths on the "
+             "head node (absolute) or URIs; the orthotune package travels with the job, its dependencies (torch, "
+             "PyG, Ray) must be in the head's Python environment")
+    views = groups["progress and live views"]
     views.add_argument("--progress", choices=(*MODES, "off"), default="auto",
                        help="auto: a bar on a terminal, plain lines in logs; off: nothing (default: %(default)s)")
     views.add_argument("--quiet", action="store_true", help="no progress display (same as --progress off)")
-    views.add_argument("--optuna-storage", metavar="URL|FILE",
-                       help="Optuna storage for optuna-dashboard: an RDB URL, a journal file, or "
-                            f"{NO_STORAGE} (default: a journal file beside a local store)")
-    views.add_argument("--tensorboard", action=argparse.BooleanOptionalAction, default=default["tensorboard"],
-                       help="write TensorBoard event files under <store>/tensorboard/NAME (default: %(default)s)")
+    types = typing.get_type_hints(LaunchOptions)
+    for f in dataclasses.fields(LaunchOptions):
+        if f.metadata["cli"] is not None:
+            groups[f.metadata["cli"]].add_argument(f"--{f.name.replace('_', '-')}", **_flag(f, types[f.name]))
+    add_data_arguments(groups["cluster"])
 
 
-def gpus_per_trial(value: str) -> float | str:
-    """``--gpus-per-trial``: a number of GPUs, or ``auto``."""
-    if value == "auto":
-        return value
-    try:
-        return float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} must be a number of GPUs or 'auto'") from None
+def _flag(f: dataclasses.Field, kind: Any) -> dict[str, Any]:
+    """argparse's arguments for the flag of launch option ``f`` (of type ``kind``)."""
+    meta = f.metadata
+    names = meta["names"]() if meta["names"] else None
+    text = meta["doc"] + (f", one of: {', '.join(names)}" if names else "")
+    if "(default:" not in text:
+        text += " (default: %(default)s)"
+    default = None if f.default is dataclasses.MISSING else f.default
+    if kind is bool:
+        return {"action": argparse.BooleanOptionalAction, "default": default, "help": text}
+    plain = next((k for k in typing.get_args(kind) if k is not type(None)), kind)  # int | None -> int
+    return {"type": meta["parse"] or plain, "default": default, "metavar": meta["metavar"], "help": text}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -94,12 +70,13 @@ def run(args: argparse.Namespace) -> int:
 
         raise OrthotuneError(f"--address {args.address!r} is a dashboard (Jobs API) address: add --submit to run "
                              f"the search as a Ray job, or give ray://HEAD:10001 to drive it from here")
-    from orthotune.search import launch, resume
+    from orthotune.search import launch, resume, stored_options
     from orthotune.spaces import parse_space
 
     progress: bool | str = False if args.quiet or args.progress == "off" else args.progress
-    if args.resume:
-        outcome = resume(args.store, args.resume, parse_space, args.address, progress=progress)
+    if args.resume:  # the search's record holds its space as a dict: parsed here, handed down
+        space = parse_space(stored_options(args.store, args.resume)["space"])
+        outcome = resume(args.store, args.resume, space, args.address, progress=progress)
     else:
         outcome = launch(_options(args), progress=progress)  # it checks the inputs before Ray starts
     print(summary(outcome, args.store))
@@ -107,20 +84,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _options(args: argparse.Namespace, name: str | None = None) -> LaunchOptions:
+    """The launch options from the parsed flags: each declared option by its name."""
     from orthotune.search import LaunchOptions
 
     space = _space(args)
-    auto = args.gpus_per_trial == "auto"
-    return LaunchOptions(
-        store=args.store, name=name or args.name or default_name(space.name), space=space, samples=args.samples,
-        searcher=args.searcher, scheduler=args.scheduler, address=args.address,
-        cpus_per_trial=args.cpus_per_trial, gpus_per_trial=0.0 if auto else args.gpus_per_trial,
-        gpu_share="auto" if auto else "fixed", concurrency=args.concurrency,
-        data_root=args.data_root, seed=args.seed, report_every=args.report_every,
-        configs_per_trial=args.configs_per_trial,
-        optuna_storage=args.optuna_storage, tensorboard=args.tensorboard, download=args.download,
-        retries=args.retries,
-    )
+    given = {f.name: getattr(args, f.name) for f in dataclasses.fields(LaunchOptions) if hasattr(args, f.name)}
+    return LaunchOptions(**{**given, "space": space, "name": name or args.name or default_name(space.name)})
 
 
 def _space(args: argparse.Namespace):

@@ -12,15 +12,13 @@ import yaml
 
 from orthotune.cli._common import OK, RUN_FAILED, add_data_arguments
 from orthotune.core import (
-    DATASET_DEFAULTS,
     DATASETS,
     PROFILES,
-    SETTING_DEFAULTS,
     SETTINGS,
-    TASKS,
     ConfigError,
     Group,
     TrainConfig,
+    all_backbones,
     check_memory,
     declared,
 )
@@ -43,8 +41,7 @@ TYPES = {"int": int, "float": float, "str": str, "ints": int}
 
 def catalogue_names() -> dict[str, list[str]]:
     """Valid names of the string fields whose rule is the catalogue, not a fixed choice."""
-    backbones = list(dict.fromkeys(b for task in TASKS for b in TASKS.get(task).backbones))
-    return {"dataset": DATASETS.names(), "setting": list(SETTINGS), "backbone": backbones}
+    return {"dataset": DATASETS.names(), "setting": SETTINGS.names(), "backbone": all_backbones()}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -105,8 +102,8 @@ def default_text(f: dataclasses.Field) -> str:
         return "none: required unless --config"
     if "default:" in f.metadata["doc"]:
         return ""  # the doc states it
-    parts = [f"{s} {v[f.name]}" for s, v in SETTING_DEFAULTS.items() if f.name in v]
-    parts += [f"{d} {v[f.name]}" for d, v in DATASET_DEFAULTS.items() if f.name in v]
+    records = [*map(SETTINGS.get, SETTINGS), *map(DATASETS.get, DATASETS)]
+    parts = [f"{r.name} {r.defaults[f.name]}" for r in records if f.name in r.defaults]
     return "by setting and dataset: " + ", ".join(parts) if parts else "none"
 
 

@@ -1,31 +1,10 @@
 """The ground floor: errors, registries, the catalogue of names and defaults, the config
 type and the result types. Imports nothing of orthotune's other layers, and no torch."""
 
-from orthotune.core._catalogue import (
-    DATASET_DEFAULTS,
-    DATASETS,
-    REPEATS,
-    SETTING_DEFAULTS,
-    SETTINGS,
-    TASKS,
-    DatasetInfo,
-    TaskInfo,
-    defaults_for,
-)
-from orthotune.core._config import (
-    MAX_DEPTH,
-    MAX_HIDDEN,
-    PROFILES,
-    MemoryEstimate,
-    OrthoSettings,
-    TrainConfig,
-    available_memory,
-    check_memory,
-    memory_estimate,
-    profile_values,
-)
+from orthotune.core._catalogue import DATASETS, SETTINGS, DatasetInfo, all_backbones, defaults_for
+from orthotune.core._config import PROFILES, OrthoSettings, TrainConfig, check_memory, profile_values
 from orthotune.core._errors import ConfigError, OrthotuneError, SearchCrashed, SearchInterrupted, check
-from orthotune.core._fields import Group, Rule, by_group, column_name, declared
+from orthotune.core._fields import Group, by_group, column_name, declared
 from orthotune.core._registry import Registry
 from orthotune.core._results import (
     ConfigResult,
@@ -42,14 +21,8 @@ from orthotune.core._results import (
 
 __all__ = [
     "DATASETS",
-    "DATASET_DEFAULTS",
-    "MAX_DEPTH",
-    "MAX_HIDDEN",
     "PROFILES",
-    "REPEATS",
     "SETTINGS",
-    "SETTING_DEFAULTS",
-    "TASKS",
     "ConfigError",
     "ConfigResult",
     "DatasetInfo",
@@ -57,19 +30,16 @@ __all__ = [
     "EpochReport",
     "EpochValues",
     "Group",
-    "MemoryEstimate",
     "OrthoSettings",
     "OrthotuneError",
     "Registry",
-    "Rule",
     "RunResult",
     "SearchCrashed",
     "SearchInterrupted",
     "SearchState",
     "Status",
-    "TaskInfo",
     "TrainConfig",
-    "available_memory",
+    "all_backbones",
     "by_group",
     "check",
     "check_memory",
@@ -78,7 +48,6 @@ __all__ = [
     "defaults_for",
     "mean",
     "mean_or_zero",
-    "memory_estimate",
     "profile_values",
     "std",
 ]

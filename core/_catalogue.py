@@ -1,12 +1,15 @@
-"""What the protocol knows by name: datasets, settings, tasks and the one table of defaults.
+"""What the protocol knows by name: settings, datasets and tasks, each one declared record
+(its defaults included) that every layer reads.
 
-Pure data: loaders live in the training layer (keyed by these names), model classes in
-``models`` (keyed by the backbone names here; a test checks both registries agree).
+Pure data: loaders live in the training layer (keyed by the datasets' loader families and
+the settings' splits), model classes in ``models`` (keyed by the backbone names here; a test
+checks both registries agree).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from orthotune.core._errors import ConfigError
@@ -14,16 +17,66 @@ from orthotune.core._registry import Registry
 
 
 @dataclass(frozen=True)
+class SettingInfo:
+    """A protocol setting, declared once and read by every layer: its title in reports, its
+    repeats (which config field holds them, the noun for one, how many by default), its
+    training defaults and the data split the loaders build for it."""
+
+    name: str
+    title: str  # as reports print it
+    repeat: str  # what one repeat is: "split", "seed" or "fold" (reports pair repeats on it)
+    repeats_field: str  # the config field that holds the repeats: "splits" or "seeds"
+    default_repeats: tuple[int, ...]
+    # the split the loaders build: "geom-gcn" (Geom-GCN's ten fixed splits), "public"
+    # (Planetoid's public split), "official" (the dataset's own, OGB's) or "folds"
+    split: str
+    defaults: Mapping[str, Any] = field(default_factory=dict, hash=False)  # training defaults
+
+
+#: Protocol settings: Geom-GCN full-supervised splits, the public semi-supervised split,
+#: OGB's official split and stratified 10-fold cross-validation, each with its training
+#: defaults (a dataset's own defaults go on top: :func:`defaults_for`):
+#: - full/semi: the authors' scripts (Adam, hidden 64, dropout 0.5, up to 1500 epochs,
+#:   patience 200 on the selection metric). Weight decay 5e-5: at 5e-4 (GCNII's value)
+#:   GCN-8 on Cora sits on the majority-class plateau in both arms (28.4% over splits
+#:   0-4), while an equal-budget search picked 5e-5 for the winning originals and the
+#:   default Ortho arm then lands on the paper's 85.3 (``shared/docs/ortho-gconv.md``).
+#: - official (ogbn-arxiv): OGB's GCN example (hidden 256, dropout 0.5, 500 epochs).
+#: - cv10 (PROTEINS, D&D): Graph U-Nets' protocol (lr 1e-3, 200 epochs, no early stop).
+SETTINGS: Registry[SettingInfo] = Registry("setting")
+SETTINGS.add("full", SettingInfo(
+    "full", "full-supervised", repeat="split", repeats_field="splits", default_repeats=tuple(range(5)),
+    split="geom-gcn",
+    defaults=dict(depth=2, hidden=64, lr=0.01, weight_decay=5e-5, dropout=0.5, epochs=1500, patience=200)))
+SETTINGS.add("semi", SettingInfo(
+    "semi", "semi-supervised", repeat="seed", repeats_field="seeds", default_repeats=tuple(range(10)),
+    split="public",
+    defaults=dict(depth=2, hidden=64, lr=0.01, weight_decay=5e-4, dropout=0.5, epochs=1500, patience=200)))
+SETTINGS.add("official", SettingInfo(
+    "official", "official split", repeat="seed", repeats_field="seeds", default_repeats=tuple(range(5)),
+    split="official",
+    defaults=dict(depth=2, hidden=256, lr=0.01, weight_decay=0.0, dropout=0.5, epochs=500, patience=100)))
+SETTINGS.add("cv10", SettingInfo(
+    "cv10", "10-fold cross-validation", repeat="fold", repeats_field="splits", default_repeats=tuple(range(10)),
+    split="folds",
+    defaults=dict(depth=3, hidden=64, lr=1e-3, weight_decay=0.0, dropout=0.3, epochs=200, patience=200)))
+
+
+@dataclass(frozen=True)
 class DatasetInfo:
-    """A dataset of the protocol: its task, its settings (the first is the default), where
-    its raw files lie below the data root, and its size (what memory estimates need)."""
+    """A dataset of the protocol: its task, its settings (the first is the default), the
+    loader family that reads it (``orthotune.training``'s loaders) and where its raw files lie
+    below the data root (``FOLDER/NAME``, NAME as that loader knows the dataset), its size
+    (what memory estimates need) and its own training defaults over its setting's."""
 
     name: str
     task: str  # "node" or "graph"
     settings: tuple[str, ...]
+    loader: str  # "planetoid", "webkb", "ogb" or "tudataset"
     subdir: str
     nodes: int  # the graph's nodes (node task) or the mean nodes of one graph (graph task)
     features: int  # input features per node
+    defaults: Mapping[str, Any] = field(default_factory=dict, hash=False)
 
     @property
     def default_setting(self) -> str:
@@ -36,20 +89,22 @@ class DatasetInfo:
             )
 
 
+#: One entry per dataset; sizes as PyG loads the files (tests/training/test_data.py checks
+#: them). Graph U-Nets' per-dataset GCN width (``l_dim``) and batch size go on top of cv10's.
 DATASETS: Registry[DatasetInfo] = Registry("dataset")
-# sizes as PyG loads the files (tests/training/test_data.py checks them)
-for _name, _nodes, _features in (("Cora", 2708, 1433), ("CiteSeer", 3327, 3703), ("PubMed", 19717, 500)):
-    DATASETS.add(_name.lower(), DatasetInfo(_name.lower(), "node", ("full", "semi"), f"Planetoid/{_name}",
-                                            _nodes, _features))
-for _name, _nodes in (("Cornell", 183), ("Texas", 183), ("Wisconsin", 251)):
-    DATASETS.add(_name.lower(), DatasetInfo(_name.lower(), "node", ("full",), f"WebKB/{_name.lower()}", _nodes, 1703))
-DATASETS.add("ogbn-arxiv", DatasetInfo("ogbn-arxiv", "node", ("official",), "ogbn_arxiv", 169343, 128))
-DATASETS.add("proteins", DatasetInfo("proteins", "graph", ("cv10",), "TUDataset/PROTEINS", 40, 3))
-DATASETS.add("dd", DatasetInfo("dd", "graph", ("cv10",), "TUDataset/DD", 285, 89))
-
-#: Protocol settings: Geom-GCN full-supervised splits, the public semi-supervised split,
-#: OGB's official split and stratified 10-fold cross-validation.
-SETTINGS = ("full", "semi", "official", "cv10")
+for _info in (
+    DatasetInfo("cora", "node", ("full", "semi"), "planetoid", "Planetoid/Cora", 2708, 1433),
+    DatasetInfo("citeseer", "node", ("full", "semi"), "planetoid", "Planetoid/CiteSeer", 3327, 3703),
+    DatasetInfo("pubmed", "node", ("full", "semi"), "planetoid", "Planetoid/PubMed", 19717, 500),
+    DatasetInfo("cornell", "node", ("full",), "webkb", "WebKB/cornell", 183, 1703),
+    DatasetInfo("texas", "node", ("full",), "webkb", "WebKB/texas", 183, 1703),
+    DatasetInfo("wisconsin", "node", ("full",), "webkb", "WebKB/wisconsin", 251, 1703),
+    DatasetInfo("ogbn-arxiv", "node", ("official",), "ogb", "ogbn_arxiv", 169343, 128),
+    DatasetInfo("proteins", "graph", ("cv10",), "tudataset", "TUDataset/PROTEINS", 40, 3,
+                dict(hidden=64, batch_size=64)),
+    DatasetInfo("dd", "graph", ("cv10",), "tudataset", "TUDataset/DD", 285, 89, dict(hidden=128, batch_size=32)),
+):
+    DATASETS.add(_info.name, _info)
 
 
 @dataclass(frozen=True)
@@ -68,35 +123,12 @@ TASKS: Registry[TaskInfo] = Registry("task")
 TASKS.add("node", TaskInfo("node", ("gcn", "jknet", "gcnii")))
 TASKS.add("graph", TaskInfo("graph", ("gunet",)))
 
-#: Which config field holds the repeats, and the protocol's default repeats, per setting.
-REPEATS: dict[str, tuple[str, tuple[int, ...]]] = {
-    "full": ("splits", tuple(range(5))),
-    "semi": ("seeds", tuple(range(10))),
-    "official": ("seeds", tuple(range(5))),
-    "cv10": ("splits", tuple(range(10))),
-}
 
-#: The one table of training defaults: per setting, then per dataset on top.
-#: - full/semi: the authors' scripts (Adam, hidden 64, dropout 0.5, up to 1500 epochs,
-#:   patience 200 on the selection metric). Weight decay 5e-5: at 5e-4 (GCNII's value)
-#:   GCN-8 on Cora sits on the majority-class plateau in both arms (28.4% over splits
-#:   0-4), while an equal-budget search picked 5e-5 for the winning originals and the
-#:   default Ortho arm then lands on the paper's 85.3 (``shared/docs/ortho-gconv.md``).
-#: - official (ogbn-arxiv): OGB's GCN example (hidden 256, dropout 0.5, 500 epochs).
-#: - cv10 (PROTEINS, D&D): Graph U-Nets' protocol (lr 1e-3, 200 epochs, no early stop).
-SETTING_DEFAULTS: dict[str, dict[str, Any]] = {
-    "full": dict(depth=2, hidden=64, lr=0.01, weight_decay=5e-5, dropout=0.5, epochs=1500, patience=200),
-    "semi": dict(depth=2, hidden=64, lr=0.01, weight_decay=5e-4, dropout=0.5, epochs=1500, patience=200),
-    "official": dict(depth=2, hidden=256, lr=0.01, weight_decay=0.0, dropout=0.5, epochs=500, patience=100),
-    "cv10": dict(depth=3, hidden=64, lr=1e-3, weight_decay=0.0, dropout=0.3, epochs=200, patience=200),
-}
-#: Per-dataset values over the setting's (Graph U-Nets' GCN width ``l_dim`` and batch size).
-DATASET_DEFAULTS: dict[str, dict[str, Any]] = {
-    "proteins": dict(hidden=64, batch_size=64),
-    "dd": dict(hidden=128, batch_size=32),
-}
+def all_backbones() -> list[str]:
+    """Every task's backbones, in the catalogue's order: the valid values of ``backbone``."""
+    return list(dict.fromkeys(b for task in TASKS for b in TASKS.get(task).backbones))
 
 
 def defaults_for(dataset: str, setting: str) -> dict[str, Any]:
     """The training defaults of ``dataset`` in ``setting`` (the one lookup every layer uses)."""
-    return {**SETTING_DEFAULTS[setting], **DATASET_DEFAULTS.get(dataset, {})}
+    return {**SETTINGS.get(setting).defaults, **DATASETS.get(dataset).defaults}

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from orthotune.core._catalogue import DATASETS, TASKS, defaults_for
+from orthotune.core._catalogue import DATASETS, TASKS, all_backbones, defaults_for
 from orthotune.core._errors import ConfigError, OrthotuneError, check
 from orthotune.core._fields import Group, Rule, by_group, declared, option, validate_fields
 
@@ -148,9 +148,8 @@ class TrainConfig(_OrthoFields):
         check(self.backbone is None or isinstance(self.backbone, str), f"backbone={self.backbone!r} must be a string")
         set_(self, "backbone", (self.backbone or task.default_backbone).lower())
         if self.backbone not in task.backbones:
-            others = {b for t in TASKS for b in TASKS.get(t).backbones}
             problem = (f"backbone {self.backbone!r} does not apply to {info.task}-classification dataset "
-                       f"{info.name}" if self.backbone in others else f"unknown backbone {self.backbone!r}")
+                       f"{info.name}" if self.backbone in all_backbones() else f"unknown backbone {self.backbone!r}")
             raise ConfigError(f"{problem}; valid: {', '.join(task.backbones)}")
         for key, value in defaults_for(info.name, self.setting).items():
             if getattr(self, key) is None:

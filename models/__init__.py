@@ -1,93 +1,21 @@
 """Ortho-GConv models: the orthogonalisation module, the backbones and the metrics."""
 
-from orthotune.core import OrthoSettings
-from orthotune.models._backbones import (
-    BACKBONES,
-    GCN,
-    GCNII,
-    LAYOUTS,
-    JKNet,
-    OrthoGNN,
-    PackedBatchNorm,
-    Pass,
-    adjacency,
-    block_diagonal,
-    build_node_model,
-)
-from orthotune.models._graph_unet import (
-    GRAPH_BACKBONES,
-    GraphPass,
-    GraphUNet,
-    OrthoGraphNet,
-    augment_adjacency,
-    pool_ratios,
-    unpool,
-)
-from orthotune.models._layers import (
-    PackedLinear,
-    SparseFeatures,
-    dropout,
-    effective_weights,
-    node_features,
-    regularisation,
-    share_targets,
-)
-from orthotune.models._metrics import (
-    feature_norms,
-    issued_ops,
-    layer_gradient_norms,
-    signal_magnification,
-    smoothness,
-)
-from orthotune.models._ortho import (
-    distance_to_orthogonality,
-    hybrid_init_,
-    init_ortho_weight_,
-    mix_identity,
-    newton_orthogonalise,
-    ortho_target,
-    orthogonalise_once_,
-    orthogonality_penalty,
-)
+from orthotune.models._backbones import BACKBONES, OrthoGNN, adjacency, build_node_model
+from orthotune.models._graph_unet import GRAPH_BACKBONES, OrthoGraphNet
+from orthotune.models._layers import node_features
+from orthotune.models._metrics import feature_norms, issued_ops, layer_gradient_norms, signal_magnification, smoothness
 
 __all__ = [
     "BACKBONES",
     "GRAPH_BACKBONES",
-    "GCN",
-    "GCNII",
-    "GraphPass",
-    "GraphUNet",
-    "JKNet",
-    "LAYOUTS",
     "OrthoGNN",
     "OrthoGraphNet",
-    "OrthoSettings",
-    "PackedBatchNorm",
-    "PackedLinear",
-    "SparseFeatures",
-    "Pass",
     "adjacency",
-    "distance_to_orthogonality",
-    "dropout",
-    "effective_weights",
-    "feature_norms",
-    "augment_adjacency",
-    "block_diagonal",
     "build_node_model",
-    "hybrid_init_",
-    "init_ortho_weight_",
+    "feature_norms",
     "issued_ops",
-    "mix_identity",
-    "ortho_target",
-    "orthogonalise_once_",
-    "regularisation",
-    "share_targets",
     "layer_gradient_norms",
-    "newton_orthogonalise",
     "node_features",
-    "orthogonality_penalty",
-    "pool_ratios",
     "signal_magnification",
     "smoothness",
-    "unpool",
 ]

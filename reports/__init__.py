@@ -3,7 +3,7 @@
 A cell is (dataset, setting, backbone, depth, original or Ortho-GConv, variant switches: the
 ``variant`` label of a profile or ablation, bound, transform, layout, selection, ...), so
 variants never compete. Its winner is the
-trial with the best validation objective under the tie rule in ``TIE_RULE_TEXT``; its
+trial with the best validation objective under the tie rule (``_select.TIE_RULE_TEXT``); its
 test accuracy is only reported, never used to choose.
 
     >>> from orthotune.reports import Filters, best_configs, build_report, write_report, row_to_config
@@ -13,37 +13,17 @@ test accuracy is only reported, never used to choose.
 """
 
 from orthotune.reports._formats import FORMATS, write_report
-from orthotune.reports._load import CELL, ORIGINAL, ORTHO, PAIR, SHARED, SWITCHES, Filters, load_trials
-from orthotune.reports._plots import Figure, figures
-from orthotune.reports._report import Report, best_configs, build_report
-from orthotune.reports._select import TIE_RULE, TIE_RULE_TEXT, config_dict, row_to_config, select_best, tidy
-from orthotune.reports._tables import ALPHA, REPEAT_KIND, TEST_NAME, Paired, paired
+from orthotune.reports._load import Filters
+from orthotune.reports._report import best_configs, build_report
+from orthotune.reports._select import config_dict, row_to_config, tidy
 
 __all__ = [
-    "ALPHA",
-    "CELL",
     "FORMATS",
-    "ORIGINAL",
-    "ORTHO",
-    "PAIR",
-    "REPEAT_KIND",
-    "SHARED",
-    "SWITCHES",
-    "TEST_NAME",
-    "TIE_RULE",
-    "TIE_RULE_TEXT",
-    "Figure",
     "Filters",
-    "Paired",
-    "Report",
     "best_configs",
     "build_report",
     "config_dict",
-    "figures",
-    "load_trials",
-    "paired",
     "row_to_config",
-    "select_best",
     "tidy",
     "write_report",
 ]

@@ -18,12 +18,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from orthotune.core import OrthotuneError, Registry
+from orthotune.core import SETTINGS, OrthotuneError, Registry
 from orthotune.reports._load import ORIGINAL, ORTHO
 from orthotune.reports._report import Report
 
-SETTING_TITLES = {"full": "full-supervised", "semi": "semi-supervised",
-                  "official": "official split", "cv10": "10-fold cross-validation"}
 ARMS = ((ORIGINAL, "orig"), (ORTHO, "ortho"))
 
 #: ``{figure name: link}`` for figures written beside the report; ``None`` when there are none.
@@ -134,6 +132,11 @@ def paper_grid(report: Report, setting: str, variant: str | None = None,
     return depths, out
 
 
+def setting_title(setting: str) -> str:
+    """How the report titles ``setting`` (its name, for a setting this version does not know)."""
+    return SETTINGS.get(setting).title if setting in SETTINGS.names() else setting
+
+
 def settings(report: Report) -> list[str]:
     return sorted(report.summary["setting"].unique())
 
@@ -143,7 +146,7 @@ def sections(report: Report) -> list[tuple[str, str | None, str]]:
     variants = sorted(report.summary["variant"].dropna().unique())
     out = []
     for setting in settings(report):
-        title = f"Test accuracy, {SETTING_TITLES.get(setting, setting)}"
+        title = f"Test accuracy, {setting_title(setting)}"
         if len(variants) <= 1:
             out.append((setting, None, title))
             continue
@@ -181,12 +184,20 @@ ACC_NOTE = ("Test accuracy (%) of each cell's validation-selected config: mean �
 
 
 def _pair_note(report: Report) -> str:
-    return (f"Δ = Ortho-GConv − original test accuracy, matched repeat by repeat (split for full, fold for "
-            f"cv10, seed for semi/official), in percentage points (Δ std: sample std of the per-repeat "
+    return (f"Δ = Ortho-GConv − original test accuracy, matched repeat by repeat ({_repeat_nouns()}), in "
+            f"percentage points (Δ std: sample std of the per-repeat "
             f"differences); {report.test_name}. "
             f"Verdict: significant when p < {report.alpha:g}; 'reversed' when Ortho-GConv is worse. "
             f"Few repeats make p-values coarse: read them with the number of pairs. The original arm pairs "
             f"with each Ortho-GConv variant sharing its variant label and common switches.")
+
+
+def _repeat_nouns() -> str:
+    """``split for full, seed for semi/official, ...``: each setting's repeat."""
+    by_noun: dict[str, list[str]] = {}
+    for name in SETTINGS:
+        by_noun.setdefault(SETTINGS.get(name).repeat, []).append(name)
+    return ", ".join(f"{noun} for {'/'.join(names)}" for noun, names in by_noun.items())
 
 
 def _missing_rows(report: Report) -> list[list[str]]:
@@ -321,7 +332,7 @@ def render_latex(report: Report, links: Links) -> str:
            *(f"% {line}" for line in _heading(report)), ""]
     for setting, variant, _title in sections(report):
         depths, rows = paper_grid(report, setting, variant)
-        label = SETTING_TITLES.get(setting, setting) + (f", variant {variant}" if variant else "")
+        label = setting_title(setting) + (f", variant {variant}" if variant else "")
         out += ["\\begin{table}[t]", "\\centering", "\\small",
                 f"\\caption{{Test accuracy (\\%), {tex(label)}: mean $\\pm$ std over "
                 f"repeats of the validation-selected config; bold: better of the pair.}}",

@@ -11,12 +11,12 @@ import pandas as pd
 from orthotune.core import (
     DATASETS,
     SETTINGS,
-    TASKS,
     ConfigError,
     Group,
     OrthoSettings,
     OrthotuneError,
     TrainConfig,
+    all_backbones,
     by_group,
 )
 from orthotune.store import Store
@@ -57,8 +57,8 @@ class Filters:
         set_ = object.__setattr__
         set_(self, "datasets", tuple(DATASETS.get(d).name for d in self.datasets))
         for setting in self.settings:
-            if setting not in SETTINGS:
-                raise ConfigError(f"unknown setting {setting!r}; valid: {', '.join(SETTINGS)}")
+            if setting not in SETTINGS.names():
+                raise ConfigError(f"unknown setting {setting!r}; valid: {', '.join(SETTINGS.names())}")
         set_(self, "backbones", tuple(_check_backbone(b) for b in self.backbones))
         for depth in self.depths:
             if not isinstance(depth, int) or depth < 2:
@@ -75,11 +75,9 @@ class Filters:
 
 def _check_backbone(name: str) -> str:
     key = str(name).lower()
-    known = [b for task in TASKS for b in TASKS.get(task).backbones]
-    if key in known:
+    if key in all_backbones():
         return key
-    valid = ", ".join(known)
-    raise ConfigError(f"unknown backbone {name!r}; valid: {valid}")
+    raise ConfigError(f"unknown backbone {name!r}; valid: {', '.join(all_backbones())}")
 
 
 def open_store(store: Store | str) -> Store:

@@ -31,12 +31,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from orthotune.core import Group, TrainConfig, by_group, column_name
+from orthotune.core import SETTINGS, Group, TrainConfig, by_group, column_name
 from orthotune.reports._load import CELL, ORIGINAL, ORTHO, PAIR
 from orthotune.reports._select import TIE_RULE, eligible
 
-#: What one repeat is in each setting (how the report labels it and pairs on it).
-REPEAT_KIND = {"full": "split", "cv10": "fold", "semi": "seed", "official": "seed"}
 TEST_NAME = "paired t-test (scipy.stats.ttest_rel, two-sided)"
 #: The significance level of the verdicts in words.
 ALPHA = 0.05
@@ -47,6 +45,12 @@ ROW = ("setting", "dataset", "backbone", "depth", "variant")
 HYPERPARAMETERS = tuple(column_name(f) for f in by_group(TrainConfig, Group.ORTHO, Group.TRAIN))
 #: Ablation references, in order of preference: the variant the others are compared with.
 REFERENCES = ("full", "default")
+
+
+def repeat_noun(setting: str) -> str:
+    """What one repeat of ``setting`` is (``SettingInfo.repeat``: how the report labels it),
+    or ``repeat`` for a setting this version does not know."""
+    return SETTINGS.get(setting).repeat if setting in SETTINGS.names() else "repeat"
 
 
 def expected_cells(trials: pd.DataFrame, arms: tuple[bool, ...] = (False, True)) -> pd.DataFrame:
@@ -127,7 +131,7 @@ def paired(setting: str, original: pd.Series | None, ortho: pd.Series | None) ->
     extra = f"; {unmatched} repeats without a partner left out" if unmatched else ""
     diffs = np.array([right[k] - left[k] for k in keys], dtype=float)
     if len(keys) < 2:
-        kind = REPEAT_KIND.get(setting, "repeat")
+        kind = repeat_noun(setting)
         mean = float(diffs.mean()) if len(keys) else nan
         return Paired(len(keys), mean, nan, nan, nan, f"{len(keys)} matched {kind}(s); a paired test needs 2{extra}")
     # equal up to float noise (accuracies are counts over at most millions of nodes, so real
@@ -147,7 +151,7 @@ def paired(setting: str, original: pd.Series | None, ortho: pd.Series | None) ->
 def _per_repeat(setting: str, row: pd.Series) -> dict:
     """``{repeat key: test accuracy}`` over the repeats that did not fail."""
     splits, seeds = list(row["repeat_split"]), list(row["repeat_seed"])
-    by_seed = REPEAT_KIND.get(setting) == "seed"
+    by_seed = setting in SETTINGS.names() and SETTINGS.get(setting).repeats_field == "seeds"
     keys = seeds if by_seed else splits
     if len(set(keys)) != len(keys):  # e.g. one split with several seeds: the pair is the key
         keys = list(zip(splits, seeds))
@@ -190,7 +194,7 @@ def _summary_row(cell: pd.Series, original: pd.Series | None, ortho: pd.Series |
     return {
         **{c: cell[c] for c in ("setting", "dataset", "backbone", "depth")},
         "variant": cell["variant_name"], "switches": cell["switches"],
-        "repeat_kind": REPEAT_KIND.get(cell["setting"], "repeat"),
+        "repeat_kind": repeat_noun(cell["setting"]),
         **_arm_columns("orig", original),
         **_arm_columns("ortho", ortho),
         "better": _better(original, ortho),

@@ -1,6 +1,6 @@
 """Per-cell searches: each cell its own searcher, its own budget and its own ASHA.
 
-A *cell* is one (dataset, backbone, depth, arm) of a space (``SearchSpace.cells()``). One
+A *cell* is one (dataset, backbone, depth, arm) of a space (``Space.cells()``). One
 Optuna study spanning every cell spends its budget where it likes (``--datasets cora
 texas --samples 6`` sent 5 of 6 trials to Texas) and one ASHA bracket lets a Texas trial
 stop a Cora trial. So:
@@ -29,33 +29,12 @@ from typing import Any
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 from ray.tune.search import Searcher
 
-from orthotune.search._grouping import save_summary, stored_state_refused
+from orthotune.search._checkpoints import save_summary, stored_state_refused
+from orthotune.search._space import cell_key
 
 #: How many repeats in a row one ``suggest`` answers before it decides that the cell's
 #: searcher has nothing new to propose (it keeps returning configs already trained).
 MAX_REPEATS = 50
-
-
-def cell_key(config: Mapping[str, Any]) -> str:
-    """A config's cell: ``dataset/backbone/depth/arm`` (arm ``ortho`` or ``original``), with
-    ``/VARIANT`` before the arm for any variant label but ``default``.
-
-    The variant label is part of it, so the variants of one space (profiles, ablations)
-    get their own searchers, budgets and ASHA brackets (as the spaces layer names them).
-    """
-    arm = "ortho" if config.get("ortho") else "original"
-    variant = config.get("variant") or "default"
-    middle = "" if variant == "default" else f"/{variant}"
-    return f"{config['dataset']}/{config['backbone']}/{config['depth']}{middle}/{arm}"
-
-
-def space_cell_key(space: Any) -> str:
-    """The cell key of a one-cell space (one of ``SearchSpace.cells()``): its variant is
-    the fixed ``variant`` value of its training values, if any."""
-    variant = space.train.get("variant") if isinstance(space.train, Mapping) else None
-    return cell_key({"dataset": space.datasets[0], "backbone": space.backbones[0], "depth": space.depths[0],
-                     "ortho": space.ortho is not None,
-                     "variant": variant.values[0] if variant is not None else None})
 
 
 def config_identity(config: Mapping[str, Any]) -> str:

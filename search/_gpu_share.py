@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orthotune.core import OrthotuneError, TrainConfig, check
-from orthotune.search._cells import cell_key, space_cell_key
 from orthotune.search._options import LaunchOptions
+from orthotune.search._space import cell_key
 from orthotune.training import (
     CellCost,
     DataRoot,
@@ -203,7 +203,7 @@ def measure_shares(options: LaunchOptions, data_root: str | None, epochs: int = 
     if not gpus:
         raise OrthotuneError("gpus_per_trial='auto' needs GPUs, but the Ray cluster has none; give a number "
                              "(0 for CPU trials)")
-    cells = {space_cell_key(cell): cell_config(cell) for cell in options.space.cells()}
+    cells = {cell.key: cell_config(cell) for cell in options.space.cells()}
     task = ray.remote(num_gpus=1, num_cpus=1, max_calls=1)(measure_task)  # a fresh process per cell
     pending = {cell: task.remote(config, data_root, options.configs_per_trial, epochs, options.report_every,
                                  options.download)

@@ -24,14 +24,15 @@ How ASHA's per-config decisions survive grouping:
 from __future__ import annotations
 
 import copy
-import json
 from collections.abc import Callable
 from typing import Any
 
 import ray
 from ray.tune.search import Searcher
 
-from orthotune.core import OrthotuneError, TrainConfig
+from orthotune.core import TrainConfig
+from orthotune.search._checkpoints import save_summary, stored_state_refused
+from orthotune.search._objective import RUNG_SCORE, TIME_ATTR
 from orthotune.training import pack_key
 
 PackKey = Callable[[dict[str, Any]], tuple]
@@ -140,19 +141,6 @@ class GroupSearcher(Searcher):
         stored_state_refused(checkpoint_path)
 
 
-def save_summary(summary: dict[str, Any], path: str) -> None:
-    """What Tune's searcher checkpoint gets from orthotune's searchers: a JSON summary (for a
-    reader), never code. A search resumes from the store's rows, not from these files."""
-    with open(path, "w") as sink:
-        json.dump(summary, sink)
-
-
-def stored_state_refused(path: str) -> None:
-    """Tune restores searchers only under ``Tuner.restore``, which orthotune never calls."""
-    raise OrthotuneError(f"orthotune resumes a search from its store rows (`orthotune launch --resume NAME`), "
-                         f"not from Ray Tune's searcher state {path!r}")
-
-
 def group_points(points: list[dict[str, Any]], group_size: int, key: PackKey = config_pack_key) -> list[dict]:
     """Grid points grouped by pack key (in order) into trial groups of at most ``group_size``."""
     groups: dict[tuple, list[dict[str, Any]]] = {}
@@ -184,8 +172,6 @@ class RungBoard:
         compared only with configs of its own cell.
         """
         from ray.tune.schedulers import TrialScheduler
-
-        from orthotune.search._options import RUNG_SCORE, TIME_ATTR
 
         verdicts = []
         for member_id, cell, epoch, score in reports:

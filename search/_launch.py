@@ -26,7 +26,7 @@ import socket
 import tempfile
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -41,7 +41,8 @@ from orthotune.core import (
     check,
     check_memory,
 )
-from orthotune.search._cells import CellSearcher, space_cell_key
+from orthotune.search._algorithms import SCHEDULERS, SEARCHERS, grid_search, shuffled_grid
+from orthotune.search._cells import CellSearcher
 from orthotune.search._gpu_share import gpu_share_record, session_fits, trial_resources
 from orthotune.search._grouping import GroupSearcher, RungBoard, group_points
 from orthotune.search._live import (
@@ -50,16 +51,8 @@ from orthotune.search._live import (
     optuna_storage_location,
     tensorboard_folder,
 )
-from orthotune.search._options import (
-    MODES,
-    OBJECTIVE,
-    SCHEDULERS,
-    SEARCHERS,
-    LaunchOptions,
-    SearchOutcome,
-    grid_search,
-    shuffled_grid,
-)
+from orthotune.search._objective import OBJECTIVE
+from orthotune.search._options import MODES, LaunchOptions, SearchOutcome
 from orthotune.search._progress import SearchProgress
 from orthotune.search._recorder import StoreRecorder
 from orthotune.search._replay import (
@@ -72,7 +65,7 @@ from orthotune.search._replay import (
     replay_rungs,
     stored_trials,
 )
-from orthotune.search._space import SearchSpace
+from orthotune.search._space import Space
 from orthotune.search._trainable import TrialContext, error_line, train_trial
 from orthotune.store import Lease, Store, now
 from orthotune.training import DataRoot, check_dataset_files
@@ -119,18 +112,31 @@ def _refuse_taken_name(store: Store, options: LaunchOptions) -> None:
                              f"resume it with --resume {options.name} or pick another --name")
 
 
-def resume(store_uri: str, name: str, parse_space: Callable[[dict[str, Any]], SearchSpace],
-           address: str | None = None, progress: bool | str = True) -> SearchOutcome:
-    """Continue a search whose driver stopped (interrupted, crashed or killed): its stored
-    trials are kept and replayed into its searchers and schedulers, the rest of each cell's
-    budget runs."""
-    store = Store.open(store_uri)
+def stored_options(store_uri: str, name: str) -> dict[str, Any]:
+    """The options search ``name`` was launched with, as its record holds them (its ``space``
+    a dict: the caller parses it and hands the space to :func:`resume`). A search that
+    finished, or whose record another orthotune version wrote, is refused."""
+    return _resumable(Store.open(store_uri), name)
+
+
+def _resumable(store: Store, name: str) -> dict[str, Any]:
     meta = store.search_meta(name)
     if meta.get("state") == SearchState.FINISHED:
         raise OrthotuneError(f"search {name!r} finished with {_counts_text(_stored_counts(store, name))}; "
                              f"nothing to resume")
-    options = LaunchOptions.from_meta({**meta["options"], "store": store_uri,
-                                       "address": address or meta["options"].get("address")}, parse_space)
+    LaunchOptions.check_meta(meta["options"])
+    return meta["options"]
+
+
+def resume(store_uri: str, name: str, space: Space, address: str | None = None,
+           progress: bool | str = True) -> SearchOutcome:
+    """Continue a search whose driver stopped (interrupted, crashed or killed): its stored
+    trials are kept and replayed into its searchers and schedulers, the rest of each cell's
+    budget runs. ``space``: the search's space, parsed from :func:`stored_options`."""
+    store = Store.open(store_uri)
+    stored = _resumable(store, name)
+    options = LaunchOptions.from_meta({**stored, "store": store_uri, "address": address or stored.get("address")},
+                                      space)
     check_inputs(options)  # its files may have gone since
     with Lease.acquire(store, name) as lease:
         lease.start_heartbeat()
@@ -351,7 +357,7 @@ def _drop_studies(storage: Any, options: LaunchOptions) -> None:
 
     for cell in options.space.cells():
         try:
-            optuna.delete_study(study_name=f"{options.name}/{space_cell_key(cell)}", storage=storage)
+            optuna.delete_study(study_name=f"{options.name}/{cell.key}", storage=storage)
         except KeyError:
             pass
 
@@ -415,11 +421,10 @@ def plan(options: LaunchOptions, storage: Any = None, stored: list[StoredTrial] 
     samples = options.samples or space.samples
     make = SEARCHERS.get(options.searcher)
     mine = by_cell(stored)
-    searchers = {space_cell_key(cell): make(cell, options.seed + index, storage=storage,
-                                            study_name=f"{options.name}/{space_cell_key(cell)}",
-                                            replay=replay_points(mine.get(space_cell_key(cell), [])))
+    searchers = {cell.key: make(cell, options.seed + index, storage=storage, study_name=f"{options.name}/{cell.key}",
+                                replay=replay_points(mine.get(cell.key, [])))
                  for index, cell in enumerate(cells)}
-    sizes = {space_cell_key(cell): _grid_size(cell) for cell in cells}
+    sizes = {cell.key: _grid_size(cell) for cell in cells}
     searcher = CellSearcher(searchers, samples, sizes, metric=OBJECTIVE, mode="max")
     for cell, trials in mine.items():
         if cell in searchers:
@@ -462,7 +467,7 @@ def planned_configs(options: LaunchOptions) -> int:
     return sum(min(samples, _grid_size(cell) or samples) for cell in options.space.cells())
 
 
-def _grid_size(cell: SearchSpace) -> int | None:
+def _grid_size(cell: Space) -> int | None:
     """How many distinct configs a cell has; None when a dimension is continuous."""
     try:
         return len(cell.grid())
@@ -550,11 +555,10 @@ def check_inputs(options: LaunchOptions) -> None:
     starts: every dataset of every cell has its files in the data root (fetched first with
     ``download``), and on a local Ray each cell's largest config fits this machine's memory
     (a cluster's workers have memory of their own)."""
-    space = options.space
     root = DataRoot.resolve(options.data_root, options.download)
+    configs = options.space.largest_configs()
     if options.address is None:
-        for config in space.largest_configs():
+        for config in configs:
             check_memory(config)
-    cells = space.cells()
-    for dataset, setting in dict.fromkeys((d, cell.protocol(d)["setting"]) for cell in cells for d in cell.datasets):
+    for dataset, setting in dict.fromkeys((config.dataset, config.setting) for config in configs):
         check_dataset_files(dataset, setting, root)

@@ -1,18 +1,17 @@
-"""What a search is asked to do, light enough for the CLI to import at once: the searcher
-and scheduler registries (their factories import Ray and Optuna only when called), the
-launch options and the outcome. The heavy machinery lives in ``_launch``.
+"""What a search is asked to do, light enough for the CLI to import at once: the launch
+options and the outcome. The heavy machinery lives in ``_launch``.
 """
 
 from __future__ import annotations
 
-import math
-import random
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from argparse import ArgumentTypeError
+from collections.abc import Callable
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
 
-from orthotune.core import OrthotuneError, Registry, check
-from orthotune.search._space import SearchSpace
+from orthotune.core import OrthotuneError, check
+from orthotune.search._algorithms import SCHEDULERS, SEARCHERS
+from orthotune.search._space import Space
 from orthotune.store import check_search_name
 
 #: ``--optuna-storage`` value that turns the cells' Optuna studies off.
@@ -22,155 +21,83 @@ MODES = ("auto", "bar", "plain")
 #: How trials get GPUs: ``fixed`` (``gpus_per_trial`` each) or ``auto`` (each cell's share of
 #: a GPU decided from its measured cost on the cluster: ``_gpu_share``).
 GPU_SHARES = ("fixed", "auto")
-#: The objective every report carries and ASHA's time attribute.
-OBJECTIVE = "val_acc"
-TIME_ATTR = "epoch"
-#: What ASHA ranks trials by: the objective, ties broken by validation loss (``rung_score``).
-RUNG_SCORE = "rung_score"
-#: Weight of the tie-break: below the smallest step between two distinct objectives (a mean
-#: over R repeats of accuracies over n validation items moves in steps of 1 / (n R), at least
-#: 1e-6 for every dataset and repeat count orthotune runs), so it never reorders those.
-_TIE_WEIGHT = 1e-7
 
 
-def rung_score(objective: float, min_val_losses: Sequence[float]) -> float:
-    """``objective`` with ties broken by the lower mean of each repeat's lowest validation loss.
-
-    A deep model predicts the majority class for its first tens of epochs, so at ASHA's early
-    rungs whole cells tie on validation accuracy; ASHA stops only trials strictly below its
-    cutoff, so on a tie it stops none and the early rungs save nothing (measured on Cora
-    GCN-8: no trial stopped before epoch 90). The loss still tells them apart. It is squashed
-    into [0, 1) so the tie-break stays below any step of the objective; no loss yet (or a
-    non-finite one) counts as the worst.
-    """
-    finite = [v for v in min_val_losses if math.isfinite(v)]
-    loss = sum(finite) / len(finite) if finite and len(finite) == len(min_val_losses) else math.inf
-    squashed = loss / (1.0 + loss) if math.isfinite(loss) and loss >= 0 else 1.0
-    return objective - _TIE_WEIGHT * squashed
-
-#: A searcher factory: ``(space, seed, storage=None, study_name=None, replay=())`` -> a Tune
-#: searcher over ``space`` (one cell's, in per-cell searches); ``storage`` is an Optuna
-#: storage; ``replay`` the configs a previous session stored (proposed first, in order).
-SEARCHERS: Registry[Callable[..., Any]] = Registry("search algorithm")
-SCHEDULERS: Registry[Callable[[SearchSpace], Any]] = Registry("scheduler")
+#: The help's sections of ``orthotune launch`` the options go in (``launch_option``'s ``cli``).
+SECTIONS = ("search", "cluster", "progress and live views")
 
 
-@SEARCHERS.register("optuna")
-def _optuna(space: SearchSpace, seed: int, storage: Any = None, study_name: str | None = None,
-            replay: Sequence[dict[str, Any]] = ()):
-    return _optuna_search(space, "TPESampler", storage, study_name, replay, seed=seed)
+def launch_option(default: Any, doc: str, cli: str | None = "search", *, metavar: str | None = None,
+                  parse: Callable[[str], Any] | None = None, names: Callable[[], list[str]] | None = None) -> Any:
+    """A :class:`LaunchOptions` field declared once: its default, its documentation and how
+    ``orthotune launch`` offers it. ``cli``: the help section of its flag ``--NAME`` (None:
+    none of its own), ``metavar``, ``parse`` (the flag's type; default: the field's) and
+    ``names`` (the valid values, listed in the help). The doc ends in ``(default: ...)``
+    where the default needs words."""
+    metadata = {"doc": doc, "cli": cli, "metavar": metavar, "parse": parse, "names": names}
+    return field(default=default, metadata=metadata)
 
 
-@SEARCHERS.register("random")
-def _random(space: SearchSpace, seed: int, storage: Any = None, study_name: str | None = None,
-            replay: Sequence[dict[str, Any]] = ()):
-    return _optuna_search(space, "RandomSampler", storage, study_name, replay, seed=seed)
-
-
-@SEARCHERS.register("grid")
-def _grid(space: SearchSpace, seed: int, storage: Any = None, study_name: str | None = None,
-          replay: Sequence[dict[str, Any]] = ()):
-    return grid_search(shuffled_grid(space.grid(), seed))
-
-
-def shuffled_grid(points: list[dict[str, Any]], seed: int) -> list[dict[str, Any]]:
-    """A grid's points in a seeded random order. ASHA ranks a trial against the trials that
-    reached its rung before it, so in nested-loop order one corner of the grid (the first
-    value of every dimension) would set every early cutoff; any order trains the same points."""
-    order = list(points)
-    random.Random(seed).shuffle(order)
-    return order
-
-
-def grid_search(points: list[dict[str, Any]]):
-    from orthotune.search._grouping import PointSearcher
-
-    return PointSearcher(points, metric=OBJECTIVE, mode="max")
-
-
-def _optuna_search(space: SearchSpace, sampler: str, storage: Any, study_name: str | None,
-                   replay: Sequence[dict[str, Any]], **kwargs):
-    """Ray's OptunaSearch over a cell. ``replay``: the configs a previous session of the search
-    stored, enqueued first (``_replay`` asks for and tells each), so the study continues."""
-    import optuna
-    from ray.tune.search.optuna import OptunaSearch
-
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    # each cell starts from orthotune's defaults (one trial of its budget), whichever arm
-    default = space.default_point()
-    tried = any(all(point.get(k) == v for k, v in default.items()) for point in replay)
-    points = [*replay, *([default] if default and not tried else [])]
-    return OptunaSearch(space=space.define_by_run, metric=OBJECTIVE, mode="max", storage=storage,
-                        study_name=study_name, sampler=getattr(optuna.samplers, sampler)(**kwargs),
-                        points_to_evaluate=points or None)
-
-
-@SCHEDULERS.register("asha")
-def _asha(space: SearchSpace):
-    """One ASHA per cell: trials are compared only within their cell."""
-    from orthotune.search._cells import CellScheduler
-
-    return CellScheduler(CellASHA(space))
-
-
-class CellASHA:
-    """Makes a cell's ASHA, ``max_t`` from that cell's own space (a picklable factory)."""
-
-    def __init__(self, space: SearchSpace) -> None:
-        from orthotune.search._cells import space_cell_key
-
-        self.space = space
-        self.cells = {space_cell_key(cell): cell for cell in space.cells()}
-
-    def __call__(self, cell: str):
-        from ray.tune.schedulers import ASHAScheduler
-
-        space = self.cells.get(cell, self.space)  # explicit grid points may lie outside
-        # stop_last_trials=False: a trial that reaches max_t completes on its own report
-        return ASHAScheduler(time_attr=TIME_ATTR, metric=RUNG_SCORE, mode="max", max_t=space.max_epochs(),
-                             grace_period=space.grace_period, reduction_factor=space.reduction_factor,
-                             stop_last_trials=False)
-
-
-@SCHEDULERS.register("fifo")
-def _fifo(space: SearchSpace):
-    from ray.tune.schedulers import FIFOScheduler
-
-    return FIFOScheduler()
+def gpus_or_auto(value: str) -> float | str:
+    """``--gpus-per-trial``: a number of GPUs, or ``auto``."""
+    if value == "auto":
+        return value
+    try:
+        return float(value)
+    except ValueError:
+        raise ArgumentTypeError(f"{value!r} must be a number of GPUs or 'auto'") from None
 
 
 @dataclass(frozen=True)
 class LaunchOptions:
-    """How to run one search; validated here, typed afterwards."""
+    """How to run one search; validated here, typed afterwards. Each field is a
+    :func:`launch_option`: the CLI's flags, the search's record (:meth:`to_meta`) and
+    ``--resume`` (:meth:`from_meta`) derive from these declarations."""
 
-    store: str
-    name: str
-    space: SearchSpace
-    samples: int | None = None  # trainings per cell and arm (default: the space's)
-    searcher: str = "optuna"
-    scheduler: str = "asha"
-    address: str | None = None
-    cpus_per_trial: float = 1.0
-    gpus_per_trial: float = 0.0
-    concurrency: int | None = None
-    data_root: str | None = None
-    seed: int = 0
-    report_every: int = 10
-    configs_per_trial: int = 1
-    points: tuple[dict[str, Any], ...] | None = None  # explicit configs for the grid searcher
-    # Optuna storage of the cells' studies (optuna-dashboard): None for a journal file beside
-    # a local store (<store>/optuna/NAME.journal), an RDB URL, a journal file path, or "off"
-    optuna_storage: str | None = None
-    tensorboard: bool = True  # TensorBoard event files per config under <store>/tensorboard/NAME
-    download: bool = False  # fetch datasets missing from data_root into it (never without asking)
-    # times Ray Tune restarts a trial whose worker died (killed, node lost); a trial that
-    # raises is stored as failed at once instead (its error would only repeat)
-    retries: int = 2
-    # "auto": each cell's fraction of a GPU measured on the cluster before trials start
-    # (gpus_per_trial stays 0; ``_gpu_share``); "fixed": gpus_per_trial for every trial
-    gpu_share: str = "fixed"
+    store: str = launch_option(MISSING, "the results store (the CLI's --store)", cli=None)
+    name: str = launch_option(MISSING, "search name (default: the space's name and the time)")
+    space: Space = launch_option(MISSING, "what to search (the CLI's --space or --resume)", cli=None)
+    samples: int | None = launch_option(None, "trainings per cell and arm (default: the space's)", metavar="N")
+    searcher: str = launch_option("optuna", "search algorithm", metavar="NAME", names=SEARCHERS.names)
+    scheduler: str = launch_option("asha", "trial scheduler", metavar="NAME", names=SCHEDULERS.names)
+    seed: int = launch_option(0, "the search algorithm's seed")
+    address: str | None = launch_option(
+        None, "Ray cluster: ray://HEAD:10001 or auto (the driver runs here), or with --submit the dashboard's "
+              "http://HEAD:8265 (default: a local Ray)", "cluster", metavar="ADDRESS")
+    cpus_per_trial: float = launch_option(1.0, "CPUs each trial reserves", "cluster", metavar="N")
+    # "auto" is shorthand for gpu_share="auto" (gpus_per_trial is then 0)
+    gpus_per_trial: float = launch_option(
+        0.0, "GPUs each trial reserves; fractions share a GPU; auto: each cell's fraction from its pack's "
+             "measured GPU use, so packs too small to keep a GPU busy share one", "cluster", metavar="N|auto",
+        parse=gpus_or_auto)
+    gpu_share: str = launch_option(
+        "fixed", "auto: each cell's fraction of a GPU measured on the cluster before trials start "
+                 "(gpus_per_trial stays 0; _gpu_share); fixed: gpus_per_trial for every trial", cli=None)
+    concurrency: int | None = launch_option(None, "most trials at once (default: what the cluster's resources fit)",
+                                            "cluster", metavar="N")
+    configs_per_trial: int = launch_option(
+        1, "a trial group: configs trained together in one trial as one packed model, each still selected and "
+           "stopped on its own", "cluster", metavar="N")
+    report_every: int = launch_option(10, "epochs between reports to Tune", "cluster", metavar="EPOCHS")
+    retries: int = launch_option(
+        2, "times a trial whose Ray worker died (killed, node lost) trains again; a trial that raises is stored "
+           "as failed at once", "cluster", metavar="N")
+    data_root: str | None = launch_option(None, "raw data folder (the CLI's --data-root)", cli=None)
+    download: bool = launch_option(False, "fetch datasets missing from data_root into it (the CLI's --download)",
+                                   cli=None)
+    points: tuple[dict[str, Any], ...] | None = launch_option(None, "explicit configs for the grid searcher",
+                                                              cli=None)
+    optuna_storage: str | None = launch_option(
+        None, f"Optuna storage for optuna-dashboard: an RDB URL, a journal file, or {NO_STORAGE} (default: a "
+              f"journal file beside a local store, <store>/optuna/NAME.journal)", "progress and live views",
+        metavar="URL|FILE")
+    tensorboard: bool = launch_option(True, "write TensorBoard event files under <store>/tensorboard/NAME",
+                                      "progress and live views")
 
     def __post_init__(self) -> None:
+        if self.gpus_per_trial == "auto":
+            object.__setattr__(self, "gpus_per_trial", 0.0)
+            object.__setattr__(self, "gpu_share", "auto")
         check_search_name(self.name)
         SEARCHERS.get(self.searcher)
         SCHEDULERS.get(self.scheduler)
@@ -209,18 +136,21 @@ class LaunchOptions:
         return values
 
     @classmethod
-    def from_meta(cls, values: dict[str, Any], parse_space: Callable[[dict[str, Any]], SearchSpace]) -> LaunchOptions:
-        """Options saved by :meth:`to_meta`; ``parse_space`` reads the space back (the spaces
-        layer sits above this one, so it is handed in)."""
-        values = dict(values)
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown or "space" not in values:  # written by another orthotune version
+    def check_meta(cls, values: dict[str, Any]) -> None:
+        """Refuse options saved by another orthotune version (unknown options, or no space)."""
+        unknown = sorted(set(values) - {f.name for f in fields(cls)})
+        if unknown or "space" not in values:
             what = f"unknown option(s) {', '.join(unknown)}" if unknown else "no space"
             raise OrthotuneError(f"search {values.get('name')!r} was launched by an orthotune whose record this "
                                  f"version cannot read ({what}); resume it with that version, or launch it again "
                                  f"under a new name")
-        values["space"] = parse_space(values["space"])
+
+    @classmethod
+    def from_meta(cls, values: dict[str, Any], space: Space) -> LaunchOptions:
+        """Options saved by :meth:`to_meta`, with ``space`` parsed from their ``space`` dict by
+        the caller (the spaces layer, above this one)."""
+        cls.check_meta(values)
+        values = {**values, "space": space}
         if values.get("points") is not None:
             values["points"] = tuple(values["points"])
         return cls(**values)

@@ -27,9 +27,9 @@ from typing import Any, TextIO
 from ray.tune import Callback
 
 from orthotune.core import Status
-from orthotune.search._cells import cell_key
-from orthotune.search._options import OBJECTIVE
+from orthotune.search._objective import OBJECTIVE
 from orthotune.search._recorder import trial_statuses
+from orthotune.search._space import cell_key
 from orthotune.search._trainable import member_configs
 
 

@@ -1,42 +1,67 @@
-"""What a search needs of a space: the interface the spaces layer (above) implements."""
+"""What a search runs over, as this layer consumes it: a :class:`Space` of cells, and the cell
+of a config (:func:`cell_key`). The spaces layer above builds them: its ``SearchSpace`` is a
+:class:`Space`."""
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from typing import Any
+
+from orthotune.core import TrainConfig
 
 
-class SearchSpace(Protocol):
-    """A search space as the Ray glue sees it (``orthotune.spaces.SearchSpace`` implements it)."""
+def cell_key(config: Mapping[str, Any]) -> str:
+    """A config's cell: ``dataset/backbone/depth/arm`` (arm ``ortho`` or ``original``), with
+    ``/VARIANT`` before the arm for any variant label but ``default``.
 
-    name: str
-    datasets: tuple[str, ...]
-    backbones: tuple[str, ...]
-    depths: tuple[int, ...]
-    ortho: Any  # the Ortho-GConv arm's dimensions, None without that arm
+    The variant label is part of it, so the variants of one space (profiles, ablations)
+    get their own searchers, budgets and ASHA brackets (as the spaces layer names them).
+    """
+    arm = "ortho" if config.get("ortho") else "original"
+    variant = config.get("variant") or "default"
+    middle = "" if variant == "default" else f"/{variant}"
+    return f"{config['dataset']}/{config['backbone']}/{config['depth']}{middle}/{arm}"
+
+
+class Space(ABC):
+    """A search space split into cells: each cell (one of :meth:`cells`) gets its own
+    searcher over :meth:`define_by_run` (or :meth:`grid`), ``samples`` trainings and its own
+    ASHA (``grace_period``, ``reduction_factor``, ``max_t`` = :meth:`max_epochs`)."""
+
     samples: int
     grace_period: int
     reduction_factor: int
 
+    @abstractmethod
+    def cells(self) -> list[Space]:
+        """One space per cell (dataset, backbone, depth, variant, arm)."""
+
+    @property
+    @abstractmethod
+    def key(self) -> str:
+        """A one-cell space's cell: the :func:`cell_key` of each of its configs."""
+
+    @abstractmethod
     def define_by_run(self, trial: Any) -> dict[str, Any]:
         """Optuna define-by-run: sample the trial's values, return the fixed ones."""
 
-    def grid(self) -> list[dict[str, Any]]:
-        """Every config of the space (the grid searcher's points)."""
-
-    def max_epochs(self) -> int:
-        """The longest a trial can train (ASHA's ``max_t``)."""
-
-    def protocol(self, dataset: str) -> dict[str, Any]:
-        """The setting and repeats a config of ``dataset`` trains with."""
-
-    def largest_configs(self) -> list[Any]:
-        """Per cell, the config that needs the most memory (``TrainConfig``s)."""
-
+    @abstractmethod
     def default_point(self) -> dict[str, Any]:
         """A one-cell space's default values of its searched dimensions (tried first)."""
 
-    def cells(self) -> list[SearchSpace]:
-        """One space per cell (dataset, backbone, depth, arm), each with ``samples`` trials."""
+    @abstractmethod
+    def grid(self) -> list[dict[str, Any]]:
+        """Every config of the space (the grid searcher's points)."""
 
+    @abstractmethod
+    def max_epochs(self) -> int:
+        """The longest a trial can train (ASHA's ``max_t``)."""
+
+    @abstractmethod
+    def largest_configs(self) -> list[TrainConfig]:
+        """Per cell, the config that needs the most memory (checked before a search starts)."""
+
+    @abstractmethod
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-able form the spaces layer parses back (saved for ``--resume``)."""
+        """A JSON-able form, saved in the search's record (``--resume`` parses it back)."""

@@ -18,8 +18,8 @@ import torch
 from ray import tune
 
 from orthotune.core import ConfigResult, EpochReport, RunResult, Status, TrainConfig
-from orthotune.search._cells import cell_key
-from orthotune.search._options import OBJECTIVE, RUNG_SCORE, TIME_ATTR, rung_score
+from orthotune.search._objective import OBJECTIVE, RUNG_SCORE, TIME_ATTR, rung_score
+from orthotune.search._space import cell_key
 from orthotune.training import TrainOptions, choose_device, retain_freed_memory, run_configs
 
 

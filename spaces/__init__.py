@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from orthotune.core import Registry
-from orthotune.spaces._dimension import Dimension
 from orthotune.spaces._space import SearchSpace, load_space_file, parse_space
 
 PRESET_DIR = Path(__file__).parent / "presets"
@@ -21,4 +20,4 @@ def resolve_space(name_or_path: str) -> SearchSpace:
     return load_space_file(PRESETS.get(name_or_path))
 
 
-__all__ = ["PRESETS", "Dimension", "SearchSpace", "load_space_file", "parse_space", "resolve_space"]
+__all__ = ["PRESETS", "parse_space", "resolve_space"]

@@ -49,17 +49,18 @@ import yaml
 
 from orthotune.core import (
     DATASETS,
-    REPEATS,
-    TASKS,
+    SETTINGS,
     ConfigError,
     Group,
     OrthoSettings,
     OrthotuneError,
     TrainConfig,
+    all_backbones,
     by_group,
     defaults_for,
     profile_values,
 )
+from orthotune.search import Space, cell_key
 from orthotune.spaces._dimension import Dimension
 
 TOP_KEYS = {"name", "datasets", "setting", "repeats", "backbones", "depths", "original", "ortho",
@@ -98,7 +99,9 @@ class Variant:
 
 
 @dataclass(frozen=True)
-class SearchSpace:
+class SearchSpace(Space):
+    """A validated space file: the search layer's :class:`~orthotune.search.Space`."""
+
     name: str
     datasets: tuple[str, ...]
     backbones: tuple[str, ...]
@@ -204,10 +207,9 @@ class SearchSpace:
 
     def protocol(self, dataset: str) -> dict[str, Any]:
         """The setting and repeats a config of ``dataset`` trains with."""
-        setting = self.setting or DATASETS.get(dataset).default_setting
-        key, default = REPEATS[setting]
-        repeats = list(self.repeats if self.repeats is not None else default)
-        return {"setting": setting, key: repeats}
+        setting = SETTINGS.get(self.setting or DATASETS.get(dataset).default_setting)
+        repeats = list(self.repeats if self.repeats is not None else setting.default_repeats)
+        return {"setting": setting.name, setting.repeats_field: repeats}
 
     def max_epochs(self) -> int:
         """The longest a trial can train (ASHA's ``max_t``)."""
@@ -249,6 +251,15 @@ class SearchSpace:
             for dataset, backbone, depth in itertools.product(self.datasets, self.backbones, self.depths)
             for arm in arms
         ]
+
+    @property
+    def key(self) -> str:
+        """The cell of a one-cell space (one of :meth:`cells`); its variant is the fixed
+        ``variant`` value of its training values, if any."""
+        variant = self.train.get("variant")
+        return cell_key({"dataset": self.datasets[0], "backbone": self.backbones[0], "depth": self.depths[0],
+                         "ortho": self.ortho is not None,
+                         "variant": variant.values[0] if variant is not None else None})
 
     def largest_configs(self) -> list[TrainConfig]:
         """Per cell, the config that needs the most memory: the widest ``hidden``, most
@@ -331,9 +342,9 @@ def parse_space(values: Any, default_name: str = "space") -> SearchSpace:
     return SearchSpace(
         name=str(values.get("name", default_name)),
         datasets=_names("datasets", values["datasets"], DATASETS),
-        backbones=_names("backbones", values["backbones"], *(TASKS.get(t).backbones for t in TASKS)),
+        backbones=_names("backbones", values["backbones"], all_backbones()),
         depths=tuple(_ints("depths", values["depths"], minimum=1)),
-        setting=values.get("setting"),
+        setting=_setting(values.get("setting")),
         repeats=tuple(_ints("repeats", values["repeats"], minimum=0)) if "repeats" in values else None,
         original=_bool("original", values.get("original", True)),
         ortho=None if ortho is None else _dimensions("ortho", ortho),
@@ -343,6 +354,12 @@ def parse_space(values: Any, default_name: str = "space") -> SearchSpace:
         samples=_ints("samples", [values.get("samples", 16)], minimum=1)[0],
         variants=tuple(_variant(i, v) for i, v in enumerate(variants)),
     )
+
+
+def _setting(name: Any) -> str | None:
+    if name is not None and name not in SETTINGS.names():
+        raise ConfigError(f"space: unknown setting {name!r}; valid: {', '.join(SETTINGS.names())}")
+    return name
 
 
 def _variant(index: int, values: Any) -> Variant:
@@ -365,8 +382,7 @@ def _variant(index: int, values: Any) -> Variant:
         arms=arms,
         profile=profile,
         datasets=_names(f"{where}.datasets", values["datasets"], DATASETS) if "datasets" in values else None,
-        backbones=(_names(f"{where}.backbones", values["backbones"], *(TASKS.get(t).backbones for t in TASKS))
-                   if "backbones" in values else None),
+        backbones=_names(f"{where}.backbones", values["backbones"], all_backbones()) if "backbones" in values else None,
         depths=tuple(_ints(f"{where}.depths", values["depths"], minimum=1)) if "depths" in values else None,
     )
 

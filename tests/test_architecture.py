@@ -1,15 +1,20 @@
-"""The floor plan, enforced: imports run only down the layers and only through ``__all__``.
+"""The floor plan, enforced: imports run only down the layers, only through ``__all__``, and
+no files import each other in a circle.
 
 Layers, bottom to top (the README's architecture section draws the same picture), each one
 folder at the repository root (``orthotune.X`` is ``X/``):
 core -> models -> training -> store -> search -> spaces -> reports -> cli.
 A module may import its own package's private modules; from any other package it may import
 only names that package lists in ``__all__``, and only from a layer at or below its own.
+Benchmarks, too, import only through ``__all__``; tests may import private modules (as
+Optuna's do), and from a package's face only the names it lists. Imports inside functions
+count like the others: a lazy import is still an arrow.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -20,11 +25,18 @@ FOLDERS = ["core", "models", "training", "store", "search", "spaces", "reports",
 LAYERS = [f"orthotune.{folder}" for folder in FOLDERS]
 
 
+def source_files() -> list[Path]:
+    return [ROOT / "__init__.py", *sorted(p for folder in FOLDERS for p in (ROOT / folder).rglob("*.py"))]
+
+
 def module_name(path: Path) -> str:
     parts = ["orthotune", *path.relative_to(ROOT).with_suffix("").parts]
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
+
+
+MODULES = {module_name(p) for p in source_files()}
 
 
 def package_of(module: str) -> str:
@@ -38,10 +50,6 @@ def layer_index(module: str) -> int:
     return LAYERS.index(package) if package in LAYERS else -1
 
 
-def source_files() -> list[Path]:
-    return [ROOT / "__init__.py", *sorted(p for folder in FOLDERS for p in (ROOT / folder).rglob("*.py"))]
-
-
 def imports(source: str) -> list[tuple[str, tuple[str, ...], int]]:
     """``(module, names, line)`` of every orthotune import in the source, nested ones included."""
     found = []
@@ -52,6 +60,18 @@ def imports(source: str) -> list[tuple[str, tuple[str, ...], int]]:
         elif isinstance(node, ast.Import):
             found += [(a.name, (), node.lineno) for a in node.names if a.name.split(".")[0] == "orthotune"]
     return found
+
+
+def defined_names(package: str) -> set[str]:
+    """The functions, classes and variables a package's ``__init__`` defines itself."""
+    init = next(p for p in source_files() if module_name(p) == package and p.name == "__init__.py")
+    found = set()
+    for node in ast.parse(init.read_text()).body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            found.add(node.name)
+        elif isinstance(node, ast.Assign):
+            found |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+    return found - {"__all__"}
 
 
 def public_names(package: str) -> set[str]:
@@ -80,6 +100,51 @@ def violations(source: str, module: str, label: str) -> list[str]:
     return problems
 
 
+def arrows(sources: dict[str, str]) -> dict[str, set[str]]:
+    """File -> the files it imports, for ``{module: source}``: ``from P import name`` points at
+    the module ``P.name`` where there is one (a submodule), else at ``P`` (its ``__init__``)."""
+    graph: dict[str, set[str]] = {module: set() for module in sources}
+    for module, source in sources.items():
+        for target, names, _ in imports(source):
+            found = {f"{target}.{name}" for name in names if f"{target}.{name}" in sources}
+            if target in sources and len(found) < max(1, len(names)):
+                found.add(target)
+            graph[module] |= found - {module}
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one file (Tarjan's algorithm)."""
+    order: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        order[node] = low[node] = len(order)
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in order:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], order[nxt])
+        if low[node] == order[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in order:
+            visit(node)
+    return found
+
+
 def test_every_layer_package_is_found():
     modules = {module_name(p) for p in source_files()}
     assert set(LAYERS) <= modules
@@ -91,13 +156,41 @@ def test_imports_run_only_down_the_layers_and_through_all():
     assert not problems, "\n".join(problems)
 
 
-@pytest.mark.parametrize("folder", ["tests", "bench"])
-def test_tests_and_benchmarks_use_only_public_faces(folder):
+def test_no_files_import_each_other_in_a_circle():
+    found = circles(arrows({module_name(p): p.read_text() for p in source_files()}))
+    assert not found, "import circles:\n" + "\n".join(" <-> ".join(c) for c in found)
+
+
+def test_the_readme_draws_the_same_layers():
+    """The README's architecture block lists the layer folders top down, in this order."""
+    readme = (ROOT / "README.md").read_text()
+    block = readme[readme.index("## Architecture"):].split("```")[1]
+    drawn = [m.group(1) for m in re.finditer(r"^(\w+)/\s", block, re.MULTILINE)]
+    assert drawn == FOLDERS[::-1]
+
+
+def outside_violations(source: str, label: str, private_allowed: bool) -> list[str]:
+    """What a benchmark (``private_allowed`` False) or a test (True: tests may import private
+    modules, as Optuna's do) gets wrong: a private module, or a name a package's face does
+    not list in ``__all__``."""
     problems = []
-    for path in sorted((ROOT / folder).rglob("*.py")):
-        for target, _, line in imports(path.read_text()):
-            if any(part.startswith("_") for part in target.split(".")):
-                problems.append(f"{path.relative_to(ROOT)}:{line}: imports private {target}")
+    for target, names, line in imports(source):
+        if not private_allowed and any(part.startswith("_") for part in target.split(".")):
+            problems.append(f"{label}:{line}: imports private {target}")
+        if target in LAYERS:
+            # a test may take a name from the __init__ that defines it (like a private module)
+            own = defined_names(target) if private_allowed else set()
+            hidden = sorted(n for n in names if n not in public_names(target) | own
+                            and f"{target}.{n}" not in MODULES)
+            if hidden:
+                problems.append(f"{label}:{line}: imports {hidden} not in {target}.__all__")
+    return problems
+
+
+@pytest.mark.parametrize("folder, private_allowed", [("bench", False), ("tests", True)])
+def test_benchmarks_use_only_public_faces_and_tests_only_listed_names(folder, private_allowed):
+    problems = [v for path in sorted((ROOT / folder).rglob("*.py"))
+                for v in outside_violations(path.read_text(), str(path.relative_to(ROOT)), private_allowed)]
     assert not problems, "\n".join(problems)
 
 
@@ -110,3 +203,27 @@ def test_the_check_catches_upward_private_and_unlisted_imports():
     assert any("a layer above it" in v for v in found), found
     assert any("private" in v for v in found), found
     assert any("not in orthotune.models.__all__" in v for v in found), found
+
+
+def test_the_check_catches_a_circle_through_an_import_inside_a_function():
+    """Two files importing each other, one of them only when a function runs, are a circle;
+    without that import they are not."""
+    sources = {"orthotune.search._a": "from orthotune.search._b import B\n",
+               "orthotune.search._b": "def f():\n    from orthotune.search._a import A\n",
+               "orthotune.search._c": "from orthotune.search import _a\n"}
+    assert circles(arrows(sources)) == [["orthotune.search._a", "orthotune.search._b"]]
+    sources["orthotune.search._b"] = "def f():\n    pass\n"
+    assert circles(arrows(sources)) == []
+
+
+def test_the_check_tells_benchmarks_from_tests():
+    """A private module is refused in a benchmark and allowed in a test; an unlisted name
+    from a package's face is refused in both."""
+    private = "from orthotune.search._cells import CellSearcher\n"
+    unlisted = "from orthotune.search import not_a_public_name\n"
+    defined_there = "from orthotune.cli import build_parser\n"
+    assert outside_violations(private, "bench", private_allowed=False)
+    assert not outside_violations(private, "test", private_allowed=True)
+    assert outside_violations(unlisted, "test", private_allowed=True)
+    assert not outside_violations(defined_there, "test", private_allowed=True)
+    assert outside_violations(defined_there, "bench", private_allowed=False)

@@ -26,7 +26,7 @@ from torch_geometric.data import Data
 from torch_geometric.nn.conv.gcn_conv import gcn_norm
 from torch_geometric.utils import to_torch_csr_tensor
 
-from orthotune.core import DATASETS, DatasetInfo, OrthotuneError, Registry
+from orthotune.core import DATASETS, SETTINGS, DatasetInfo, OrthotuneError, Registry
 
 DATA_ROOT_ENV = "ORTHOTUNE_DATA_ROOT"
 CACHE_ENV = "ORTHOTUNE_CACHE"
@@ -69,40 +69,65 @@ def cache_dir() -> Path:
     return Path(base) / "orthotune"
 
 
-#: How each dataset of the catalogue (``orthotune.core.DATASETS``) is loaded: PyG's and OGB's
-#: own loaders, called with a writable root and the setting.
-LOADERS: Registry[Callable[[Path, str], object]] = Registry("dataset loader")
+@dataclass(frozen=True)
+class Loader:
+    """A family of datasets read by one PyG or OGB loader (``DatasetInfo.loader`` names it):
+    how it loads a dataset from a writable root with the setting's split, and the raw files
+    it reads there (below the dataset's ``subdir``; with all of them present it never
+    downloads)."""
+
+    load: Callable[[Path, DatasetInfo, str], object]  # (root, dataset, split) -> the PyG dataset
+    files: Callable[[DatasetInfo, str], list[str]]  # (dataset, split) -> raw files below its subdir
 
 
-def _planetoid(name: str) -> Callable[[Path, str], object]:
-    def load(root: Path, setting: str):
-        from torch_geometric.datasets import Planetoid
-
-        split = "geom-gcn" if setting == "full" else "public"
-        return Planetoid(str(root / "Planetoid"), name, split=split)
-
-    return load
+def _folder_and_name(info: DatasetInfo) -> tuple[str, str]:
+    """``subdir`` is ``FOLDER/NAME``: the loader's root folder and the name it knows."""
+    folder, _, name = info.subdir.rpartition("/")
+    return folder, name
 
 
-def _webkb(name: str) -> Callable[[Path, str], object]:
-    def load(root: Path, setting: str):
-        from torch_geometric.datasets import WebKB
+def _load_planetoid(root: Path, info: DatasetInfo, split: str):
+    from torch_geometric.datasets import Planetoid
 
-        return WebKB(str(root / "WebKB"), name)
-
-    return load
+    folder, name = _folder_and_name(info)
+    return Planetoid(str(root / folder), name, split=split)  # PyG's split names: geom-gcn, public
 
 
-def _tudataset(name: str) -> Callable[[Path, str], object]:
-    def load(root: Path, setting: str):
-        from torch_geometric.datasets import TUDataset
-
-        return TUDataset(str(root / "TUDataset"), name)
-
-    return load
+def _planetoid_files(info: DatasetInfo, split: str) -> list[str]:
+    ind = [f"ind.{info.name}.{part}" for part in ("x", "tx", "allx", "y", "ty", "ally", "graph", "test.index")]
+    if split != "geom-gcn":
+        return [f"raw/{file}" for file in ind]
+    return [f"geom-gcn/raw/{file}" for file in ind + _geom_gcn_splits(info.name)]
 
 
-def _ogbn_arxiv(root: Path, setting: str):
+def _geom_gcn_splits(name: str) -> list[str]:
+    return [f"{name}_split_0.6_0.2_{k}.npz" for k in range(10)]
+
+
+def _load_webkb(root: Path, info: DatasetInfo, split: str):
+    from torch_geometric.datasets import WebKB
+
+    folder, name = _folder_and_name(info)
+    return WebKB(str(root / folder), name)
+
+
+def _webkb_files(info: DatasetInfo, split: str) -> list[str]:
+    return [f"raw/{f}" for f in ("out1_node_feature_label.txt", "out1_graph_edges.txt", *_geom_gcn_splits(info.name))]
+
+
+def _load_tudataset(root: Path, info: DatasetInfo, split: str):
+    from torch_geometric.datasets import TUDataset
+
+    folder, name = _folder_and_name(info)
+    return TUDataset(str(root / folder), name)
+
+
+def _tudataset_files(info: DatasetInfo, split: str) -> list[str]:
+    name = _folder_and_name(info)[1]
+    return [f"raw/{name}_{part}.txt" for part in ("A", "graph_indicator", "graph_labels")]
+
+
+def _load_ogb(root: Path, info: DatasetInfo, split: str):
     from ogb.nodeproppred import PygNodePropPredDataset
     from torch_geometric.data.data import DataEdgeAttr, DataTensorAttr
     from torch_geometric.data.storage import GlobalStorage
@@ -110,59 +135,38 @@ def _ogbn_arxiv(root: Path, setting: str):
     # OGB 1.3.6 reloads its processed file with torch.load's weights-only default (torch
     # >= 2.6), which refuses PyG's data classes unless they are allowed explicitly.
     with torch.serialization.safe_globals([DataEdgeAttr, DataTensorAttr, GlobalStorage]):
-        return PygNodePropPredDataset("ogbn-arxiv", root=str(root))
+        return PygNodePropPredDataset(info.name, root=str(root))
 
 
-for _name in ("Cora", "CiteSeer", "PubMed"):
-    LOADERS.add(_name.lower(), _planetoid(_name))
-for _name in ("Cornell", "Texas", "Wisconsin"):
-    LOADERS.add(_name.lower(), _webkb(_name))
-LOADERS.add("ogbn-arxiv", _ogbn_arxiv)
-LOADERS.add("proteins", _tudataset("PROTEINS"))
-LOADERS.add("dd", _tudataset("DD"))
+def _ogb_files(info: DatasetInfo, split: str) -> list[str]:
+    # OGB asks on stdin whether to re-download a folder without its release marker
+    return ["RELEASE_v1.txt", *(f"raw/{f}.csv.gz" for f in (
+        "edge", "node-feat", "node-label", "node_year", "num-node-list", "num-edge-list")),
+        *(f"split/time/{part}.csv.gz" for part in ("train", "valid", "test"))]
+
+
+#: The loader families of the catalogue's datasets (``orthotune.core.DATASETS``): a dataset
+#: of a family is one entry there; a new family is one entry here.
+LOADERS: Registry[Loader] = Registry("dataset loader")
+LOADERS.add("planetoid", Loader(_load_planetoid, _planetoid_files))
+LOADERS.add("webkb", Loader(_load_webkb, _webkb_files))
+LOADERS.add("tudataset", Loader(_load_tudataset, _tudataset_files))
+LOADERS.add("ogb", Loader(_load_ogb, _ogb_files))
+
+
+def _split(info: DatasetInfo, setting: str | None) -> tuple[str, str]:
+    """``setting`` (the dataset's default for None), checked for the dataset, and its split."""
+    setting = setting or info.default_setting
+    info.check_setting(setting)
+    return setting, SETTINGS.get(setting).split
 
 
 def required_files(dataset: str, setting: str | None = None) -> list[str]:
     """The raw files ``dataset``'s loader reads in ``setting``, relative to the data root
     (with all of them present, PyG and OGB never download)."""
     info = DATASETS.get(dataset)
-    setting = setting or info.default_setting
-    info.check_setting(setting)
-    return [f"{info.subdir}/{name}" for name in _FILES[info.name](setting)]
-
-
-def _planetoid_files(name: str) -> Callable[[str], list[str]]:
-    def files(setting: str) -> list[str]:
-        ind = [f"ind.{name}.{part}" for part in ("x", "tx", "allx", "y", "ty", "ally", "graph", "test.index")]
-        if setting != "full":
-            return [f"raw/{file}" for file in ind]
-        return [f"geom-gcn/raw/{file}" for file in ind + _geom_gcn_splits(name)]
-
-    return files
-
-
-def _geom_gcn_splits(name: str) -> list[str]:
-    return [f"{name}_split_0.6_0.2_{k}.npz" for k in range(10)]
-
-
-def _tu_files(name: str) -> Callable[[str], list[str]]:
-    return lambda setting: [f"raw/{name}_{part}.txt" for part in ("A", "graph_indicator", "graph_labels")]
-
-
-#: The raw files of each dataset per setting (see the data README's layout).
-_FILES: dict[str, Callable[[str], list[str]]] = {
-    **{name.lower(): _planetoid_files(name.lower()) for name in ("Cora", "CiteSeer", "PubMed")},
-    **{name: (lambda setting, name=name: [f"raw/{f}" for f in
-                                          ("out1_node_feature_label.txt", "out1_graph_edges.txt",
-                                           *_geom_gcn_splits(name))])
-       for name in ("cornell", "texas", "wisconsin")},
-    # OGB asks on stdin whether to re-download a folder without its release marker
-    "ogbn-arxiv": lambda setting: ["RELEASE_v1.txt", *(f"raw/{f}.csv.gz" for f in (
-        "edge", "node-feat", "node-label", "node_year", "num-node-list", "num-edge-list")),
-        *(f"split/time/{part}.csv.gz" for part in ("train", "valid", "test"))],
-    "proteins": _tu_files("PROTEINS"),
-    "dd": _tu_files("DD"),
-}
+    split = _split(info, setting)[1]
+    return [f"{info.subdir}/{name}" for name in LOADERS.get(info.loader).files(info, split)]
 
 
 def missing_files(dataset: str, setting: str | None, data_root: DataRoot) -> list[str]:
@@ -198,19 +202,18 @@ def _fetch(dataset: str, setting: str | None, root: DataRoot) -> None:
     ``processed/`` there)."""
     info = DATASETS.get(dataset)
     with FileLock(str(root.path / f".{info.name}.lock")):
-        LOADERS.get(info.name)(root.path, setting or info.default_setting)
+        LOADERS.get(info.loader).load(root.path, info, _split(info, setting)[1])
 
 
 def load_dataset(name: str, setting: str | None = None, data_root: DataRoot | None = None):
     """The PyG dataset object for ``name`` in ``setting``, loaded by its own loader."""
     info = DATASETS.get(name)
-    setting = setting or info.default_setting
-    info.check_setting(setting)
+    setting, split = _split(info, setting)
     data_root = data_root or DataRoot.resolve()
     check_dataset_files(info.name, setting, data_root)
     root = _loader_root(info, data_root)
     with FileLock(str(root / f".{info.name}.lock")):
-        return LOADERS.get(info.name)(root, setting)
+        return LOADERS.get(info.loader).load(root, info, split)
 
 
 def _loader_root(info: DatasetInfo, data_root: DataRoot) -> Path:
@@ -291,7 +294,7 @@ def load_node_data(
     dataset = load_dataset(name, setting, data_root)
     data: Data = dataset[0]
     num_edges = data.num_edges
-    if setting == "official":
+    if SETTINGS.get(setting).split == "official":  # the dataset's own split (OGB's), unnormalised features
         train, val, test = _official_masks(dataset, data.num_nodes)
         y = data.y.view(-1)
     else:

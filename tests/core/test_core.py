@@ -8,8 +8,6 @@ import pytest
 
 from orthotune.core import (
     DATASETS,
-    MAX_DEPTH,
-    MAX_HIDDEN,
     PROFILES,
     ConfigError,
     Group,
@@ -22,9 +20,9 @@ from orthotune.core import (
     declared,
     defaults_for,
     mean,
-    memory_estimate,
     std,
 )
+from orthotune.core._config import MAX_DEPTH, MAX_HIDDEN, memory_estimate
 
 
 def test_every_field_declares_its_rule_doc_and_group():

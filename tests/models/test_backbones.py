@@ -1,17 +1,16 @@
 import pytest
 import torch
 
-from orthotune.core import ConfigError, TrainConfig
+from orthotune.core import ConfigError, OrthoSettings, TrainConfig
 from orthotune.models import (
     BACKBONES,
-    OrthoSettings,
-    PackedBatchNorm,
     adjacency,
     build_node_model,
     layer_gradient_norms,
     node_features,
     signal_magnification,
 )
+from orthotune.models._backbones import PackedBatchNorm
 
 
 @pytest.mark.parametrize("name", ["gcn", "jknet", "gcnii"])

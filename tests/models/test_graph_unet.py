@@ -7,22 +7,16 @@ import torch
 from torch_geometric.loader import DataLoader
 from torch_geometric.utils import degree
 
-from orthotune.models import (
-    GRAPH_BACKBONES,
-    GraphUNet,
-    OrthoSettings,
-    PackedLinear,
-    augment_adjacency,
-    distance_to_orthogonality,
-    newton_orthogonalise,
-    pool_ratios,
-    unpool,
-)
+from orthotune.core import OrthoSettings
+from orthotune.models import GRAPH_BACKBONES
+from orthotune.models._graph_unet import GraphUNet, augment_adjacency, pool_ratios, unpool
+from orthotune.models._layers import PackedLinear
+from orthotune.models._ortho import distance_to_orthogonality, newton_orthogonalise
 
 
 @pytest.fixture(scope="module")
 def batch(data_root):
-    from orthotune.training import load_dataset
+    from orthotune.training._data import load_dataset
 
     return next(iter(DataLoader(load_dataset("proteins", None, data_root), batch_size=32)))
 
@@ -69,9 +63,9 @@ def test_reset_parameters_is_deterministic_per_seed(batch):
 
 def test_ortho_form_orthogonalises_hidden_transformations_through_models_ortho(batch, monkeypatch):
     calls = []
-    import orthotune.models as package
+    import orthotune.models._layers as layers
 
-    original = package.newton_orthogonalise
+    original = layers.newton_orthogonalise
 
     def counting(q, steps, *args):
         calls.append(q.shape)

@@ -12,8 +12,9 @@ import math
 import pytest
 import torch
 
-from orthotune.core import ConfigError, TrainConfig
-from orthotune.models import BACKBONES, OrthoSettings, SparseFeatures, adjacency, build_node_model, node_features
+from orthotune.core import ConfigError, OrthoSettings, TrainConfig
+from orthotune.models import BACKBONES, adjacency, build_node_model, node_features
+from orthotune.models._layers import SparseFeatures
 from orthotune.training import pack_key, train_node
 
 CPU = torch.device("cpu")

@@ -9,8 +9,8 @@ from collections import Counter
 import pytest
 import torch
 
-from orthotune.core import PROFILES
-from orthotune.models import BACKBONES, OrthoSettings, adjacency, issued_ops, node_features
+from orthotune.core import PROFILES, OrthoSettings
+from orthotune.models import BACKBONES, adjacency, issued_ops, node_features
 
 NODES, FEATURES, CLASSES = 60, 90, 3
 

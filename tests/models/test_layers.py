@@ -3,17 +3,10 @@
 import pytest
 import torch
 
-from orthotune.models import (
-    BACKBONES,
-    OrthoSettings,
-    PackedLinear,
-    SparseFeatures,
-    adjacency,
-    block_diagonal,
-    dropout,
-    effective_weights,
-    node_features,
-)
+from orthotune.core import OrthoSettings
+from orthotune.models import BACKBONES, adjacency, node_features
+from orthotune.models._backbones import block_diagonal
+from orthotune.models._layers import PackedLinear, SparseFeatures, dropout, effective_weights
 
 
 def test_cora_features_are_kept_sparse_and_round_trip(cora):

@@ -1,14 +1,9 @@
 import pytest
 import torch
 
-from orthotune.core import ConfigError
-from orthotune.models import (
-    OrthoSettings,
-    PackedLinear,
-    distance_to_orthogonality,
-    hybrid_init_,
-    newton_orthogonalise,
-)
+from orthotune.core import ConfigError, OrthoSettings
+from orthotune.models._layers import PackedLinear
+from orthotune.models._ortho import distance_to_orthogonality, hybrid_init_, newton_orthogonalise
 
 
 def exact_reference(q: torch.Tensor) -> torch.Tensor:

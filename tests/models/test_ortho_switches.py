@@ -5,19 +5,10 @@ import dataclasses
 import pytest
 import torch
 
-from orthotune.core import PROFILES, ConfigError
-from orthotune.models import (
-    BACKBONES,
-    OrthoSettings,
-    PackedLinear,
-    distance_to_orthogonality,
-    effective_weights,
-    hybrid_init_,
-    newton_orthogonalise,
-    orthogonalise_once_,
-    regularisation,
-    share_targets,
-)
+from orthotune.core import PROFILES, ConfigError, OrthoSettings
+from orthotune.models import BACKBONES
+from orthotune.models._layers import PackedLinear, effective_weights, regularisation, share_targets
+from orthotune.models._ortho import distance_to_orthogonality, hybrid_init_, newton_orthogonalise, orthogonalise_once_
 
 ORTHO_FIELDS = {f.name for f in dataclasses.fields(OrthoSettings)}
 

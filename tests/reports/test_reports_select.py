@@ -9,7 +9,8 @@ from report_stores import REAL_SEARCH, hand_row, hand_store, real_configs
 from scipy import stats
 
 from orthotune.core import ConfigError, OrthotuneError, TrainConfig
-from orthotune.reports import Filters, best_configs, build_report, config_dict, paired, row_to_config
+from orthotune.reports import Filters, best_configs, build_report, config_dict, row_to_config
+from orthotune.reports._tables import paired
 
 
 def winner_ids(store, filters=None) -> dict[tuple, str]:

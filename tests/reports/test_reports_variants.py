@@ -11,16 +11,10 @@ import pytest
 from report_stores import hand_row, hand_store
 
 from orthotune.core import PROFILES, TrainConfig
-from orthotune.reports import (
-    SWITCHES,
-    Filters,
-    Paired,
-    best_configs,
-    build_report,
-    config_dict,
-    figures,
-    write_report,
-)
+from orthotune.reports import Filters, best_configs, build_report, config_dict, write_report
+from orthotune.reports._load import SWITCHES
+from orthotune.reports._plots import figures
+from orthotune.reports._tables import Paired
 
 
 def v2_row(trial_id: str, **columns) -> dict:

@@ -10,21 +10,12 @@ from ray.tune.schedulers import ASHAScheduler, TrialScheduler
 from ray.tune.search import Searcher
 
 from orthotune.core import OrthotuneError, Status, TrainConfig
-from orthotune.search import (
-    OBJECTIVE,
-    RUNG_SCORE,
-    TIME_ATTR,
-    CellScheduler,
-    CellSearcher,
-    LaunchOptions,
-    StoredTrial,
-    cell_key,
-    config_canon,
-    config_identity,
-    optuna_storage,
-    plan,
-    replay_rungs,
-)
+from orthotune.search import LaunchOptions, cell_key
+from orthotune.search._cells import CellScheduler, CellSearcher, config_identity
+from orthotune.search._launch import plan
+from orthotune.search._live import optuna_storage
+from orthotune.search._objective import OBJECTIVE, RUNG_SCORE, TIME_ATTR
+from orthotune.search._replay import StoredTrial, config_canon, replay_rungs
 from orthotune.spaces import parse_space
 from orthotune.store import config_columns, config_from_columns
 
@@ -346,9 +337,10 @@ def test_every_cell_tries_its_defaults_first():
 
 def test_a_record_from_another_version_is_refused_in_one_line_and_a_current_one_round_trips():
     meta = options(CORA_TEXAS, samples=3).to_meta()
-    again = LaunchOptions.from_meta(json.loads(json.dumps(meta)), parse_space)
+    stored = json.loads(json.dumps(meta))
+    again = LaunchOptions.from_meta(stored, parse_space(stored["space"]))
     assert again.samples == 3 and again.space.to_dict() == meta["space"]
     with pytest.raises(OrthotuneError, match=r"unknown option\(s\) gpu_budget.*new name"):
-        LaunchOptions.from_meta({**meta, "gpu_budget": 4}, parse_space)
+        LaunchOptions.from_meta({**meta, "gpu_budget": 4}, again.space)
     with pytest.raises(OrthotuneError, match="no space"):
-        LaunchOptions.from_meta({k: v for k, v in meta.items() if k != "space"}, parse_space)
+        LaunchOptions.from_meta({k: v for k, v in meta.items() if k != "space"}, again.space)

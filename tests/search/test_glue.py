@@ -10,15 +10,11 @@ from datetime import timedelta
 import pytest
 
 from orthotune.core import RunResult, Status
-from orthotune.search import (
-    NO_STORAGE,
-    SearchProgress,
-    StoreRecorder,
-    TensorBoardLogger,
-    optuna_storage_location,
-    prior_elapsed,
-    snapshot,
-)
+from orthotune.search._launch import prior_elapsed
+from orthotune.search._live import TensorBoardLogger, optuna_storage_location
+from orthotune.search._options import NO_STORAGE
+from orthotune.search._progress import SearchProgress, snapshot
+from orthotune.search._recorder import StoreRecorder
 from orthotune.store import Store, now
 
 ORTHO = {"dataset": "cora", "backbone": "gcn", "depth": 2, "setting": "full", "splits": [0, 1], "ortho": True,
@@ -267,7 +263,7 @@ def test_prior_elapsed_counts_a_killed_session_until_its_last_stored_trial(store
 
 
 def test_tune_settings_live_only_while_a_search_runs(monkeypatch):
-    from orthotune.search import TUNE_SETTINGS, tune_settings
+    from orthotune.search._launch import TUNE_SETTINGS, tune_settings
 
     monkeypatch.delenv("RAY_AIR_NEW_OUTPUT", raising=False)
     monkeypatch.setenv("TUNE_GLOBAL_CHECKPOINT_S", "1")  # the user's own value wins

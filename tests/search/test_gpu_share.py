@@ -5,16 +5,14 @@ declares a GPU it does not have (the CUDA measurement itself is not exercised: n
 import pytest
 
 from orthotune.core import ConfigError, OrthotuneError, TrainConfig
-from orthotune.search import (
+from orthotune.search import LaunchOptions, cell_key
+from orthotune.search._gpu_share import (
     MAX_TRIALS_PER_GPU,
     GpuShares,
-    LaunchOptions,
     cell_config,
-    cell_key,
     decide_shares,
     gpu_share,
     gpu_share_record,
-    space_cell_key,
     trial_resources,
 )
 from orthotune.spaces import resolve_space
@@ -103,7 +101,7 @@ def test_each_cell_of_a_space_has_a_default_config_of_that_cell():
     for space in (resolve_space("quick"), resolve_space("ablation")):  # ablation: variants
         for cell in space.cells():
             config = cell_config(cell)
-            assert cell_key(config) == space_cell_key(cell)
+            assert cell_key(config) == cell.key
             TrainConfig.from_dict(config)  # a config the trainer takes
 
 
@@ -114,7 +112,7 @@ def _options(tmp_path, **values):
 def test_launch_options_take_auto_and_reject_bad_values_in_one_line(tmp_path):
     auto = _options(tmp_path, gpu_share="auto")
     assert auto.to_meta()["gpu_share"] == "auto"
-    assert LaunchOptions.from_meta(auto.to_meta(), lambda values: auto.space).gpu_share == "auto"
+    assert LaunchOptions.from_meta(auto.to_meta(), auto.space).gpu_share == "auto"
     with pytest.raises(ConfigError, match=r"^gpu_share='most' must be one of fixed, auto$"):
         _options(tmp_path, gpu_share="most")
     with pytest.raises(ConfigError, match=r"^gpus_per_trial=0.5 must be 0 with gpu_share='auto'"):

@@ -10,7 +10,9 @@ import sys
 import pytest
 import yaml
 
-from orthotune.search import LaunchOptions, gpu_share_record, launch, local_ray_options, loopback_ray
+from orthotune.search import LaunchOptions, launch
+from orthotune.search._gpu_share import gpu_share_record
+from orthotune.search._local_ray import local_ray_options, loopback_ray
 from orthotune.spaces import parse_space
 from orthotune.store import Store
 

@@ -2,7 +2,7 @@
 
 from ray.tune.search import Searcher
 
-from orthotune.search import GroupSearcher, group_points
+from orthotune.search._grouping import GroupSearcher, group_points
 
 
 class Recording(Searcher):
@@ -75,7 +75,7 @@ def test_grid_points_pack_by_key_in_order():
 
 
 def test_point_searcher_gives_each_point_once_then_finishes():
-    from orthotune.search import PointSearcher
+    from orthotune.search._grouping import PointSearcher
 
     points = [{"group": [{"depth": 2}, {"depth": 2}]}, {"depth": 4}]
     searcher = PointSearcher(points, metric="val_acc", mode="max")

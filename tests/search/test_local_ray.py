@@ -11,7 +11,7 @@ import psutil
 import pytest
 import yaml
 
-from orthotune.search import LOOPBACK, local_ray_options, loopback_ray, starts_local_ray
+from orthotune.search._local_ray import LOOPBACK, local_ray_options, loopback_ray, starts_local_ray
 
 SPACE = {  # one cell, trainings of a few seconds on Cora: long enough to catch a trial worker listening
     "name": "bind",

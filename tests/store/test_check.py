@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 import time
 
-from orthotune.store import QUARANTINE, Store, check_store, quarantine
+from orthotune.store import Store, check_store, quarantine
+from orthotune.store._check import QUARANTINE
 
 
 def row(trial_id: str) -> dict:

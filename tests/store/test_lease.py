@@ -14,7 +14,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from orthotune.core import OrthotuneError
-from orthotune.store import Lease, LeaseHeld, Store, lease_info
+from orthotune.store import Lease, Store, lease_info
+from orthotune.store._lease import LeaseHeld
 
 
 @pytest.fixture

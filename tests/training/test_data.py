@@ -2,15 +2,8 @@ import pytest
 import torch
 
 from orthotune.core import DATASETS, OrthotuneError
-from orthotune.training import (
-    NO_DATA_ROOT,
-    DataRoot,
-    check_dataset_files,
-    load_dataset,
-    load_node_data,
-    missing_files,
-    required_files,
-)
+from orthotune.training import DataRoot, check_dataset_files, load_node_data
+from orthotune.training._data import NO_DATA_ROOT, load_dataset, missing_files, required_files
 
 # nodes, directed edges as PyG loads them, features, classes, split-0 train/val/test sizes
 EXPECTED = {
@@ -101,7 +94,8 @@ def test_missing_files_are_named_with_the_data_root(data_root, tmp_path):
 
 def test_directed_keeps_webkb_edges_as_loaded(data_root):
     from orthotune.core import TrainConfig
-    from orthotune.training import run_configs, task_data
+    from orthotune.training import run_configs
+    from orthotune.training._run import task_data
 
     directed = load_node_data("texas", "full", data_root, directed=True)
     undirected = load_node_data("texas", "full", data_root)

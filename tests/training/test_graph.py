@@ -7,7 +7,9 @@ import torch
 
 from orthotune.cli import main
 from orthotune.core import DATASETS, ConfigError, TrainConfig
-from orthotune.training import TRAINERS, load_graph_data, make_folds, run_configs, train_graph
+from orthotune.training import run_configs
+from orthotune.training._graph import load_graph_data, make_folds, train_graph
+from orthotune.training._run import TRAINERS
 
 CPU = torch.device("cpu")
 #: Small and quick, but the real protocol otherwise (folds, batches, selection).

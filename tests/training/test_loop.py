@@ -11,16 +11,10 @@ import pytest
 import torch
 
 from orthotune.core import ConfigError, TrainConfig
-from orthotune.training import (
-    TrainingLoop,
-    TrainOptions,
-    accuracy,
-    capacity,
-    execution,
-    pack_capacity,
-    run_configs,
-    train_node,
-)
+from orthotune.training import TrainOptions, run_configs, train_node
+from orthotune.training._loop import TrainingLoop, execution
+from orthotune.training._memory import capacity, pack_capacity
+from orthotune.training._node import accuracy
 
 CPU = torch.device("cpu")
 

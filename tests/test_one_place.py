@@ -1,0 +1,93 @@
+"""Each concept is declared once: a new dataset, setting or launch switch is one entry (plus
+the code that uses it), and every layer that should show it does."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+import orthotune.search
+from orthotune.cli import build_parser
+from orthotune.cli.launch import _options
+from orthotune.core import DATASETS, SETTINGS, DatasetInfo, TrainConfig, defaults_for
+from orthotune.core._catalogue import SettingInfo
+from orthotune.core._config import memory_estimate
+from orthotune.reports import Filters
+from orthotune.reports._formats import _repeat_nouns, setting_title
+from orthotune.reports._tables import repeat_noun
+from orthotune.search import LaunchOptions
+from orthotune.search._options import launch_option
+from orthotune.spaces import parse_space
+from orthotune.training._data import required_files
+
+
+@pytest.fixture
+def register(monkeypatch):
+    """Add an entry to one of core's registries for this test only: the one edit it takes."""
+    def add(registry, info):
+        monkeypatch.setitem(registry._entries, info.name, info)
+        return info
+
+    return add
+
+
+def command_parser(command: str):
+    return build_parser(command)._subparsers._group_actions[0].choices[command]
+
+
+def help_of(command: str, dest: str | None = None) -> str:
+    """The command's help, or one option's."""
+    parser = command_parser(command)
+    if dest is None:
+        return parser.format_help()
+    return next(a.help for a in parser._actions if a.dest == dest)
+
+
+def test_a_dataset_is_one_entry(register):
+    register(DATASETS, DatasetInfo("cora2", "node", ("full", "semi"), "planetoid", "Planetoid/Cora2", 100, 10,
+                                   dict(hidden=32)))
+    config = TrainConfig(dataset="cora2")
+    assert (config.setting, config.backbone, config.hidden, config.lr) == ("full", "gcn", 32, 0.01)
+    assert defaults_for("cora2", "semi")["hidden"] == 32 and memory_estimate(config).nodes == 100
+    space = parse_space({"datasets": ["cora2"], "backbones": ["gcn"], "depths": [2]})
+    assert space.protocol("cora2") == {"setting": "full", "splits": [0, 1, 2, 3, 4]}
+    assert Filters(datasets=("cora2",)).datasets == ("cora2",)
+    assert required_files("cora2", "semi")[0] == "Planetoid/Cora2/raw/ind.cora2.x"  # its loader family's files
+    assert "Planetoid/Cora2/geom-gcn/raw/cora2_split_0.6_0.2_9.npz" in required_files("cora2", "full")
+    assert "cora2" in help_of("train", "dataset") and "cora2 32" in help_of("train", "hidden")
+    assert "cora2" in help_of("best", "dataset")
+
+
+def test_a_setting_is_one_entry(register):
+    register(SETTINGS, SettingInfo("low", "low-label", repeat="seed", repeats_field="seeds",
+                                   default_repeats=(0, 1, 2), split="public",
+                                   defaults=dict(depth=2, hidden=16, lr=0.05, weight_decay=5e-4, dropout=0.5,
+                                                 epochs=100, patience=10)))
+    register(DATASETS, DatasetInfo("cora2", "node", ("low",), "planetoid", "Planetoid/Cora2", 100, 10))
+    config = TrainConfig(dataset="cora2")
+    assert (config.setting, config.hidden, config.lr, config.epochs) == ("low", 16, 0.05, 100)
+    space = parse_space({"datasets": ["cora2"], "backbones": ["gcn"], "depths": [2], "setting": "low"})
+    assert space.protocol("cora2") == {"setting": "low", "seeds": [0, 1, 2]}
+    assert space.max_epochs() == 100
+    assert Filters(settings=("low",)).settings == ("low",)
+    assert setting_title("low") == "low-label" and repeat_noun("low") == "seed"
+    assert "seed for semi/official/low" in _repeat_nouns()
+    assert required_files("cora2", "low")[0] == "Planetoid/Cora2/raw/ind.cora2.x"  # the public split's files
+    assert "low" in help_of("train", "setting") and "low 16" in help_of("train", "hidden")
+    assert "low" in help_of("best", "setting")
+
+
+def test_a_launch_switch_is_one_declaration(monkeypatch):
+    switch = launch_option(False, "check the inputs, train nothing", "cluster")
+    extended = dataclasses.make_dataclass("LaunchOptions", [("dry_run", bool, switch)], bases=(LaunchOptions,),
+                                          frozen=True)
+    monkeypatch.setattr(orthotune.search, "LaunchOptions", extended)
+    assert "check the inputs, train nothing" in help_of("launch", "dry_run")
+    args = build_parser("launch").parse_args(["launch", "--space", "quick", "--store", "s", "--dry-run"])
+    options = _options(args)
+    assert isinstance(options, extended) and options.dry_run is True
+    meta = options.to_meta()
+    assert meta["dry_run"] is True and extended.from_meta(meta, options.space).dry_run is True
+    args = build_parser("launch").parse_args(["launch", "--space", "quick", "--store", "s"])
+    assert _options(args).dry_run is False
