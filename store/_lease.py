@@ -46,14 +46,9 @@ import pyarrow.fs as pafs
 
 import orthotune
 from orthotune.core import OrthotuneError
-from orthotune.store._store import (
-    TEMPORARY_PREFIX,
-    check_search_name,
-    durable_write,
-    fsync_folder,
-    make_folder,
-    now,
-)
+from orthotune.store._io import TEMPORARY_PREFIX, durable_write, fsync_folder, make_folder
+from orthotune.store._schema import check_search_name
+from orthotune.store._store import now
 
 if TYPE_CHECKING:
     from orthotune.store._store import Store
