@@ -29,9 +29,26 @@ TEMPORARY_PREFIX = ".tmp-"
 REMOTE_ATTEMPTS, REMOTE_BACKOFF_S = 4, 0.5
 
 
+#: Where a remote store's credentials come from: where pyarrow and the AWS and Google tools
+#: read them, never from the store URI (which lands in search records and printed commands).
+CREDENTIALS_HELP = ("give credentials as pyarrow and the AWS tools read them: AWS_ACCESS_KEY_ID and "
+                    "AWS_SECRET_ACCESS_KEY, AWS_PROFILE (~/.aws/credentials), or the instance's role; for gs:// "
+                    "GOOGLE_APPLICATION_CREDENTIALS")
+
+
 def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
-    """The pyarrow filesystem and root path a store URI (or a local path) names."""
+    """The pyarrow filesystem and root path a store URI (or a local path) names.
+
+    A URI carrying credentials (``s3://KEY:SECRET@bucket/...``, which pyarrow would accept) is
+    refused without echoing them: the URI is saved in search records and printed in resume
+    commands, so a secret in it would land in the store and in logs."""
     if "://" in str(uri):
+        scheme, _, rest = str(uri).partition("://")
+        authority = rest.split("/", 1)[0].split("?", 1)[0]
+        if "@" in authority:
+            shown = f"{scheme}://***@{authority.rsplit('@', 1)[1]}{rest[len(authority):]}"
+            raise OrthotuneError(f"store URI {shown!r} carries credentials, which orthotune would save in the "
+                                 f"store and print; remove them from the URI and {CREDENTIALS_HELP}")
         try:
             return pafs.FileSystem.from_uri(str(uri))
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError) as error:
