@@ -8,6 +8,7 @@ minute) shows as ``dead``, with the command that continues it. Reading never tou
 from __future__ import annotations
 
 import argparse
+import shlex
 from collections import Counter
 from typing import TYPE_CHECKING
 
@@ -67,7 +68,7 @@ def search_status(store: Store) -> list[dict]:
     for name in sorted(set(records) | set(counts)):
         meta = records.get(name, {})
         state, note = meta.get("state", "unknown"), ""
-        resume = f"continue with: orthotune launch --resume {name} --store {store.uri}"
+        resume = f"continue with: {shlex.join(['orthotune', 'launch', '--resume', name, '--store', store.uri])}"
         if state == SearchState.RUNNING:
             lease = lease_info(store, name)
             if lease is None:

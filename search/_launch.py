@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -176,8 +177,8 @@ def _fit(tuner, store: Store, options: LaunchOptions) -> SearchOutcome:
             _record(store, options.name, meta, SearchState.CRASHED, reason=reason)
             raise SearchCrashed(f"search {options.name!r} crashed: {reason}; "
                                 f"{_counts_text(_stored_counts(store, options.name))} "
-                                f"stored; once the cause is fixed, continue it with: orthotune launch --resume "
-                                f"{options.name} --store {options.store}") from error
+                                f"stored; once the cause is fixed, continue it with: {resume_command(options)}") \
+                from error
     if received:
         return _interrupted(store, options, meta, received[0])
     return _finish(store, options, meta)
@@ -198,8 +199,13 @@ def _interrupted(store: Store, options: LaunchOptions, meta: dict[str, Any], sig
     planned = planned_configs(options)
     raise SearchInterrupted(
         f"search {options.name!r} interrupted by {name}: {_counts_text(outcome.counts)} of {planned} "
-        f"configs stored; continue it with: orthotune launch --resume {options.name} --store {options.store}",
-        signum)
+        f"configs stored; continue it with: {resume_command(options)}", signum)
+
+
+def resume_command(options: LaunchOptions) -> str:
+    """The command that continues the search, quoted for a POSIX shell (a store URI's ``&``
+    or a path's space stays one word)."""
+    return shlex.join(["orthotune", "launch", "--resume", options.name, "--store", options.store])
 
 
 def _record(store: Store, name: str, meta: dict[str, Any], state: SearchState, **extra: Any) -> None:

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -197,7 +198,11 @@ class Store:
             return
         self._warned.add(path)
         print(f"orthotune: warning: skipping unreadable file {path} ({_first_line(error)}); list and quarantine "
-              f"such files with: orthotune store check --store {self.uri}", file=sys.stderr)
+              f"such files with: {self.check_command()}", file=sys.stderr)
+
+    def check_command(self, *options: str) -> str:
+        """``orthotune store check`` for this store, quoted for a POSIX shell."""
+        return shlex.join(["orthotune", "store", "check", *options, "--store", self.uri])
 
     # -- searches -----------------------------------------------------------------------
 
@@ -220,10 +225,10 @@ class Store:
             meta = self.read_json(relative)
         except (ValueError, OSError) as error:
             raise OrthotuneError(f"search record {self.path(relative)!r} is unreadable ({_first_line(error)}); "
-                                 f"check the store with: orthotune store check --store {self.uri}") from None
+                                 f"check the store with: {self.check_command()}") from None
         if not isinstance(meta, dict):
             raise OrthotuneError(f"search record {self.path(relative)!r} is not a JSON object; check the store "
-                                 f"with: orthotune store check --store {self.uri}")
+                                 f"with: {self.check_command()}")
         return meta
 
     def searches(self) -> dict[str, dict[str, Any]]:
