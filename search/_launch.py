@@ -45,6 +45,7 @@ from orthotune.core import (
 from orthotune.search._cells import CellSearcher, space_cell_key
 from orthotune.search._gpu_share import gpu_share_record, session_fits, trial_resources
 from orthotune.search._grouping import GroupSearcher, RungBoard, group_points
+from orthotune.search._guards import credentials_kept_from_trials
 from orthotune.search._live import (
     TensorBoardLogger,
     optuna_storage,
@@ -507,7 +508,8 @@ def tune_settings() -> Iterator[None]:
     for key, value in TUNE_SETTINGS.items():
         os.environ.setdefault(key, value)
     try:
-        yield
+        with credentials_kept_from_trials():  # the store's keys stay in the driver (and out of Ray's logs)
+            yield
     finally:
         for key, value in saved.items():
             if value is None:
