@@ -28,7 +28,7 @@ import tempfile
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -45,7 +45,12 @@ from orthotune.core import (
 from orthotune.search._cells import CellSearcher, space_cell_key
 from orthotune.search._gpu_share import gpu_share_record, session_fits, trial_resources
 from orthotune.search._grouping import GroupSearcher, RungBoard, group_points
-from orthotune.search._guards import credentials_kept_from_trials
+from orthotune.search._guards import (
+    NodeWatch,
+    credentials_kept_from_trials,
+    node_wait_s,
+    ray_dumps_kept_in_logs,
+)
 from orthotune.search._live import (
     TensorBoardLogger,
     optuna_storage,
@@ -304,7 +309,7 @@ def outcome_from_store(store: Store, name: str) -> SearchOutcome:
 def _callbacks(options: LaunchOptions, store: Store, progress: bool | str, configs: int,
                elapsed_before: float = 0.0) -> list:
     """The recorder (the store), the live views, and the progress display."""
-    callbacks: list = [StoreRecorder(options.store, options.name)]
+    callbacks: list = [StoreRecorder(options.store, options.name), NodeWatch(node_wait_s())]
     folder = tensorboard_folder(store, options.name) if options.tensorboard else None
     if folder is not None:
         callbacks.append(TensorBoardLogger(folder))
@@ -508,7 +513,9 @@ def tune_settings() -> Iterator[None]:
     for key, value in TUNE_SETTINGS.items():
         os.environ.setdefault(key, value)
     try:
-        with credentials_kept_from_trials():  # the store's keys stay in the driver (and out of Ray's logs)
+        # the store's keys stay in the driver (and out of Ray's logs); a dead raylet's debug
+        # dump stays in its log (and out of the user's terminal)
+        with credentials_kept_from_trials(), ray_dumps_kept_in_logs():
             yield
     finally:
         for key, value in saved.items():
@@ -527,14 +534,15 @@ def _start_ray(options: LaunchOptions) -> int:
     """
     import ray
 
-    from orthotune.search._local_ray import local_ray_options, loopback_ray, starts_local_ray
+    from orthotune.search._local_ray import is_loopback_address, local_ray_options, loopback_ray, starts_local_ray
 
     # Without Tune's JSON/CSV loggers (the store is the record) its result grid warns once
     # per trial that it found no metrics files: thousands of lines for a large search.
     logging.getLogger("ray.tune.analysis.experiment_analysis").setLevel(logging.ERROR)
     if not ray.is_initialized() and not starts_local_ray(options.address):
         # a cluster: --address, or $RAY_ADDRESS (a Ray job's driver on the head node)
-        ray.init(address=options.address, log_to_driver=False)
+        with loopback_ray() if is_loopback_address(options.address) else nullcontext():
+            ray.init(address=options.address, log_to_driver=False)
     elif not ray.is_initialized():
         with loopback_ray():  # every Ray server and worker listens on 127.0.0.1 only
             ray.init(**local_ray_options(), log_to_driver=False, configure_logging=True,
@@ -559,6 +567,7 @@ def check_inputs(options: LaunchOptions) -> None:
     ``download``), and on a local Ray each cell's largest config fits this machine's memory
     (a cluster's workers have memory of their own)."""
     space = options.space
+    node_wait_s()  # a bad $ORTHOTUNE_NODE_WAIT_S fails here, not once Ray runs
     root = DataRoot.resolve(options.data_root, options.download)
     if options.address is None:
         for config in space.largest_configs():
