@@ -18,6 +18,7 @@ folder lives outside the store, in a scratch folder deleted after the session.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import shlex
@@ -180,7 +181,13 @@ def _fit(tuner, store: Store, options: LaunchOptions) -> SearchOutcome:
             received.append(received[0] if received else signal.SIGINT)
         except Exception as error:
             reason = crash_reason(error)
-            _record(store, options.name, meta, SearchState.CRASHED, reason=reason)
+            unwritable = storage_failure(error)
+            try:
+                _record(store, options.name, meta, SearchState.CRASHED, reason=reason)
+            except OSError as failed:  # the store cannot take its record either: that is the cause
+                unwritable = unwritable or failed
+            if unwritable is not None:
+                raise SearchCrashed(_unwritable_text(store, options, unwritable)) from error
             raise SearchCrashed(f"search {options.name!r} crashed: {reason}; "
                                 f"{_counts_text(_stored_counts(store, options.name))} "
                                 f"stored; once the cause is fixed, continue it with: {resume_command(options)}") \
@@ -206,6 +213,30 @@ def _interrupted(store: Store, options: LaunchOptions, meta: dict[str, Any], sig
     raise SearchInterrupted(
         f"search {options.name!r} interrupted by {name}: {_counts_text(outcome.counts)} of {planned} "
         f"configs stored; continue it with: {resume_command(options)}", signum)
+
+
+#: What a filesystem says when it cannot take a write: full, over quota, read-only, failing.
+STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO})
+
+
+def storage_failure(error: BaseException) -> OSError | None:
+    """The full, read-only or failing disk behind ``error`` (it or one of its causes), if any."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, OSError) and error.errno in STORAGE_ERRNOS:
+            return error
+        error = error.__cause__ or error.__context__
+    return None
+
+
+def _unwritable_text(store: Store, options: LaunchOptions, failure: OSError) -> str:
+    """One line: the search stopped because its store cannot be written, what is kept, what next.
+    Every stored row was written whole (a temporary moved into place), so all of them read."""
+    cause = failure.strerror or error_line(failure)
+    return (f"search {options.name!r} stopped: store {options.store!r} cannot be written ({cause}); "
+            f"{_counts_text(_stored_counts(store, options.name))} stored, each one whole; once the store "
+            f"can be written again, continue it with: {resume_command(options)}")
 
 
 def resume_command(options: LaunchOptions) -> str:

@@ -84,7 +84,7 @@ def durable_write(final: str, write: Callable[[IO[bytes]], object]) -> None:
             os.fsync(sink.fileno())
         os.replace(temporary, final)
     except BaseException:
-        with contextlib.suppress(FileNotFoundError):
+        with contextlib.suppress(OSError):  # never written, or a disk turned read-only meanwhile
             os.unlink(temporary)
         raise
     fsync_folder(folder)
