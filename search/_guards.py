@@ -83,6 +83,22 @@ def ray_dumps_kept_in_logs() -> Iterator[None]:
         worker.print_to_stdstream = printer
 
 
+def refuse_password_in_url(url: str | None, option: str) -> None:
+    """A database URL with a password (``postgresql://user:PASSWORD@host/db``) is refused: the
+    search's options are saved in its record in the store and shown in messages. The drivers
+    read a password from where they always do, without it in the URL."""
+    if not url or "://" not in url:
+        return
+    scheme, _, rest = url.partition("://")
+    authority = rest.split("/", 1)[0]
+    if "@" in authority and ":" in authority.rsplit("@", 1)[0]:
+        user = authority.rsplit("@", 1)[0].split(":", 1)[0]
+        shown = f"{scheme}://{user}:***@{authority.rsplit('@', 1)[1]}{rest[len(authority):]}"
+        raise OrthotuneError(f"{option} {shown!r} carries a password, which the search's record in the store would "
+                             f"keep; remove it from the URL and give it as the database driver reads it "
+                             f"(PostgreSQL: PGPASSWORD or ~/.pgpass; MySQL: ~/.my.cnf)")
+
+
 class NoNodeLeft(OrthotuneError):
     """No node of the cluster could run any waiting trial for :data:`NODE_WAIT_S` seconds."""
 

@@ -51,6 +51,7 @@ from orthotune.search._guards import (
     credentials_kept_from_trials,
     node_wait_s,
     ray_dumps_kept_in_logs,
+    refuse_password_in_url,
 )
 from orthotune.search._live import (
     TensorBoardLogger,
@@ -599,6 +600,7 @@ def check_inputs(options: LaunchOptions) -> None:
     (a cluster's workers have memory of their own)."""
     space = options.space
     node_wait_s()  # a bad $ORTHOTUNE_NODE_WAIT_S fails here, not once Ray runs
+    refuse_password_in_url(options.optuna_storage, "--optuna-storage")
     root = DataRoot.resolve(options.data_root, options.download)
     if options.address is None:
         for config in space.largest_configs():

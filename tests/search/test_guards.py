@@ -36,3 +36,16 @@ def test_a_journal_whose_last_write_was_torn_is_cut_back_to_its_last_whole_line(
     assert journal.read_bytes() == whole
     optuna.load_study(storage=storage, study_name="a").optimize(lambda t: t.suggest_float("x", 0, 1), n_trials=1)
     assert len(optuna.load_study(storage=optuna_storage(str(journal)), study_name="a").trials) == 3
+
+
+def test_a_database_password_in_the_optuna_storage_url_is_refused_unechoed(monkeypatch, capsys, tmp_path):
+    import ray
+
+    monkeypatch.setattr(ray, "init", lambda *a, **k: pytest.fail("Ray started"))
+    url = "postgresql://orthotune:hunter2zq@db.example:5432/studies"
+    code = main(["launch", "--space", "quick", "--store", str(tmp_path / "store"), "--optuna-storage", url])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1, err
+    assert "carries a password" in err[0] and "PGPASSWORD" in err[0] and "hunter2zq" not in err[0]
+    assert "postgresql://orthotune:***@db.example:5432/studies" in err[0]
+    assert not (tmp_path / "store").exists()
