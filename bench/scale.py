@@ -118,18 +118,34 @@ def generate(store_path: str, trials: int, searches: int, epochs: int, jobs: int
     return time.perf_counter() - started
 
 
-def measure(argv: list[str]) -> dict:
-    """Wall seconds and peak RSS (MiB) of one orthotune command in a fresh process."""
+def measure(argv: list[str], max_rss_gib: float) -> dict:
+    """Wall seconds and peak RSS (MiB) of one orthotune command in a fresh process; a command
+    whose memory passes ``max_rss_gib`` is killed there (``killed_at_gib``), so the bench never
+    takes the machine down."""
+    import psutil
+
     started = time.perf_counter()
     process = subprocess.Popen([sys.executable, "-m", "orthotune.cli", *argv], stdout=subprocess.DEVNULL,
                                stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(process.pid, 0)
+    watched, killed = psutil.Process(process.pid), None
+    while True:
+        pid, status, usage = os.wait4(process.pid, os.WNOHANG)
+        if pid:
+            break
+        try:
+            rss = watched.memory_info().rss / 2**30
+        except psutil.Error:
+            rss = 0.0
+        if rss > max_rss_gib and killed is None:
+            killed = round(rss, 1)
+            process.kill()
+        time.sleep(0.2)
     seconds = time.perf_counter() - started
     err = process.stderr.read().decode()
     process.stderr.close()
     return {"command": "orthotune " + " ".join(argv), "seconds": round(seconds, 2),
             "peak_rss_mib": round(usage.ru_maxrss / 1024, 1), "exit": os.waitstatus_to_exitcode(status),
-            "stderr": err.strip().splitlines()[-1:] if err.strip() else []}
+            "killed_at_gib": killed, "stderr": err.strip().splitlines()[-1:] if err.strip() else []}
 
 
 def write_latency(folder: str, count: int) -> dict:
@@ -191,6 +207,10 @@ def main() -> None:
     parser.add_argument("--writes", type=int, default=300, help="trials written through Store.write_trial")
     parser.add_argument("--optuna-trials", type=int, default=10_000, help="trials in the Optuna study (0: skip)")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes generating the store")
+    parser.add_argument("--max-rss-gib", type=float, default=12.0,
+                        help="kill a command whose memory passes this (half of a 24 GiB machine by default)")
+    parser.add_argument("--only", nargs="+", metavar="COMMAND", help="measure only these commands (status, best, "
+                        "best-search, report, check) and skip the write and Optuna parts")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
 
@@ -204,13 +224,19 @@ def main() -> None:
     files = sum(1 for _ in Path(args.store).rglob("*.parquet"))
     size = sum(p.stat().st_size for p in Path(args.store).rglob("*.parquet"))
     with tempfile.TemporaryDirectory(prefix="orthotune-report-", dir=Path(args.store).parent) as out:
-        commands = [["status"], ["best"], ["best", "--search", "scale-00"],
-                    ["report", "--search", "scale-00", "--format", "md", "-o", f"{out}/report.md"],
-                    ["store", "check"]]
-        results = [measure([*command, "--store", args.store]) for command in commands]
-    with tempfile.TemporaryDirectory(prefix="orthotune-writes-", dir=Path(args.store).parent) as folder:
-        latency = write_latency(f"{folder}/store", args.writes)
-        study = optuna_scale(folder, args.optuna_trials) if args.optuna_trials else None
+        commands = {"status": ["status"], "best": ["best"], "best-search": ["best", "--search", "scale-00"],
+                    "report": ["report", "--search", "scale-00", "--format", "md", "-o", f"{out}/report.md"],
+                    "check": ["store", "check"]}
+        commands = [command for name, command in commands.items() if not args.only or name in args.only]
+        results = []
+        for command in commands:
+            results.append(measure([*command, "--store", args.store], args.max_rss_gib))
+            print(json.dumps(results[-1]), file=sys.stderr, flush=True)  # each figure as it comes
+    latency, study = None, None
+    if not args.only:
+        with tempfile.TemporaryDirectory(prefix="orthotune-writes-", dir=Path(args.store).parent) as folder:
+            latency = write_latency(f"{folder}/store", args.writes)
+            study = optuna_scale(folder, args.optuna_trials) if args.optuna_trials else None
     figures = {"trials": args.trials, "searches": args.searches, "epoch_rows_per_trial": args.epochs,
                "parquet_files": files, "parquet_mib": round(size / 2**20, 1),
                "generated_s": None if generated is None else round(generated, 1), "commands": results,
@@ -221,10 +247,12 @@ def main() -> None:
     print(f"store: {args.trials} trials in {args.searches} searches, {files} Parquet files, "
           f"{figures['parquet_mib']} MiB" + (f" (generated in {generated:.0f} s)" if generated else ""))
     for result in results:
+        killed = f"  killed at {result['killed_at_gib']} GiB" if result["killed_at_gib"] else ""
         print(f"  {result['command'].split(' --store')[0]:<50} {result['seconds']:>8.2f} s  "
-              f"{result['peak_rss_mib']:>8.1f} MiB  exit {result['exit']}")
-    print(f"  Store.write_trial (durable, local disk): mean {latency['mean_ms']} ms, max {latency['max_ms']} ms "
-          f"over {latency['writes']} trials")
+              f"{result['peak_rss_mib']:>8.1f} MiB  exit {result['exit']}{killed}")
+    if latency:
+        print(f"  Store.write_trial (durable, local disk): mean {latency['mean_ms']} ms, max {latency['max_ms']} ms "
+              f"over {latency['writes']} trials")
     if study:
         print(f"  Optuna, one cell's journal study with {study['trials']} trials: one TPE ask {study['tpe_ask_s']} s, "
               f"reopening the journal {study['reload_s']} s, journal {study['journal_mib']} MiB "
