@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from collections.abc import Sequence
 from types import ModuleType
@@ -52,6 +53,10 @@ exit codes:
   130  interrupted (Ctrl-C); a search's record is kept and the line names its --resume command
   143  terminated (SIGTERM), likewise"""
 
+#: Characters that would break a message's one line (C0 and C1 controls, Unicode line breaks).
+CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
 class Parser(argparse.ArgumentParser):
     """An argument parser whose usage errors are one line (like every other bad input).
 
@@ -64,7 +69,10 @@ class Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
-        self.exit(BAD_INPUT, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+        # argparse quotes the offending word as typed: a control character in it (a stray CR
+        # or newline) is shown escaped, so the message stays on one line
+        shown = CONTROL.sub(lambda found: repr(found.group())[1:-1], message)
+        self.exit(BAD_INPUT, f"{self.prog}: error: {shown} (see `{self.prog} --help`)\n")
 
 
 def build_parser(command: str | None = None) -> Parser:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import shlex
 import sys
 import typing
 from datetime import datetime
@@ -126,8 +127,8 @@ def _submit(args: argparse.Namespace) -> int:
     job = jobs.submit(address, argv, space_file, metadata={"orthotune_search": name,
                                                                  "orthotune_store": args.store})
     print(job)
-    print(f"submitted search {name} as Ray job {job}; follow it with `orthotune logs {job} --address "
-          f"{address}`", file=sys.stderr)
+    print(f"submitted search {name} as Ray job {job}; follow it with "
+          f"`{shlex.join(['orthotune', 'logs', job, '--address', address])}`", file=sys.stderr)
     return OK
 
 
@@ -148,7 +149,7 @@ def summary(outcome: SearchOutcome, store: str | None = None) -> str:
         lines.append(f"  {cell}  val_acc {objective:.4f}  trial {config.get('trial_id', '-')}  "
                      f"{json.dumps(values)}")
     if outcome.best_by_cell:
-        where = f" --store {store}" if store else ""
-        lines.append(f"whole configs (for `orthotune train --config`): orthotune best --search {outcome.name}{where} "
-                     f"--yaml")
+        where = ["--store", store] if store else []
+        lines.append(f"whole configs (for `orthotune train --config`): "
+                     f"{shlex.join(['orthotune', 'best', '--search', outcome.name, *where, '--yaml'])}")
     return "\n".join(lines)

@@ -8,6 +8,7 @@ minute) shows as ``dead``, with the command that continues it. Reading never tou
 from __future__ import annotations
 
 import argparse
+import shlex
 from collections import Counter
 from typing import TYPE_CHECKING
 
@@ -58,7 +59,8 @@ def search_status(store: Store) -> list[dict]:
     note saying what to do where there is something to do, and trial counts by status."""
     from orthotune.store import lease_info
 
-    trials = store.read("trials").select(["search", "status"]).to_pylist()
+    # only the two columns counted: a store's every trial is a file, and a full read decodes every column
+    trials = store.dataset("trials").to_table(columns=["search", "status"]).to_pylist()
     counts: dict[str, Counter] = {}
     for row in trials:
         counts.setdefault(row["search"], Counter())[row["status"]] += 1
@@ -67,7 +69,7 @@ def search_status(store: Store) -> list[dict]:
     for name in sorted(set(records) | set(counts)):
         meta = records.get(name, {})
         state, note = meta.get("state", "unknown"), ""
-        resume = f"continue with: orthotune launch --resume {name} --store {store.uri}"
+        resume = f"continue with: {shlex.join(['orthotune', 'launch', '--resume', name, '--store', store.uri])}"
         if state == SearchState.RUNNING:
             lease = lease_info(store, name)
             if lease is None:

@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
         print(problem.describe())
     if not args.quarantine:
         print(f"{len(problems)} problem file(s) left in place; move them aside with: "
-              f"orthotune store check --quarantine --store {store.uri}")
+              f"{store.check_command('--quarantine')}")
         return RUN_FAILED
     moved = quarantine(store, problems)
     for source, target in moved:

@@ -148,9 +148,10 @@ def load_config_file(path: str) -> dict:
                           f"it must be a YAML or JSON config") from None
     try:
         value = json.loads(text) if path.endswith(".json") else yaml.safe_load(text)
-    except (ValueError, yaml.YAMLError) as error:
+    except (ValueError, yaml.YAMLError, RecursionError) as error:  # both parsers recurse into nesting
+        why = "nested too deeply" if isinstance(error, RecursionError) else str(error).splitlines()[0]
         raise ConfigError(f"--config {path!r} is not valid {'JSON' if path.endswith('.json') else 'YAML'}: "
-                          f"{str(error).splitlines()[0]}") from None
+                          f"{why}") from None
     if isinstance(value, list) and len(value) == 1:
         value = value[0]
     if isinstance(value, list):

@@ -18,8 +18,10 @@ folder lives outside the store, in a scratch folder deleted after the session.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -27,7 +29,7 @@ import tempfile
 import threading
 from collections import Counter
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -45,6 +47,13 @@ from orthotune.search._algorithms import SCHEDULERS, SEARCHERS, grid_search, shu
 from orthotune.search._cells import CellSearcher
 from orthotune.search._gpu_share import gpu_share_record, session_fits, trial_resources
 from orthotune.search._grouping import GroupSearcher, RungBoard, group_points
+from orthotune.search._guards import (
+    NodeWatch,
+    credentials_kept_from_trials,
+    node_wait_s,
+    ray_dumps_kept_in_logs,
+    refuse_password_in_url,
+)
 from orthotune.search._live import (
     TensorBoardLogger,
     optuna_storage,
@@ -179,11 +188,17 @@ def _fit(tuner, store: Store, options: LaunchOptions) -> SearchOutcome:
             received.append(received[0] if received else signal.SIGINT)
         except Exception as error:
             reason = crash_reason(error)
-            _record(store, options.name, meta, SearchState.CRASHED, reason=reason)
+            unwritable = storage_failure(error)
+            try:
+                _record(store, options.name, meta, SearchState.CRASHED, reason=reason)
+            except OSError as failed:  # the store cannot take its record either: that is the cause
+                unwritable = unwritable or failed
+            if unwritable is not None:
+                raise SearchCrashed(_unwritable_text(store, options, unwritable)) from error
             raise SearchCrashed(f"search {options.name!r} crashed: {reason}; "
                                 f"{_counts_text(_stored_counts(store, options.name))} "
-                                f"stored; once the cause is fixed, continue it with: orthotune launch --resume "
-                                f"{options.name} --store {options.store}") from error
+                                f"stored; once the cause is fixed, continue it with: {resume_command(options)}") \
+                from error
     if received:
         return _interrupted(store, options, meta, received[0])
     return _finish(store, options, meta)
@@ -204,8 +219,37 @@ def _interrupted(store: Store, options: LaunchOptions, meta: dict[str, Any], sig
     planned = planned_configs(options)
     raise SearchInterrupted(
         f"search {options.name!r} interrupted by {name}: {_counts_text(outcome.counts)} of {planned} "
-        f"configs stored; continue it with: orthotune launch --resume {options.name} --store {options.store}",
-        signum)
+        f"configs stored; continue it with: {resume_command(options)}", signum)
+
+
+#: What a filesystem says when it cannot take a write: full, over quota, read-only, failing.
+STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO})
+
+
+def storage_failure(error: BaseException) -> OSError | None:
+    """The full, read-only or failing disk behind ``error`` (it or one of its causes), if any."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, OSError) and error.errno in STORAGE_ERRNOS:
+            return error
+        error = error.__cause__ or error.__context__
+    return None
+
+
+def _unwritable_text(store: Store, options: LaunchOptions, failure: OSError) -> str:
+    """One line: the search stopped because its store cannot be written, what is kept, what next.
+    Every stored row was written whole (a temporary moved into place), so all of them read."""
+    cause = failure.strerror or error_line(failure)
+    return (f"search {options.name!r} stopped: store {options.store!r} cannot be written ({cause}); "
+            f"{_counts_text(_stored_counts(store, options.name))} stored, each one whole; once the store "
+            f"can be written again, continue it with: {resume_command(options)}")
+
+
+def resume_command(options: LaunchOptions) -> str:
+    """The command that continues the search, quoted for a POSIX shell (a store URI's ``&``
+    or a path's space stays one word)."""
+    return shlex.join(["orthotune", "launch", "--resume", options.name, "--store", options.store])
 
 
 def _record(store: Store, name: str, meta: dict[str, Any], state: SearchState, **extra: Any) -> None:
@@ -303,7 +347,7 @@ def outcome_from_store(store: Store, name: str) -> SearchOutcome:
 def _callbacks(options: LaunchOptions, store: Store, progress: bool | str, configs: int,
                elapsed_before: float = 0.0) -> list:
     """The recorder (the store), the live views, and the progress display."""
-    callbacks: list = [StoreRecorder(options.store, options.name)]
+    callbacks: list = [StoreRecorder(options.store, options.name), NodeWatch(node_wait_s())]
     folder = tensorboard_folder(store, options.name) if options.tensorboard else None
     if folder is not None:
         callbacks.append(TensorBoardLogger(folder))
@@ -506,7 +550,10 @@ def tune_settings() -> Iterator[None]:
     for key, value in TUNE_SETTINGS.items():
         os.environ.setdefault(key, value)
     try:
-        yield
+        # the store's keys stay in the driver (and out of Ray's logs); a dead raylet's debug
+        # dump stays in its log (and out of the user's terminal)
+        with credentials_kept_from_trials(), ray_dumps_kept_in_logs():
+            yield
     finally:
         for key, value in saved.items():
             if value is None:
@@ -524,14 +571,15 @@ def _start_ray(options: LaunchOptions) -> int:
     """
     import ray
 
-    from orthotune.search._local_ray import local_ray_options, loopback_ray, starts_local_ray
+    from orthotune.search._local_ray import is_loopback_address, local_ray_options, loopback_ray, starts_local_ray
 
     # Without Tune's JSON/CSV loggers (the store is the record) its result grid warns once
     # per trial that it found no metrics files: thousands of lines for a large search.
     logging.getLogger("ray.tune.analysis.experiment_analysis").setLevel(logging.ERROR)
     if not ray.is_initialized() and not starts_local_ray(options.address):
         # a cluster: --address, or $RAY_ADDRESS (a Ray job's driver on the head node)
-        ray.init(address=options.address, log_to_driver=False)
+        with loopback_ray() if is_loopback_address(options.address) else nullcontext():
+            ray.init(address=options.address, log_to_driver=False)
     elif not ray.is_initialized():
         with loopback_ray():  # every Ray server and worker listens on 127.0.0.1 only
             ray.init(**local_ray_options(), log_to_driver=False, configure_logging=True,
@@ -555,6 +603,8 @@ def check_inputs(options: LaunchOptions) -> None:
     starts: every dataset of every cell has its files in the data root (fetched first with
     ``download``), and on a local Ray each cell's largest config fits this machine's memory
     (a cluster's workers have memory of their own)."""
+    node_wait_s()  # a bad $ORTHOTUNE_NODE_WAIT_S fails here, not once Ray runs
+    refuse_password_in_url(options.optuna_storage, "--optuna-storage")
     root = DataRoot.resolve(options.data_root, options.download)
     configs = options.space.largest_configs()
     if options.address is None:

@@ -66,8 +66,58 @@ def optuna_storage(location: str | None):
 
     path = Path(location).expanduser().resolve()
     path.parent.mkdir(parents=True, exist_ok=True)
+    drop_torn_tail(path)
     # Optuna's default lock, the one optuna-dashboard takes for the same file on POSIX
     return optuna.storages.JournalStorage(JournalFileBackend(str(path)))
+
+
+def drop_torn_tail(journal: Path) -> None:
+    """Cut a journal's last line where it lacks its newline: a write the disk could not finish
+    (full, or the driver killed mid-write). Optuna's reader already skips such a line as not yet
+    written, but a later append would follow it and make the whole journal unreadable."""
+    try:
+        with open(journal, "rb+") as file:
+            size = file.seek(0, os.SEEK_END)
+            if size == 0:
+                return
+            file.seek(max(0, size - 65536))
+            tail = file.read()
+            if tail.endswith(b"\n"):
+                return
+            cut = tail.rfind(b"\n")
+            if cut < 0 and size > len(tail):
+                return  # one line longer than the window: leave it to Optuna
+            file.truncate(size - len(tail) + cut + 1)
+            file.flush()
+            os.fsync(file.fileno())
+    except FileNotFoundError:
+        return
+
+
+#: Failures of tensorboardX's writer threads (a full or read-only disk), raised in the driver.
+_WRITER_FAILURES: list[BaseException] = []
+
+
+def _record_writer_failures() -> None:
+    """tensorboardX writes event files on a thread of its own; when a write fails there (a full
+    disk) the thread dies with a traceback on stderr and every later event waits forever for
+    it. Its failures are kept here instead, and :func:`_scalar` raises them in the driver."""
+    import threading
+
+    from tensorboardX import event_file_writer
+
+    previous = threading.excepthook
+    if getattr(previous, "orthotune_tensorboard", False):
+        return
+
+    def hook(args: threading.ExceptHookArgs) -> None:
+        if isinstance(args.thread, event_file_writer._EventLoggerThread) and args.exc_value is not None:
+            _WRITER_FAILURES.append(args.exc_value)
+        else:
+            previous(args)
+
+    hook.orthotune_tensorboard = True  # type: ignore[attr-defined]
+    threading.excepthook = hook
 
 
 class TensorBoardLogger(Callback):
@@ -76,6 +126,7 @@ class TensorBoardLogger(Callback):
     def __init__(self, folder: str, flush_s: int = 5) -> None:
         self.folder, self.flush_s = folder, flush_s
         self._writers: dict[tuple[str, int], Any] = {}
+        _WRITER_FAILURES.clear()  # a new search's writers start afresh
 
     def __getstate__(self) -> dict[str, Any]:  # Tune pickles callbacks; writers are files
         return {"folder": self.folder, "flush_s": self.flush_s, "_writers": {}}
@@ -109,7 +160,7 @@ class TensorBoardLogger(Callback):
 
     def on_experiment_end(self, trials, **info) -> None:
         for writer in self._writers.values():
-            writer.close()
+            _close(writer)
         self._writers.clear()
 
     def _writer(self, trial, member: int, members: list[dict[str, Any]]):
@@ -123,6 +174,7 @@ class TensorBoardLogger(Callback):
             # a trial that starts again after --resume trains from epoch 0: its curves restart
             for old in folder.glob("events.out.tfevents.*") if folder.is_dir() else []:
                 old.unlink()
+            _record_writer_failures()
             writer = SummaryWriter(logdir=str(folder), flush_secs=self.flush_s)
             writer.add_text("config", json.dumps(config, sort_keys=True, default=str))
             self._writers[key] = writer
@@ -130,7 +182,7 @@ class TensorBoardLogger(Callback):
 
     def _close(self, trial) -> None:
         for key in [k for k in self._writers if k[0] == trial.trial_id]:
-            self._writers.pop(key).close()
+            _close(self._writers.pop(key))
 
 
 def _runs(result: dict[str, Any]) -> list[list[dict[str, Any]]]:
@@ -153,8 +205,23 @@ def _steadiness(writer, runs: list[dict[str, Any]], epoch: int) -> None:
 
 
 def _scalar(writer, tag: str, value: Any, step: int) -> None:
+    if _WRITER_FAILURES:  # checked before each event: one more could wait for a dead writer
+        failure = _WRITER_FAILURES[0]  # OSError(errno, why, what) as the driver's own writes raise it
+        raise OSError(getattr(failure, "errno", None), getattr(failure, "strerror", None) or str(failure),
+                      "TensorBoard event files")
     if _finite(value):
         writer.add_scalar(tag, float(value), step)
+
+
+def _close(writer) -> None:
+    """Close a writer; once a writer thread has failed, none is closed (closing waits for the
+    thread to take the last events; the store keeps the record)."""
+    if _WRITER_FAILURES:
+        return
+    try:
+        writer.close()
+    except OSError:
+        pass
 
 
 def _finite(value: Any) -> bool:

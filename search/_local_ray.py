@@ -48,6 +48,16 @@ def starts_local_ray(address: str | None) -> bool:
     return canonicalize_bootstrap_address(address) is None
 
 
+def is_loopback_address(address: str | None) -> bool:
+    """Whether ``address`` (``HOST:PORT`` or ``ray://HOST:PORT``) names a Ray on this machine's
+    loopback: joining it must keep loopback addresses too (see :func:`loopback_ray`), or Ray
+    swaps 127.0.0.1 for the machine's address, where nothing listens, and retries for minutes."""
+    if not address or address in ("auto", "local"):
+        return False
+    host = address.split("://", 1)[-1].rsplit(":", 1)[0].strip("[]")
+    return host in ("localhost", "::1") or host.startswith("127.")
+
+
 @contextmanager
 def loopback_ray() -> Iterator[None]:
     """Single-node mode for the ``ray.init`` inside: a loopback ``_node_ip_address`` stays

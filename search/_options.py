@@ -4,6 +4,7 @@ options and the outcome. The heavy machinery lives in ``_launch``.
 
 from __future__ import annotations
 
+import math
 from argparse import ArgumentTypeError
 from collections.abc import Callable
 from dataclasses import MISSING, asdict, dataclass, field, fields
@@ -102,13 +103,18 @@ class LaunchOptions:
         SEARCHERS.get(self.searcher)
         SCHEDULERS.get(self.scheduler)
         check(self.samples is None or self.samples >= 1, f"samples={self.samples!r} must be >= 1")
+        # each cell's sampler is seeded seed + its index, and NumPy takes seeds below 2**32
+        check(isinstance(self.seed, int) and 0 <= self.seed < 2**31,
+              f"seed={self.seed!r} must be an integer in [0, {2**31 - 1}]")
         check(self.cpus_per_trial > 0, f"cpus_per_trial={self.cpus_per_trial!r} must be > 0")
+        check(math.isfinite(self.cpus_per_trial), f"cpus_per_trial={self.cpus_per_trial!r} must be a finite number")
         check(self.gpu_share in GPU_SHARES,
               f"gpu_share={self.gpu_share!r} must be one of {', '.join(GPU_SHARES)}")
         check(self.gpu_share == "fixed" or self.gpus_per_trial == 0,
               f"gpus_per_trial={self.gpus_per_trial!r} must be 0 with gpu_share='auto' (each cell's share is "
               f"measured)")
         check(self.gpus_per_trial >= 0, f"gpus_per_trial={self.gpus_per_trial!r} must be >= 0")
+        check(math.isfinite(self.gpus_per_trial), f"gpus_per_trial={self.gpus_per_trial!r} must be a finite number")
         check(self.gpus_per_trial <= 1 or float(self.gpus_per_trial).is_integer(),
               f"gpus_per_trial={self.gpus_per_trial!r} must be a fraction <= 1 or a whole number")
         check(self.concurrency is None or self.concurrency >= 1,

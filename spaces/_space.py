@@ -417,6 +417,8 @@ def load_space_file(path: str | Path) -> SearchSpace:
     except UnicodeDecodeError as error:
         raise ConfigError(f"space file {path.name}: not UTF-8 text ({error.reason} at byte {error.start}); "
                           f"a space is a YAML mapping") from None
+    except RecursionError:  # PyYAML parses nested collections recursively
+        raise ConfigError(f"space file {path.name}: not valid YAML (nested too deeply)") from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""

@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING
 
 import pyarrow.fs as pafs
 
-from orthotune.store._store import READ_ERRORS, TABLES, TEMPORARY_PREFIX, _first_line, now
+from orthotune.store._io import TEMPORARY_PREFIX
+from orthotune.store._schema import TABLES
+from orthotune.store._store import READ_ERRORS, _first_line, now
 
 if TYPE_CHECKING:
     from orthotune.store._store import Store

@@ -46,14 +46,9 @@ import pyarrow.fs as pafs
 
 import orthotune
 from orthotune.core import OrthotuneError
-from orthotune.store._store import (
-    TEMPORARY_PREFIX,
-    check_search_name,
-    durable_write,
-    fsync_folder,
-    make_folder,
-    now,
-)
+from orthotune.store._io import TEMPORARY_PREFIX, durable_write, fsync_folder, make_folder
+from orthotune.store._schema import check_search_name
+from orthotune.store._store import now
 
 if TYPE_CHECKING:
     from orthotune.store._store import Store
@@ -222,10 +217,12 @@ class Lease:
             self._thread.join()
             self._thread = None
         relative = _relative(self.name)
-        found = _read(self.store, relative, self.stale_after)
-        if found is None or found[0].token != self.token:
-            return
-        with contextlib.suppress(FileNotFoundError):
+        # a store that cannot be read or written now (read-only, unreachable) keeps the file:
+        # its pid and heartbeat tell the next driver that this one is dead
+        with contextlib.suppress(OSError):
+            found = _read(self.store, relative, self.stale_after)
+            if found is None or found[0].token != self.token:
+                return
             if _is_local(self.store):
                 os.unlink(self.store.path(relative))
             else:

@@ -1,4 +1,4 @@
-"""Turn a trained config into the store's rows (the columns are declared in ``_store``)."""
+"""Turn a trained config into the store's rows (the columns are declared in ``_schema``)."""
 
 from __future__ import annotations
 

@@ -23,153 +23,49 @@ Tune retried after its worker died) replaces the file instead of adding rows, an
 searches never share a file. Files are written under a hidden temporary name (readers
 skip names starting with ``.``) and then moved into place, so no reader sees half a file.
 
-Durability: on a local filesystem the temporary file is flushed and fsync'ed before
-``os.replace`` moves it into place, and the folder is fsync'ed after (the rename itself
-must reach the disk), so a power cut leaves the old file or the new one, never a torn one.
-On a remote filesystem (s3://, gs://, ...) the put-then-move is retried with backoff on
-transient ``OSError``. Readers are tolerant all the same: a Parquet file that cannot be
-read (truncated, corrupt, or of a schema that does not cast) is skipped with one warning
-line naming it and ``orthotune store check``, which lists and quarantines such files.
+Durability (``_io``): on a local filesystem the temporary file is fsync'ed before it is
+moved into place and the folder after, so a power cut leaves the old file or the new one;
+on a remote filesystem (s3://, gs://, ...) the put-then-move is retried with backoff on
+transient ``OSError``. The tables' columns are declared in ``_schema``; rows of older
+schema versions are filled in on reading by ``_migrate``. Readers are tolerant all the
+same: a Parquet file that cannot be read (truncated, corrupt, or of a schema that does not
+cast) is skipped with one warning line naming it and ``orthotune store check``, which lists
+and quarantines such files.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import random
 import re
+import shlex
 import sys
-import time
-import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 import pyarrow as pa
-import pyarrow.compute  # noqa: F401  (pa.compute)
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 if TYPE_CHECKING:
     import pyarrow.dataset as ds
 
-from orthotune.core import Group, OrthotuneError, TrainConfig, column_name, declared
+from orthotune.core import OrthotuneError
+from orthotune.store._io import durable_write, filesystem, remote_write, retrying
+from orthotune.store._migrate import fill_switch_defaults, upgrade_v1
+from orthotune.store._schema import (
+    MARKER,
+    PARTITION,
+    SCHEMA_VERSION,
+    SEARCH_NAME,
+    STORE_FORMAT,
+    TABLES,
+    check_search_name,
+)
 
-#: v2 added the variant switches of the config (bound, transform, hybrid, ...) and
-#: ``repeat_val_loss``; v1 files are read through :func:`upgrade_v1` (their runs used the
-#: switches' v1 behaviour, which :data:`V1_VARIANT` states).
-SCHEMA_VERSION = 2
-MARKER = "orthotune-store.json"
-STORE_FORMAT = "orthotune-store"
-SEARCH_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
-#: Files being written carry this hidden prefix until they are moved into place.
-TEMPORARY_PREFIX = ".tmp-"
-#: Remote writes: attempts, and the first backoff (doubled each retry, plus jitter).
-REMOTE_ATTEMPTS, REMOTE_BACKOFF_S = 4, 0.5
 #: What reading a damaged or foreign Parquet file raises (ArrowInvalid is a ValueError).
 READ_ERRORS = (pa.ArrowException, OSError, ValueError)
-
-#: The partition column both tables share (it lives in the path, not in the files).
-PARTITION = pa.schema([pa.field("search", pa.string())])
-
-_ints = pa.list_(pa.int32())
-_floats = pa.list_(pa.float64())
-_ARROW = {"int": pa.int32(), "float": pa.float64(), "bool": pa.bool_(), "str": pa.string(), "ints": _ints}
-_REQUIRED = {"dataset", "setting", "backbone"}
-
-
-def config_fields() -> list[pa.Field]:
-    """One typed column per :class:`TrainConfig` field, derived from its declaration."""
-    return [pa.field(column_name(f), _ARROW[f.metadata["rule"].kind], nullable=f.name not in _REQUIRED)
-            for f in declared(TrainConfig)]
-
-
-#: What a v1 store's runs did for the switches v1 had no column for (v1 trained the paper
-#: text's literal Frobenius bounding, selected on validation accuracy, linear layout).
-V1_VARIANT = dict(bound="frobenius", transform="newton", hybrid="init", target="cI", target_trainable=True,
-                  input_T=0, variant="v1", layout="linear", conv_bias=True, batch_norm=False,
-                  feature_transform=True, gcnii_variant=False, directed=False, selection="val_acc")
-
-#: The variant switches with their declared defaults. A switch added after schema v2
-#: shipped (``io_bias``, ...) reads as null from files written before it; every switch's
-#: default is the behaviour from before it existed (a new switch never changes old runs),
-#: and a row written with it never holds null, so :func:`fill_switch_defaults` fills every null with
-#: the default (v1 rows too, after :func:`upgrade_v1` has filled what v1 did differently).
-#: Otherwise the report, which leaves null switches out of a cell's key, would split old
-#: rows and new rows of the same model into two cells.
-SWITCH_DEFAULTS = {column_name(f): f.default for f in declared(TrainConfig) if f.metadata["group"] is Group.VARIANT}
-
-TRIALS_SCHEMA = pa.schema(
-    [
-        pa.field("search", pa.string(), nullable=False),
-        pa.field("trial_id", pa.string(), nullable=False),
-        pa.field("tune_trial_id", pa.string()),  # the Ray Tune trial that trained it
-        pa.field("status", pa.string(), nullable=False),  # a Status value
-        pa.field("reason", pa.string()),
-        # the config, one typed column per declared field (Ortho-GConv values null for the original arm)
-        *config_fields(),
-        # the objective and what the reports read (test at the validation-best epoch)
-        pa.field("val_acc", pa.float64()),
-        pa.field("val_acc_std", pa.float64()),
-        pa.field("test_acc", pa.float64()),
-        pa.field("test_acc_std", pa.float64()),
-        pa.field("repeat_split", _ints),
-        pa.field("repeat_seed", _ints),
-        pa.field("repeat_status", pa.list_(pa.string())),
-        pa.field("repeat_val_acc", _floats),
-        pa.field("repeat_test_acc", _floats),
-        pa.field("repeat_val_loss", _floats),
-        pa.field("repeat_best_epoch", _ints),
-        pa.field("repeat_epochs", _ints),
-        pa.field("epochs", pa.int32()),  # epochs trained (most over the repeats)
-        pa.field("best_epoch", pa.int32()),  # latest validation-best epoch over the repeats
-        pa.field("m_sig", pa.float64()),
-        pa.field("smoothness", pa.float64()),
-        pa.field("grad_norms", _floats),  # per layer, mean over the repeats
-        pa.field("grad_norm_ratio", pa.float64()),  # first layer / last layer
-        pa.field("seconds", pa.float64()),
-        pa.field("seconds_per_epoch", pa.float64()),
-        pa.field("device", pa.string()),
-        pa.field("orthotune_version", pa.string()),
-        pa.field("torch_version", pa.string()),
-        pa.field("pyg_version", pa.string()),
-        pa.field("ray_version", pa.string()),
-        pa.field("optuna_version", pa.string()),
-        pa.field("finished_at", pa.timestamp("ms", tz="UTC")),
-    ],
-    metadata={"orthotune.schema_version": str(SCHEMA_VERSION)},
-)
-
-EPOCHS_SCHEMA = pa.schema(
-    [
-        pa.field("search", pa.string(), nullable=False),
-        pa.field("trial_id", pa.string(), nullable=False),
-        pa.field("repeat", pa.int32(), nullable=False),
-        pa.field("split", pa.int32()),
-        pa.field("seed", pa.int32()),
-        pa.field("epoch", pa.int32(), nullable=False),
-        pa.field("train_loss", pa.float64()),
-        pa.field("val_acc", pa.float64()),
-        pa.field("test_acc", pa.float64()),
-        pa.field("val_loss", pa.float64()),
-        pa.field("grad_norms", _floats),  # per layer ||dL/dW(l)||_F, at the report epochs only
-    ],
-    metadata={"orthotune.schema_version": str(SCHEMA_VERSION)},
-)
-
-TABLES = {"trials": TRIALS_SCHEMA, "epochs": EPOCHS_SCHEMA}
-
-
-def check_search_name(name: str) -> str:
-    if not isinstance(name, str) or not SEARCH_NAME.match(name):
-        raise OrthotuneError(
-            f"search name {name!r} must start with a letter or digit and use only letters, "
-            f"digits, '_', '.', '-' (at most 100 characters)"
-        )
-    return name
 
 
 @dataclass(frozen=True)
@@ -189,7 +85,7 @@ class Store:
         A folder that holds other files but no orthotune marker is refused: it is not
         ours, and writing into it could mix our files with somebody else's.
         """
-        fs, root = _filesystem(uri)
+        fs, root = filesystem(uri)
         store = cls(str(uri), fs, root.rstrip("/"))
         marker = fs.get_file_info(store.path(MARKER))
         if marker.type == pafs.FileType.File:
@@ -259,21 +155,7 @@ class Store:
         if isinstance(self.fs, pafs.LocalFileSystem):
             durable_write(final, write)
         else:
-            retrying(lambda: self._remote_write(final, write))
-
-    def _remote_write(self, final: str, write: Callable[[IO[bytes]], object]) -> None:
-        """One attempt: put a hidden temporary, then move it over ``final``."""
-        folder = final.rsplit("/", 1)[0]
-        self.fs.create_dir(folder, recursive=True)
-        temporary = f"{folder}/{TEMPORARY_PREFIX}{uuid.uuid4().hex}"
-        try:
-            with self.fs.open_output_stream(temporary) as sink:
-                write(sink)
-            self.fs.move(temporary, final)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                self.fs.delete_file(temporary)
-            raise
+            retrying(lambda: remote_write(self.fs, final, write))
 
     def dataset(self, table: str) -> TolerantDataset:
         """A table as a dataset whose reads skip unreadable files (one warning line each)."""
@@ -316,7 +198,11 @@ class Store:
             return
         self._warned.add(path)
         print(f"orthotune: warning: skipping unreadable file {path} ({_first_line(error)}); list and quarantine "
-              f"such files with: orthotune store check --store {self.uri}", file=sys.stderr)
+              f"such files with: {self.check_command()}", file=sys.stderr)
+
+    def check_command(self, *options: str) -> str:
+        """``orthotune store check`` for this store, quoted for a POSIX shell."""
+        return shlex.join(["orthotune", "store", "check", *options, "--store", self.uri])
 
     # -- searches -----------------------------------------------------------------------
 
@@ -339,10 +225,10 @@ class Store:
             meta = self.read_json(relative)
         except (ValueError, OSError) as error:
             raise OrthotuneError(f"search record {self.path(relative)!r} is unreadable ({_first_line(error)}); "
-                                 f"check the store with: orthotune store check --store {self.uri}") from None
+                                 f"check the store with: {self.check_command()}") from None
         if not isinstance(meta, dict):
             raise OrthotuneError(f"search record {self.path(relative)!r} is not a JSON object; check the store "
-                                 f"with: orthotune store check --store {self.uri}")
+                                 f"with: {self.check_command()}")
         return meta
 
     def searches(self) -> dict[str, dict[str, Any]]:
@@ -377,12 +263,20 @@ class Store:
 
 
 
+#: Files read per scan of a large table. A scan keeps memory for every file it has read until
+#: it ends (measured: about 0.3 MB per one-row trial file, so one scan of a 10^5-trial store
+#: passed 23 GiB), so a table of more files is read in scans of this many, each scan's rows
+#: combined into one chunk and its memory handed back before the next.
+SCAN_FILES = 200
+
+
 class TolerantDataset:
     """A table's Parquet dataset whose ``to_table`` never fails on one bad file.
 
-    The whole dataset is read in one scan (the fast path); only when that fails is it read
-    file by file, skipping (with :meth:`Store.warn_unreadable`) each file that fails.
-    Other attributes are the underlying ``pyarrow.dataset.Dataset``'s.
+    The dataset is read in one scan (the fast path), or, above :data:`SCAN_FILES` files, in
+    scans of that many; only a scan that fails is read file by file, skipping (with
+    :meth:`Store.warn_unreadable`) each file that fails. Other attributes are the underlying
+    ``pyarrow.dataset.Dataset``'s.
     """
 
     def __init__(self, store: Store, table: str, dataset: ds.Dataset) -> None:
@@ -397,8 +291,23 @@ class TolerantDataset:
         return list(getattr(self.dataset, "files", []))
 
     def to_table(self, columns: list[str] | None = None, filter: Any = None) -> pa.Table:  # noqa: A002
+        files = self.files
+        if len(files) > SCAN_FILES:
+            # only the files the filter's partition values can match (``search == NAME``)
+            files = [fragment.path for fragment in self.dataset.get_fragments(filter=filter)]
+        if len(files) <= SCAN_FILES:
+            return self._scan(self.dataset, files, columns, filter)
+        parts = []
+        for start in range(0, len(files), SCAN_FILES):
+            group = files[start:start + SCAN_FILES]
+            parts.append(self._scan(self.store._dataset(self.table, group), group, columns, filter).combine_chunks())
+            pa.default_memory_pool().release_unused()
+        return pa.concat_tables(parts)
+
+    def _scan(self, dataset: ds.Dataset, files: list[str], columns: list[str] | None, filter: Any) -> pa.Table:  # noqa: A002
+        """``files`` (those of ``dataset``) in one scan, or file by file when that scan fails."""
         try:
-            return self.dataset.to_table(columns=columns, filter=filter)
+            return dataset.to_table(columns=columns, filter=filter)
         except READ_ERRORS:
             pass
         import pyarrow.dataset as ds
@@ -406,7 +315,7 @@ class TolerantDataset:
         # a bad column or filter is the caller's mistake, not a bad file: reading no file says so
         empty = ds.dataset(TABLES[self.table].empty_table()).to_table(columns=columns, filter=filter)
         parts = []
-        for path in self.files:
+        for path in files:
             try:
                 parts.append(self.store._dataset(self.table, [path]).to_table(columns=columns, filter=filter))
             except READ_ERRORS as error:
@@ -417,71 +326,8 @@ class TolerantDataset:
         return getattr(self.dataset, name)
 
 
-def durable_write(final: str, write: Callable[[IO[bytes]], object]) -> None:
-    """Write a local file so that a crash leaves the old content or the new, never a torn file:
-    write a hidden temporary, flush and fsync it, ``os.replace`` it over ``final``, fsync the folder."""
-    folder = os.path.dirname(final)
-    make_folder(folder)
-    temporary = os.path.join(folder, f"{TEMPORARY_PREFIX}{uuid.uuid4().hex}")
-    try:
-        with open(temporary, "wb") as sink:
-            write(sink)
-            sink.flush()
-            os.fsync(sink.fileno())
-        os.replace(temporary, final)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temporary)
-        raise
-    fsync_folder(folder)
-
-
-def make_folder(folder: str) -> None:
-    """``mkdir -p``, fsync'ing each new folder's parent so the new entry survives a crash."""
-    if os.path.isdir(folder):
-        return
-    parent = os.path.dirname(folder)
-    if parent != folder:
-        make_folder(parent)
-    with contextlib.suppress(FileExistsError):
-        os.mkdir(folder)
-    fsync_folder(parent)
-
-
-def fsync_folder(folder: str) -> None:
-    """Make a folder's entries (a rename, a new file) durable; a no-op where folders cannot be opened."""
-    if os.name != "posix":
-        return
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def retrying(attempt: Callable[[], Any], attempts: int = REMOTE_ATTEMPTS, backoff: float = REMOTE_BACKOFF_S) -> Any:
-    """Run ``attempt``, retrying a transient ``OSError`` with exponential backoff and jitter."""
-    for number in range(attempts):
-        try:
-            return attempt()
-        except OSError:
-            if number == attempts - 1:
-                raise
-            time.sleep(backoff * 2**number * (1 + random.random()))
-    return None
-
-
 def _first_line(error: BaseException | str) -> str:
     return (str(error).strip().splitlines() or [type(error).__name__])[0]
-
-
-def _filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
-    if "://" in str(uri):
-        try:
-            return pafs.FileSystem.from_uri(str(uri))
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError) as error:
-            raise OrthotuneError(f"store URI {uri!r} is not usable: {error}") from None
-    return pafs.LocalFileSystem(), str(Path(uri).expanduser().resolve())
 
 
 def _safe(trial_id: str) -> str:
@@ -490,27 +336,3 @@ def _safe(trial_id: str) -> str:
 
 def now() -> datetime:
     return datetime.now(UTC)
-
-
-def fill_switch_defaults(trials: pa.Table) -> pa.Table:
-    """Fill the nulls of the :data:`SWITCH_DEFAULTS` columns (files older than the switch) with its default."""
-    for name, value in SWITCH_DEFAULTS.items():
-        index = trials.schema.get_field_index(name)
-        column = trials[name]
-        trials = trials.set_column(index, trials.schema.field(index), pa.compute.fill_null(column, value))
-    return trials
-
-
-def upgrade_v1(trials: pa.Table) -> pa.Table:
-    """Fill the columns v1 rows lack (``selection`` is null only in v1 rows) with v1's behaviour."""
-    if trials.num_rows == 0:
-        return trials
-    is_v1 = pa.compute.is_null(trials["selection"])
-    if not pa.compute.any(is_v1).as_py():
-        return trials
-    for name, value in V1_VARIANT.items():
-        index = trials.schema.get_field_index(name)
-        column = trials[name]
-        filled = pa.compute.if_else(is_v1, pa.scalar(value, column.type), column)
-        trials = trials.set_column(index, trials.schema.field(index), filled)
-    return trials

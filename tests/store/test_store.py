@@ -9,7 +9,7 @@ import torch
 
 from orthotune.core import OrthotuneError, TrainConfig
 from orthotune.store import TRIALS_SCHEMA, Store, epoch_rows, trial_row
-from orthotune.store._store import EPOCHS_SCHEMA, MARKER, SCHEMA_VERSION
+from orthotune.store._schema import EPOCHS_SCHEMA, MARKER, SCHEMA_VERSION
 from orthotune.training import run_configs
 
 
@@ -155,7 +155,7 @@ def test_a_schema_v1_store_is_read_with_its_variant_filled_in(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from orthotune.store._store import V1_VARIANT
+    from orthotune.store._migrate import V1_VARIANT
 
     (tmp_path / MARKER).write_text('{"format": "orthotune-store", "schema_version": 1}')
     v1_columns = [f for f in TRIALS_SCHEMA if f.name not in V1_VARIANT and f.name not in ("search",

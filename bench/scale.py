@@ -1,0 +1,310 @@
+"""Scale on paper: the store and the read commands at 10^5 trial rows, and what one trial's
+write costs the driver.
+
+1. Generates a store of ``--trials`` trial rows (default 100,000) over ``--searches``
+   searches, laid out exactly as orthotune writes it (``trials/search=NAME/trial-ID.parquet``
+   and ``epochs/...``: one file per trial per table, the declared schemas, ``--epochs`` epoch
+   rows per trial), with configs spread over cells as real searches spread them
+   (Cora/CiteSeer/PubMed, GCN/JKNet, depths 2-32, both arms; 70% completed, 25% stopped by
+   ASHA, 5% failed). The files are written straight with pyarrow (the store's own write path
+   fsyncs every file, which takes hours at this size), so the generation is not a figure.
+2. Runs ``orthotune status``, ``best`` (all, and one search), ``report`` (one search, md with
+   plots) and ``store check`` on it as a user would (a fresh process each) and prints each
+   one's wall time and peak memory (the child's maximum RSS, from ``wait4``).
+3. Times the driver's own store write per trial (``Store.write_trial``: two Parquet files
+   written durably and the folder fsync'ed) over ``--writes`` trials on the same disk.
+4. Optuna's side: one cell's study in a journal file (``JournalStorage``, as a search keeps
+   it) told ``--optuna-trials`` trials, then the seconds of one TPE ask (what the driver
+   spends per new trial of that cell), of reopening the journal (what ``--resume`` and
+   optuna-dashboard do) and the journal's size.
+5. The same trial write to an S3 API (moto's threaded server on 127.0.0.1, from the test
+   extra): HTTP requests per trial and seconds per trial on loopback (a real bucket adds its
+   round-trip time to each request).
+
+    .venv/bin/python bench/scale.py --store runs/scale-store [--trials 100000] [--json]
+
+The store is kept and reused when it already holds the asked number of rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from orthotune.core import TrainConfig
+from orthotune.store import EPOCHS_SCHEMA, TRIALS_SCHEMA, Store, config_columns
+
+DATASETS, BACKBONES, DEPTHS = ("cora", "citeseer", "pubmed"), ("gcn", "jknet"), (2, 4, 8, 16, 32)
+STATUSES = ("completed",) * 14 + ("stopped",) * 5 + ("failed",)
+
+
+def trial_rows(search: str, first: int, count: int, epochs: int, seed: int) -> tuple[list[dict], list[dict]]:
+    """``count`` trial rows of ``search`` and their epoch rows, as a real search stores them."""
+    rng = random.Random(seed)
+    trials, history = [], []
+    start = datetime(2026, 11, 1, tzinfo=UTC)
+    for number in range(first, first + count):
+        ortho = rng.random() < 0.5
+        values = {"dataset": rng.choice(DATASETS), "backbone": rng.choice(BACKBONES), "depth": rng.choice(DEPTHS),
+                  "ortho": ortho, "lr": rng.choice((0.1, 0.03, 0.01, 0.003)), "hidden": rng.choice((16, 64)),
+                  "dropout": rng.choice((0.0, 0.5)), "splits": [0, 1, 2, 3, 4], "seeds": [0, 1, 2, 3, 4]}
+        if ortho:
+            values.update(T=rng.choice((2, 4, 6)), beta=rng.choice((0.2, 0.6, 1.0)), lam=5e-4)
+        config = TrainConfig.from_dict(values)
+        status = rng.choice(STATUSES)
+        trial_id = f"{search}-{number:07d}"
+        val = [rng.uniform(0.3, 0.9) for _ in range(5)]
+        test = [v - rng.uniform(0, 0.05) for v in val]
+        trained = epochs if status != "stopped" else max(1, epochs // 3)
+        trials.append({
+            "search": search, "trial_id": trial_id, "tune_trial_id": trial_id, "status": status,
+            "reason": "ValueError: diverged" if status == "failed" else None, **config_columns(config),
+            "val_acc": sum(val) / 5, "val_acc_std": 0.01, "test_acc": sum(test) / 5, "test_acc_std": 0.01,
+            "repeat_split": [0, 1, 2, 3, 4], "repeat_seed": [0, 1, 2, 3, 4], "repeat_status": [status] * 5,
+            "repeat_val_acc": val, "repeat_test_acc": test, "repeat_val_loss": [1.0 - v for v in val],
+            "repeat_best_epoch": [trained * 10] * 5, "repeat_epochs": [trained * 10] * 5, "epochs": trained * 10,
+            "best_epoch": trained * 10, "m_sig": rng.uniform(0, 1), "smoothness": rng.uniform(0, 1),
+            "grad_norms": [rng.uniform(0, 1) for _ in range(config.depth)], "grad_norm_ratio": 1.0,
+            "seconds": 30.0, "seconds_per_epoch": 0.01, "device": "cpu", "orthotune_version": "0.2.0",
+            "torch_version": "2.13.0", "pyg_version": "2.8.0", "ray_version": "2.60.0", "optuna_version": "5.0.0",
+            "finished_at": start + timedelta(seconds=number)})
+        for epoch in range(1, trained + 1):  # one row per report (every 10 epochs), repeat 0
+            history.append({"search": search, "trial_id": trial_id, "repeat": 0, "split": 0, "seed": 0,
+                            "epoch": epoch * 10, "train_loss": 1.0 / epoch, "val_acc": val[0], "test_acc": test[0],
+                            "val_loss": 1.0 / epoch, "grad_norms": None})
+    return trials, history
+
+
+def write_files(root: str, search: str, first: int, count: int, epochs: int) -> int:
+    """Write one file per trial per table (the store's layout); returns the number of trials."""
+    trials, history = trial_rows(search, first, count, epochs, seed=first)
+    for table, rows, schema in (("epochs", history, EPOCHS_SCHEMA), ("trials", trials, TRIALS_SCHEMA)):
+        data = pa.Table.from_pylist(rows, schema=schema).drop_columns(["search"])
+        data = data.cast(data.schema.with_metadata(schema.metadata))
+        ids = data.column("trial_id").to_pylist()
+        folder = Path(root, table, f"search={search}")
+        folder.mkdir(parents=True, exist_ok=True)
+        start = 0
+        while start < len(ids):  # rows of one trial are contiguous
+            end = start
+            while end < len(ids) and ids[end] == ids[start]:
+                end += 1
+            pq.write_table(data.slice(start, end - start), folder / f"trial-{ids[start]}.parquet")
+            start = end
+    return count
+
+
+def generate(store_path: str, trials: int, searches: int, epochs: int, jobs: int) -> float:
+    store = Store.open(store_path, create=True)
+    per_search = trials // searches
+    started = time.perf_counter()
+    chunks = [(store.root, f"scale-{s:02d}", s * per_search + first, min(2000, per_search - first), epochs)
+              for s in range(searches) for first in range(0, per_search, 2000)]
+    with ProcessPoolExecutor(jobs) as pool:
+        written = sum(pool.map(write_files, *zip(*chunks)))
+    for s in range(searches):
+        store.save_search_meta(f"scale-{s:02d}", {"state": "finished", "options": {"name": f"scale-{s:02d}"},
+                                                  "created_at": "2026-11-01T00:00:00+00:00"})
+    assert written == per_search * searches
+    return time.perf_counter() - started
+
+
+def measure(argv: list[str], max_rss_gib: float) -> dict:
+    """Wall seconds and peak RSS (MiB) of one orthotune command in a fresh process; a command
+    whose memory passes ``max_rss_gib`` is killed there (``killed_at_gib``), so the bench never
+    takes the machine down."""
+    import psutil
+
+    started = time.perf_counter()
+    process = subprocess.Popen([sys.executable, "-m", "orthotune.cli", *argv], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE)
+    watched, killed = psutil.Process(process.pid), None
+    while True:
+        pid, status, usage = os.wait4(process.pid, os.WNOHANG)
+        if pid:
+            break
+        try:
+            rss = watched.memory_info().rss / 2**30
+        except psutil.Error:
+            rss = 0.0
+        if rss > max_rss_gib and killed is None:
+            killed = round(rss, 1)
+            process.kill()
+        time.sleep(0.2)
+    seconds = time.perf_counter() - started
+    err = process.stderr.read().decode()
+    process.stderr.close()
+    return {"command": "orthotune " + " ".join(argv), "seconds": round(seconds, 2),
+            "peak_rss_mib": round(usage.ru_maxrss / 1024, 1), "exit": os.waitstatus_to_exitcode(status),
+            "killed_at_gib": killed, "stderr": err.strip().splitlines()[-1:] if err.strip() else []}
+
+
+def write_latency(folder: str, count: int) -> dict:
+    """Mean and worst seconds of ``Store.write_trial`` (the driver's write of one ended trial)."""
+    store = Store.open(folder, create=True)
+    trials, history = trial_rows("latency", 0, count, 20, seed=1)
+    per_trial: dict[str, list[dict]] = {}
+    for row in history:
+        per_trial.setdefault(row["trial_id"], []).append(row)
+    times = []
+    for trial in trials:
+        started = time.perf_counter()
+        store.write_trial(trial, per_trial.get(trial["trial_id"], []))
+        times.append(time.perf_counter() - started)
+    return {"writes": count, "mean_ms": round(1000 * sum(times) / count, 2), "max_ms": round(1000 * max(times), 2)}
+
+
+def optuna_scale(folder: str, trials: int) -> dict:
+    """One cell's study with ``trials`` told trials in a journal file: TPE ask and reload times."""
+    import optuna
+    from optuna.storages.journal import JournalFileBackend
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    path = f"{folder}/cell.journal"
+    storage = optuna.storages.JournalStorage(JournalFileBackend(path))
+    study = optuna.create_study(storage=storage, study_name="cell", direction="maximize",
+                                sampler=optuna.samplers.TPESampler(seed=0))
+    rng = random.Random(0)
+    started = time.perf_counter()
+    for _ in range(trials):  # told trials, as a search replays its stored rows
+        study.enqueue_trial({"T": rng.choice((2, 4, 6)), "beta": rng.uniform(0.1, 1.0),
+                             "lr": 10 ** rng.uniform(-3, -1)})
+        trial = study.ask()
+        trial.suggest_int("T", 2, 6, step=2)
+        trial.suggest_float("beta", 0.1, 1.0)
+        trial.suggest_float("lr", 1e-3, 1e-1, log=True)
+        study.tell(trial, rng.uniform(0.3, 0.9))
+    filled = time.perf_counter() - started
+    started = time.perf_counter()
+    trial = study.ask()
+    trial.suggest_int("T", 2, 6, step=2)
+    trial.suggest_float("beta", 0.1, 1.0)
+    trial.suggest_float("lr", 1e-3, 1e-1, log=True)
+    ask = time.perf_counter() - started
+    started = time.perf_counter()
+    reopened = optuna.load_study(storage=optuna.storages.JournalStorage(JournalFileBackend(path)), study_name="cell")
+    count = len(reopened.trials)
+    reload = time.perf_counter() - started
+    return {"trials": trials, "fill_s": round(filled, 1), "tpe_ask_s": round(ask, 3), "reload_s": round(reload, 2),
+            "journal_mib": round(os.path.getsize(path) / 2**20, 1), "reloaded_trials": count}
+
+
+def s3_writes(count: int) -> dict | None:
+    """Requests and seconds of ``Store.write_trial`` to a local S3 API; None without moto."""
+    try:
+        import boto3
+        from moto.server import ThreadedMotoServer
+    except ImportError:
+        return None
+    import logging
+
+    requests: list[str] = []
+
+    class Count(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            requests.append(record.getMessage())
+
+    log = logging.getLogger("werkzeug")  # moto's server logs one line per request: counted, not shown
+    log.setLevel(logging.INFO)
+    log.addHandler(Count())
+    log.propagate = False
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    endpoint = f"http://{host}:{port}"
+    os.environ.update(AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench", AWS_DEFAULT_REGION="us-east-1",
+                      AWS_ENDPOINT_URL=endpoint)
+    boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket="orthotune-bench")
+    try:
+        store = Store.open("s3://orthotune-bench/store", create=True)
+        trials, history = trial_rows("s3", 0, count + 1, 20, seed=2)
+        store.write_trial(trials[0], [])  # the folders exist from here on, as in a running search
+        requests.clear()
+        started = time.perf_counter()
+        for trial in trials[1:]:
+            store.write_trial(trial, [row for row in history if row["trial_id"] == trial["trial_id"]])
+        seconds = (time.perf_counter() - started) / count
+    finally:
+        server.stop()
+    return {"writes": count, "requests_per_trial": len(requests) / count, "seconds_per_trial": round(seconds, 3)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--store", default="runs/scale-store", help="where the generated store goes (kept)")
+    parser.add_argument("--trials", type=int, default=100_000)
+    parser.add_argument("--searches", type=int, default=10)
+    parser.add_argument("--epochs", type=int, default=20, help="epoch rows per trial (one per report)")
+    parser.add_argument("--writes", type=int, default=300, help="trials written through Store.write_trial")
+    parser.add_argument("--optuna-trials", type=int, default=10_000, help="trials in the Optuna study (0: skip)")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes generating the store")
+    parser.add_argument("--max-rss-gib", type=float, default=12.0,
+                        help="kill a command whose memory passes this (half of a 24 GiB machine by default)")
+    parser.add_argument("--only", nargs="+", metavar="PART", help="measure only these: status, best, best-search, "
+                        "report, check (the commands), writes, optuna, s3")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+
+    existing = Path(args.store, "trials")
+    have = sum(1 for _ in existing.rglob("*.parquet")) if existing.is_dir() else 0
+    generated = None
+    if have != args.trials:
+        if have:
+            sys.exit(f"{args.store} holds {have} trial files, not {args.trials}: remove it or pick another --store")
+        generated = generate(args.store, args.trials, args.searches, args.epochs, args.jobs)
+    files = sum(1 for _ in Path(args.store).rglob("*.parquet"))
+    size = sum(p.stat().st_size for p in Path(args.store).rglob("*.parquet"))
+    with tempfile.TemporaryDirectory(prefix="orthotune-report-", dir=Path(args.store).parent) as out:
+        commands = {"status": ["status"], "best": ["best"], "best-search": ["best", "--search", "scale-00"],
+                    "report": ["report", "--search", "scale-00", "--format", "md", "-o", f"{out}/report.md"],
+                    "check": ["store", "check"]}
+        commands = [command for name, command in commands.items() if not args.only or name in args.only]
+        results = []
+        for command in commands:
+            results.append(measure([*command, "--store", args.store], args.max_rss_gib))
+            print(json.dumps(results[-1]), file=sys.stderr, flush=True)  # each figure as it comes
+    wanted = set(args.only or ["writes", "optuna", "s3"])
+    with tempfile.TemporaryDirectory(prefix="orthotune-writes-", dir=Path(args.store).parent) as folder:
+        latency = write_latency(f"{folder}/store", args.writes) if "writes" in wanted else None
+        study = optuna_scale(folder, args.optuna_trials) if args.optuna_trials and "optuna" in wanted else None
+    s3 = s3_writes(50) if "s3" in wanted else None
+    searches = len(list(Path(args.store, "trials").glob("search=*")))
+    figures = {"trials": args.trials, "searches": searches, "epoch_rows_per_trial": args.epochs,
+               "parquet_files": files, "parquet_mib": round(size / 2**20, 1),
+               "generated_s": None if generated is None else round(generated, 1), "commands": results,
+               "store_write_per_trial": latency, "optuna": study, "s3_write_per_trial": s3}
+    if args.json:
+        print(json.dumps(figures, indent=2))
+        return
+    print(f"store: {have or args.trials} trials in {searches} searches, {files} Parquet files, "
+          f"{figures['parquet_mib']} MiB" + (f" (generated in {generated:.0f} s)" if generated else ""))
+    for result in results:
+        killed = f"  killed at {result['killed_at_gib']} GiB" if result["killed_at_gib"] else ""
+        print(f"  {result['command'].split(' --store')[0]:<50} {result['seconds']:>8.2f} s  "
+              f"{result['peak_rss_mib']:>8.1f} MiB  exit {result['exit']}{killed}")
+    if latency:
+        print(f"  Store.write_trial (durable, local disk): mean {latency['mean_ms']} ms, max {latency['max_ms']} ms "
+              f"over {latency['writes']} trials")
+    if s3:
+        print(f"  Store.write_trial to S3 (moto on 127.0.0.1): {s3['requests_per_trial']:g} requests, "
+              f"{s3['seconds_per_trial']} s per trial over {s3['writes']} trials")
+    if study:
+        print(f"  Optuna, one cell's journal study with {study['trials']} trials: one TPE ask {study['tpe_ask_s']} s, "
+              f"reopening the journal {study['reload_s']} s, journal {study['journal_mib']} MiB "
+              f"(filled in {study['fill_s']} s)")
+
+
+if __name__ == "__main__":
+    main()
