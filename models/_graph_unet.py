@@ -148,10 +148,18 @@ class OrthoGraphNet(nn.Module):
         """
         raise NotImplementedError
 
+    def input_parameters(self) -> list[nn.Parameter]:
+        """The input layer's parameters: the start GCN (weight decay ``weight_decay_io``)."""
+        return list(self.start.parameters())
+
+    def output_parameters(self) -> list[nn.Parameter]:
+        """The output layer's parameters: the MLP classifier (``weight_decay_output``, else
+        ``weight_decay_io``)."""
+        return list(self.classifier.parameters())
+
     def io_parameters(self) -> list[nn.Parameter]:
-        """The input and output layers' parameters (the start GCN and the MLP classifier:
-        their own weight decay, ``weight_decay_io``); the rest belongs to the convolutions."""
-        return [*self.start.parameters(), *self.classifier.parameters()]
+        """The input and output layers' parameters; the rest belongs to the convolutions."""
+        return [*self.input_parameters(), *self.output_parameters()]
 
     def run(self, x: Tensor, edge_index: Tensor, batch: Tensor) -> GraphPass:
         weights = [t.effective_weight() for t in self.transforms]
