@@ -39,6 +39,7 @@ from orthotune.core._results import (
     mean_or_zero,
     std,
 )
+from orthotune.core._standard import STANDARD_FORMS, StandardForm, standard_form
 
 __all__ = [
     "DATASETS",
@@ -49,6 +50,7 @@ __all__ = [
     "REPEATS",
     "SETTINGS",
     "SETTING_DEFAULTS",
+    "STANDARD_FORMS",
     "TASKS",
     "ConfigError",
     "ConfigResult",
@@ -66,6 +68,7 @@ __all__ = [
     "SearchCrashed",
     "SearchInterrupted",
     "SearchState",
+    "StandardForm",
     "Status",
     "TaskInfo",
     "TrainConfig",
@@ -80,5 +83,6 @@ __all__ = [
     "mean_or_zero",
     "memory_estimate",
     "profile_values",
+    "standard_form",
     "std",
 ]

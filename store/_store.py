@@ -60,8 +60,10 @@ from orthotune.core import Group, OrthotuneError, TrainConfig, column_name, decl
 
 #: v2 added the variant switches of the config (bound, transform, hybrid, ...) and
 #: ``repeat_val_loss``; v1 files are read through :func:`upgrade_v1` (their runs used the
-#: switches' v1 behaviour, which :data:`V1_VARIANT` states).
-SCHEMA_VERSION = 2
+#: switches' v1 behaviour, which :data:`V1_VARIANT` states). v3: ``depth`` counts every graph
+#: convolution (before: the hidden ones), and each row names the version it was written
+#: with (``schema_version``); older rows are read through :func:`upgrade_v2`.
+SCHEMA_VERSION = 3
 MARKER = "orthotune-store.json"
 STORE_FORMAT = "orthotune-store"
 SEARCH_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
@@ -139,6 +141,7 @@ TRIALS_SCHEMA = pa.schema(
         pa.field("ray_version", pa.string()),
         pa.field("optuna_version", pa.string()),
         pa.field("finished_at", pa.timestamp("ms", tz="UTC")),
+        pa.field("schema_version", pa.int32()),  # the version that wrote the row; null: before v3
     ],
     metadata={"orthotune.schema_version": str(SCHEMA_VERSION)},
 )
@@ -241,6 +244,7 @@ class Store:
     def write_trial(self, trial: Mapping[str, Any], epochs: Iterable[Mapping[str, Any]]) -> None:
         """Write one trial's row and its epoch rows; writing it again replaces them."""
         search, trial_id = check_search_name(trial["search"]), str(trial["trial_id"])
+        trial = {**trial, "schema_version": SCHEMA_VERSION}
         name = f"search={search}/trial-{_safe(trial_id)}.parquet"
         epoch_rows = [{**row, "search": search, "trial_id": trial_id} for row in epochs]
         # epochs first: a reader that sees the trial row also sees its history
@@ -301,14 +305,15 @@ class Store:
     def read(self, table: str, search: str | None = None) -> pa.Table:
         """A whole table (optionally one search's rows), in the declared schema.
 
-        Rows written by schema v1 (no variant columns) come back with :data:`V1_VARIANT`.
+        Rows written by schema v1 (no variant columns) come back with :data:`V1_VARIANT`,
+        rows written before v3 with their depth in graph convolutions (:func:`upgrade_v2`).
         An unreadable file is skipped with a warning (see :class:`TolerantDataset`).
         """
         import pyarrow.dataset as ds
 
         where = None if search is None else ds.field("search") == search
         data = self.dataset(table).to_table(filter=where).cast(TABLES[table])
-        return fill_switch_defaults(upgrade_v1(data)) if table == "trials" else data
+        return fill_switch_defaults(upgrade_v2(upgrade_v1(data))) if table == "trials" else data
 
     def warn_unreadable(self, path: str, error: BaseException | str) -> None:
         """One warning line on stderr per unreadable file (per opened store), naming the repair."""
@@ -514,3 +519,27 @@ def upgrade_v1(trials: pa.Table) -> pa.Table:
         filled = pa.compute.if_else(is_v1, pa.scalar(value, column.type), column)
         trials = trials.set_column(index, trials.schema.field(index), filled)
     return trials
+
+
+#: Before v3, ``depth`` counted the hidden convolutions; the ``official`` layout's GCN and
+#: JKNet also had graph-convolution input and output layers (the authors' ``--layer L`` was
+#: stored as depth L): they had depth + 2 graph convolutions. Every other row (linear layout,
+#: GCNII, Graph U-Nets' pooling levels) counted the same under both definitions.
+V2_GRAPH_IO = ("gcn", "jknet")
+
+
+def upgrade_v2(trials: pa.Table) -> pa.Table:
+    """Rows written before v3 (``schema_version`` null, after :func:`upgrade_v1`): the
+    ``official`` layout's GCN and JKNet depth becomes their graph convolutions, depth + 2."""
+    if trials.num_rows == 0:
+        return trials
+    compute = pa.compute
+    old = compute.is_null(trials["schema_version"])
+    graph_io = compute.and_(compute.equal(trials["layout"], "official"),
+                            compute.is_in(trials["backbone"], value_set=pa.array(V2_GRAPH_IO)))
+    shift = compute.fill_null(compute.and_(old, graph_io), False)
+    if not compute.any(shift).as_py():
+        return trials
+    index = trials.schema.get_field_index("depth")
+    depth = compute.if_else(shift, compute.add(trials["depth"], pa.scalar(2, pa.int32())), trials["depth"])
+    return trials.set_column(index, trials.schema.field(index), depth.cast(pa.int32()))
