@@ -47,7 +47,8 @@ CHEN_GCNII = dict(hidden=64, lr=0.01, weight_decay=0.01, weight_decay_io=5e-4, d
                   epochs=1500, patience=100, selection="val_loss")
 
 STANDARD_FORMS: dict[tuple[str, str], StandardForm] = {
-    ("semi", "gcn"): StandardForm("gcn", "semi", "Kipf & Welling, ICLR 2017", KIPF_WELLING),
+    # their GraphConvolution layers have no bias (PyG's GCNConv has one)
+    ("semi", "gcn"): StandardForm("gcn", "semi", "Kipf & Welling, ICLR 2017", {**KIPF_WELLING, "io_bias": False}),
     # Xu et al. (ICML 2018) report no public-split result: their GCN layers at Kipf & Welling's values
     ("semi", "jknet"): StandardForm("jknet", "semi", "Xu et al., ICML 2018 (at Kipf & Welling's values)",
                                     {**KIPF_WELLING, "jk": "cat"}),
