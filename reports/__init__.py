@@ -1,7 +1,7 @@
 """Reports: validation-best settings per cell, best configs, paper-style tables and plots.
 
 A cell is (dataset, setting, backbone, depth, original or Ortho-GConv, variant switches: the
-``variant`` label of a profile or ablation, bound, transform, layout, selection, ...), so
+``variant`` label of a profile or ablation, bound, transform, selection, ...), so
 variants never compete. Its winner is the
 trial with the best validation objective under the tie rule in ``TIE_RULE_TEXT``; its
 test accuracy is only reported, never used to choose.
@@ -17,7 +17,7 @@ from orthotune.reports._load import CELL, ORIGINAL, ORTHO, PAIR, SHARED, SWITCHE
 from orthotune.reports._plots import Figure, figures
 from orthotune.reports._report import Report, best_configs, build_report
 from orthotune.reports._select import TIE_RULE, TIE_RULE_TEXT, config_dict, row_to_config, select_best, tidy
-from orthotune.reports._tables import ALPHA, REPEAT_KIND, TEST_NAME, Paired, paired
+from orthotune.reports._tables import ALPHA, REPEAT_KIND, TEST_NAME, Paired, confidence_interval, holm, paired
 
 __all__ = [
     "ALPHA",
@@ -39,7 +39,9 @@ __all__ = [
     "best_configs",
     "build_report",
     "config_dict",
+    "confidence_interval",
     "figures",
+    "holm",
     "load_trials",
     "paired",
     "row_to_config",

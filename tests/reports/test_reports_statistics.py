@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 from report_stores import hand_row, hand_store
 
-from orthotune.reports import build_report, paired, write_report
-from orthotune.reports._tables import confidence_interval, holm
+from orthotune.reports import build_report, confidence_interval, holm, paired, write_report
 
 #: Student's t quantile t(0.975, 4), from a table: the 95% interval of a 5-repeat mean.
 T_975_4 = 2.7764451
