@@ -9,9 +9,10 @@ Pairing: the original arm of a (setting, dataset, backbone, depth) pairs with ev
 Ortho-GConv cell that agrees with it on the switches both arms read (``SHARED``: the
 ``variant`` label, conv_bias, batch_norm, feature_transform, jk, gcnii_variant, directed,
 selection). ``layout`` is a training value, not a switch: arms whose winners differ in it
-still pair, on depth (the number of graph convolutions). The Ortho-only switches (bound, transform, hybrid, target, ...) do not
-exist for the original arm, so two Ortho-GConv cells that differ only in them (say bound
-frobenius and covariance, both labelled ``default``) each pair with the same original winner;
+still pair, on depth (the number of graph convolutions). The Ortho-only switches (bound,
+transform, hybrid, target, ...) do not exist for the original arm, so two Ortho-GConv cells
+that differ only in them (say bound frobenius and covariance, both labelled ``default``)
+each pair with the same original winner;
 an Ortho-GConv variant whose label has no original cell (an ablation run without the
 original arm) has no partner, and the ablation table compares it with the full model.
 
