@@ -5,7 +5,6 @@ from orthotune.models._backbones import (
     BACKBONES,
     GCN,
     GCNII,
-    LAYOUTS,
     JKNet,
     Layout,
     OrthoGNN,
@@ -51,6 +50,7 @@ from orthotune.models._ortho import (
     orthogonalise_once_,
     orthogonality_penalty,
 )
+from orthotune.models._rules import LAYOUTS
 
 __all__ = [
     "BACKBONES",

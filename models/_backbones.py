@@ -38,7 +38,7 @@ from torch_geometric.nn.models import JumpingKnowledge
 from torch_geometric.typing import Adj, OptTensor
 from torch_geometric.utils import to_edge_index
 
-from orthotune.core import OrthoSettings, Registry, TrainConfig, check, declared
+from orthotune.core import OrthoSettings, Registry, TrainConfig, check
 from orthotune.models._layers import (
     PackedLinear,
     SparseFeatures,
@@ -47,6 +47,7 @@ from orthotune.models._layers import (
     regularisation,
     share_targets,
 )
+from orthotune.models._rules import check_rules
 
 
 def adjacency(adj: Tensor) -> tuple[EdgeIndex, Tensor]:
@@ -124,19 +125,6 @@ class Layout(NamedTuple):
 
     graph_input: bool
     graph_output: bool
-
-
-#: The rules of the config fields the models take (``orthotune.core``): one statement of
-#: each choice list and range, checked here with the same message as a config's.
-RULES = {f.name: f.metadata["rule"] for f in declared(TrainConfig)}
-#: The values of ``layout`` (declared with the config field).
-LAYOUTS: tuple[str, ...] = RULES["layout"].choices
-
-
-def check_rules(**values: object) -> None:
-    """Apply the config fields' rules (``name=value``) to a model's arguments."""
-    for name, value in values.items():
-        RULES[name].check(name, value)
 
 
 class OrthoGNN(nn.Module):
