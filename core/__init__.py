@@ -18,11 +18,13 @@ from orthotune.core._results import (
     mean_or_zero,
     std,
 )
+from orthotune.core._standard import STANDARD_FORMS, StandardForm, standard_form
 
 __all__ = [
     "DATASETS",
     "PROFILES",
     "SETTINGS",
+    "STANDARD_FORMS",
     "ConfigError",
     "ConfigResult",
     "DatasetInfo",
@@ -37,6 +39,7 @@ __all__ = [
     "SearchCrashed",
     "SearchInterrupted",
     "SearchState",
+    "StandardForm",
     "Status",
     "TrainConfig",
     "all_backbones",
@@ -49,5 +52,6 @@ __all__ = [
     "mean",
     "mean_or_zero",
     "profile_values",
+    "standard_form",
     "std",
 ]

@@ -21,6 +21,8 @@ from orthotune.core._fields import Group, Rule, by_group, declared, option, vali
 _O, _V, _C, _T, _R = Group.ORTHO, Group.VARIANT, Group.CELL, Group.TRAIN, Group.REPEATS
 #: Static caps of depth and hidden width (see the fields' declarations).
 MAX_DEPTH, MAX_HIDDEN = 1024, 4096
+#: The values of ``layout`` (what each builds: ``orthotune.models.OrthoGNN``).
+LAYOUTS = ("linear", "standard", "official")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -95,13 +97,22 @@ class TrainConfig(_OrthoFields):
     # Caps: 16 times the paper's deepest model (GCNII, 64 layers) and widest default (OGB's
     # 256). Within them, :func:`check_memory` refuses a config whose estimate exceeds memory.
     depth: int | None = option(None, Rule("int", 2, MAX_DEPTH),
-                                "graph convolutions (node backbones) or pooling levels (gunet)", _C)
+                                "node backbones: graph convolutions, i.e. propagations by A_hat per forward "
+                                "pass, as PyG's num_layers (a 2-layer GCN is Kipf & Welling's; the Ortho-GConv "
+                                "authors' --layer L is depth L + 2 with layout official, L for GCNII); gunet: "
+                                "pooling levels", _C)
     ortho: bool = option(True, Rule("bool"), "Ortho-GConv arm (true) or the original backbone (false)", _C)
     variant: str = option("default", Rule("str"),
                            "label of the variant (profile or ablation); part of the report's cell key", _V)
-    layout: str = option("linear", Rule("str", choices=("linear", "official")),
-                          "input/output as linear projections (linear) or as graph convolutions "
-                          "(official: the authors' --layer L is L + 2 propagations)", _V)
+    # a training value, not a variant switch: arms that differ in it pair on depth (propagations),
+    # so a search may try every form of a backbone at one depth (the standard form among them)
+    layout: str = option("linear", Rule("str", choices=LAYOUTS),
+                          "where the depth graph convolutions sit: linear (linear input and output layers "
+                          "around depth hidden x hidden convolutions), standard (the backbone's own paper: "
+                          "GCN as Kipf & Welling, input and output are graph convolutions; JKNet as Xu et al., "
+                          "a linear head after jumping knowledge; GCNII as Chen et al., linear input and "
+                          "output) or official (the Ortho-GConv authors' code: GCN and JKNet with graph "
+                          "input and output convolutions, GCNII linear)", _T)
     conv_bias: bool = option(True, Rule("bool"), "bias on the hidden convolutions", _V)
     io_bias: bool = option(True, Rule("bool"),
                             "bias on the input and output layers (node backbones; false: none, as the "
@@ -123,6 +134,10 @@ class TrainConfig(_OrthoFields):
     weight_decay_io: float | None = option(None, Rule("float", 0.0, optional=True),
                                             "weight decay of the input/output layers (default: weight_decay)",
                                             _T)
+    weight_decay_output: float | None = option(None, Rule("float", 0.0, optional=True),
+                                                "weight decay of the output layer alone (default: "
+                                                "weight_decay_io; 0: as Kipf & Welling's GCN, which decays "
+                                                "its first layer only)", _T)
     dropout: float | None = option(None, Rule("float", 0.0, 1.0, high_open=True), "dropout probability", _T)
     input_dropout: float | None = option(None, Rule("float", 0.0, 1.0, high_open=True, optional=True),
                                           "dropout on the raw input features (node backbones; default: "
@@ -130,7 +145,8 @@ class TrainConfig(_OrthoFields):
     epochs: int | None = option(None, Rule("int", 1), "most epochs a repeat trains", _T, column="max_epochs")
     patience: int | None = option(None, Rule("int", 1),
                                    "stop after this many epochs without a better selection metric", _T)
-    alpha: float = option(0.1, Rule("float", 0.0, 1.0), "GCNII initial-residual weight", _T)
+    alpha: float | None = option(None, Rule("float", 0.0, 1.0, optional=True),
+                                  "GCNII initial-residual weight (node settings; unused by gunet)", _T)
     theta: float = option(0.5, Rule("float", 0.0, low_open=True),
                            "GCNII identity-mapping strength (lambda in the GCNII paper)", _T)
     batch_size: int | None = option(None, Rule("int", 1, optional=True), "graphs per mini-batch (graph tasks)", _T)

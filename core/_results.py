@@ -127,12 +127,12 @@ def mean(values: Sequence[float]) -> float:
 
 
 def std(values: Sequence[float]) -> float:
-    """Population std over repeats (0 for one repeat), as the paper's tables report; NaN when
-    there are no values or any is NaN (a repeat that failed before its first measurement).
-    ``statistics.pstdev`` raises on NaN rather than returning it, hence the guard."""
-    if not len(values) or any(math.isnan(v) for v in values):
+    """Sample std over repeats (ddof = 1), as the papers' mean +- std; NaN for fewer than two
+    values or when any is NaN (a repeat that failed before its first measurement).
+    ``statistics.stdev`` raises on NaN rather than returning it, hence the guard."""
+    if len(values) < 2 or any(math.isnan(v) for v in values):
         return math.nan
-    return float(statistics.pstdev(values))
+    return float(statistics.stdev(values))
 
 
 def mean_or_zero(values: Sequence[float]) -> float:

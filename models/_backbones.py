@@ -1,10 +1,10 @@
 """Node-classification backbones (GCN, JKNet, GCNII) in original and Ortho-GConv form.
 
-Every model is one family behind :class:`OrthoGNN`, as in PyG's ``basic_gnn``: an input
-layer to ``hidden`` channels, ``depth`` hidden graph convolutions each with a
+Every model is one family behind :class:`OrthoGNN`, as in PyG's ``basic_gnn``: ``depth``
+graph convolutions (PyG's ``num_layers``), of which the ``layout`` makes the input and
+output layers linear maps or graph convolutions; the hidden ones each have a
 ``hidden x hidden`` transformation ``W(l)`` (orthogonalised in the Ortho-GConv form; built
-by the :meth:`OrthoGNN.init_conv` hook), and an output layer. ``layout`` says what the
-input and output layers are (see :class:`OrthoGNN`). Propagation multiplies by the
+by the :meth:`OrthoGNN.init_conv` hook; see :class:`OrthoGNN`). Propagation multiplies by the
 symmetrically normalised adjacency with self-loops (``A_hat``), computed once by the data
 module; passed as PyG's :class:`~torch_geometric.EdgeIndex` (see :func:`adjacency`) it is
 a sparse matmul whose backward pass reuses a transposed layout cached once instead of
@@ -47,9 +47,7 @@ from orthotune.models._layers import (
     regularisation,
     share_targets,
 )
-
-#: The values of ``layout``.
-LAYOUTS = ("linear", "official")
+from orthotune.models._rules import check_rules
 
 
 def adjacency(adj: Tensor) -> tuple[EdgeIndex, Tensor]:
@@ -115,42 +113,70 @@ class Pass(NamedTuple):
     views of the pack-major states."""
 
     logits: Tensor  # [N, packs, out]
-    first: Tensor  # h(0): input of the first convolution, [N, packs, hidden]
-    last: Tensor  # h(L): output of the last convolution, [N, packs, hidden]
+    first: Tensor  # h(0): the input layer's output, input of the first hidden convolution, [N, packs, hidden]
+    last: Tensor  # h(L): output of the last hidden convolution (h(0) without any), [N, packs, hidden]
     weights: list[Tensor]  # effective W(l) of each hidden convolution, [packs, hidden, hidden]
     penalty: Tensor  # per pack: lambda * sum_l ||W(l) W(l)^T - target(l)||_F
 
 
+class Layout(NamedTuple):
+    """Which of a model's end layers are graph convolutions (``A_hat H W``) rather than
+    linear maps; every other graph convolution is a hidden ``hidden x hidden`` one."""
+
+    graph_input: bool
+    graph_output: bool
+
+
 class OrthoGNN(nn.Module):
-    """Base class: subclasses define :meth:`convolve` (one hidden layer) and may widen the
-    head (:meth:`head_channels`, :meth:`readout`) or add modules (:meth:`init_extra`).
+    """Base class of the node backbones, as PyG's ``BasicGNN``: construction goes through
+    hooks that each layout and switch fill in (:meth:`init_input`, :meth:`init_conv`,
+    :meth:`init_output`, :meth:`init_extra`, ...), and subclasses define
+    :meth:`convolve` (one hidden layer) and may widen what the head reads
+    (:meth:`readout_channels`, :meth:`readout`).
 
-    How ``depth`` counts: it is always the number of *hidden* graph convolutions, each with
-    its own ``hidden x hidden`` transformation ``W(l)`` (the ones Ortho-GConv
-    orthogonalises and the steadiness metrics report). ``layout`` decides the rest:
+    ``depth`` counts every graph convolution, i.e. the propagations by ``A_hat`` of one
+    forward pass, as PyG's ``num_layers``. ``layout`` (:attr:`layouts`) decides which of
+    them are the input and output layers; the rest, ``hidden_layers`` of them, are hidden
+    convolutions, each with its own ``hidden x hidden`` transformation ``W(l)`` (the ones
+    Ortho-GConv orthogonalises and the steadiness metrics report):
 
-    - ``linear``: input and output are linear projections (no propagation), so a model of
-      depth ``L`` propagates ``L`` times.
-    - ``official``: input and output are graph convolutions (``A_hat X W_in + b``,
-      ``A_hat H W_out + b``), as in the authors' GCN and JKNet, so depth ``L`` propagates
-      ``L + 2`` times and equals the authors' ``--layer L`` (JKNet: ``--nbaseblocklayer
-      L``). Their GCNII, like GCNII itself, keeps linear input and output layers, so for
-      GCNII both layouts are the same model (``propagations`` says which applies).
+    - ``linear``: input and output are linear projections, so all ``depth`` convolutions
+      are hidden ones (``depth`` square weights, four weight layers at depth 2).
+    - ``standard``: the backbone's own paper. GCN as Kipf & Welling (PyG's ``GCN``): the
+      input and output layers are graph convolutions, ``A_hat X W_in`` and
+      ``A_hat H W_out``, so depth 2 is the 2-layer GCN, with no square weight, and depth
+      ``L`` has ``L - 2``. JKNet as Xu et al. (PyG's ``GCN(jk=...)``): the first graph
+      convolution is the input layer, ``L - 1`` hidden ones follow, jumping knowledge
+      aggregates the ``L`` outputs and a linear head classifies.
+    - ``official``: the Ortho-GConv authors' code: GCN and JKNet with graph-convolution
+      input and output layers, so their ``--layer L`` (JKNet: ``--nbaseblocklayer L``) is
+      ``depth = L + 2``; for GCN the same model as ``standard``.
+
+    GCNII (Chen et al.) has linear input and output layers in its paper and in the authors'
+    code, so every layout builds the same GCNII: ``depth`` GCNII convolutions, the authors'
+    ``--layer``.
 
     Other switches: ``conv_bias`` adds a bias after each hidden propagation (as PyG's
-    ``GCNConv``); ``io_bias=False`` drops the input and output layers' biases (the
-    authors' JKNet has none); ``input_dropout`` is the dropout on the raw input features
-    (None: ``dropout``; the authors' JKNet never drops them); ``batch_norm`` normalises
-    each convolution's output before its activation, per pack slot (the hidden ones, and
-    the input one in the ``official`` layout); ``feature_transform=False`` drops every
-    ``W(l)`` (propagation only, the paper's Figure 1d), which leaves nothing to
-    orthogonalise.
+    ``GCNConv``); ``io_bias=False`` drops the input and output layers' biases (Kipf &
+    Welling's GCN and the authors' JKNet have none); ``input_dropout`` is the dropout on the
+    raw input features (None: ``dropout``; the authors' JKNet never drops them);
+    ``batch_norm`` normalises each convolution's output before its activation, per pack
+    slot (the hidden ones and a graph-convolution input layer);
+    ``feature_transform=False`` drops every ``W(l)`` (propagation only, the paper's Figure
+    1d), which leaves nothing to orthogonalise.
     """
 
-    #: Whether the ``official`` layout makes input and output graph convolutions.
-    official_graph_io: bool = True
+    #: Per layout: which end layers are graph convolutions (subclasses override entries).
+    layouts: dict[str, Layout] = {
+        "linear": Layout(False, False),
+        "standard": Layout(True, True),
+        "official": Layout(True, True),
+    }
     #: Whether the hidden convolutions can carry a bias.
     has_conv_bias: bool = True
+    #: The axis of the input projection that the authors' one-off orthogonalisation
+    #: (``input_T``) centres along: their GCN and JKNet input weights are ``[in, out]``.
+    input_rows: str = "in"
 
     def __init__(
         self,
@@ -170,63 +196,92 @@ class OrthoGNN(nn.Module):
         io_bias: bool = True,
     ) -> None:
         super().__init__()
-        check(isinstance(depth, int) and depth >= 2, f"depth={depth!r} must be an integer >= 2")
-        check(0.0 <= dropout < 1.0, f"dropout={dropout!r} must lie in [0, 1)")
-        check(input_dropout is None or 0.0 <= input_dropout < 1.0,
-              f"input_dropout={input_dropout!r} must lie in [0, 1) or be None")
-        check(hidden_channels >= 1, f"hidden={hidden_channels!r} must be >= 1")
-        check(layout in LAYOUTS, f"layout={layout!r} must be one of {', '.join(LAYOUTS)}")
+        check_rules(depth=depth, dropout=dropout, input_dropout=input_dropout, hidden=hidden_channels,
+                    layout=layout)
         check(feature_transform or ortho is None,
               "feature_transform=False leaves no transformation to orthogonalise; use the original arm")
         self.depth, self.dropout, self.seeds = depth, dropout, tuple(seeds)
         self.input_dropout = dropout if input_dropout is None else input_dropout
         self.packs = len(self.seeds)
-        self.in_channels, self.hidden_channels = in_channels, hidden_channels
-        self.out_channels = out_channels
-        self.layout, self.feature_transform = layout, feature_transform
-        self.graph_io = layout == "official" and self.official_graph_io
+        self.in_channels, self.hidden_channels, self.out_channels = in_channels, hidden_channels, out_channels
+        self.layout, self.feature_transform, self.io_bias = layout, feature_transform, io_bias
+        self.graph_input, self.graph_output = self.layouts[layout]
+        self.hidden_layers = self.hidden_layers_of(depth, layout)
         self.ortho = tuple(ortho) if ortho is not None else None
         self.register_buffer(
             "lam", torch.tensor([s.lam for s in self.ortho] if self.ortho else [0.0] * self.packs)
         )
-        # the authors orthogonalise the input projection once at initialisation (input_T)
-        # official layout: the input/output biases are added after propagation (below)
-        linear_bias = io_bias and not self.graph_io
-        self.input = PackedLinear(in_channels, hidden_channels, self.packs, bias=linear_bias,
-                                  init_ortho=self.ortho)
-        self.transforms = nn.ModuleList(
-            self.init_conv(hidden_channels, hidden_channels) for _ in range(depth if feature_transform else 0)
-        )
-        self.conv_biases = nn.ParameterList(
-            nn.Parameter(torch.zeros(self.packs, hidden_channels))
-            for _ in range(depth if conv_bias and self.has_conv_bias else 0)
-        )
-        norms = depth + int(self.graph_io) if batch_norm else 0
-        self.norms = nn.ModuleList(PackedBatchNorm(self.packs, hidden_channels) for _ in range(norms))
+        self.input = self.init_input()
+        count = self.hidden_layers if feature_transform else 0
+        self.transforms = nn.ModuleList(self.init_conv(hidden_channels, hidden_channels) for _ in range(count))
+        self.conv_biases = self.init_conv_biases(conv_bias and self.has_conv_bias)
+        self.norms = self.init_norms(batch_norm)
         self.init_extra()
-        self.output = PackedLinear(self.head_channels(), out_channels, self.packs, bias=linear_bias)
-        # official layout: biases after the input and output propagations (names start
-        # with input/output, so the trainer's io weight decay group finds them)
-        graph_bias = io_bias and self.graph_io
-        self.input_bias = nn.Parameter(torch.zeros(self.packs, hidden_channels)) if graph_bias else None
-        self.output_bias = nn.Parameter(torch.zeros(self.packs, out_channels)) if graph_bias else None
+        self.output = self.init_output()
+        self.input_bias, self.output_bias = self.init_graph_biases()
         share_targets(self.ortho_layers())
         self.propagation = SimpleConv(aggr="sum")
         self._blocks: tuple[EdgeIndex, OptTensor, EdgeIndex, OptTensor] | None = None
         self.reset_parameters()
 
+    # --- what a layout makes of a depth -------------------------------------------------
+
+    @classmethod
+    def hidden_layers_of(cls, depth: int, layout: str) -> int:
+        """How many of ``depth`` graph convolutions are hidden ``hidden x hidden`` ones."""
+        ends = cls.layouts[layout]
+        return depth - int(ends.graph_input) - int(ends.graph_output)
+
+    @classmethod
+    def readout_channels(cls, hidden: int, hidden_layers: int, **switches: object) -> int:
+        """Width of what the head reads (the last hidden state; JKNet's aggregate)."""
+        return hidden
+
     # --- construction hooks -------------------------------------------------------------
+
+    def init_input(self) -> PackedLinear:
+        """The input layer's ``W_in`` (``in -> hidden``): a linear map, or the transformation
+        of a graph convolution whose bias comes after propagation (:meth:`init_graph_biases`).
+        With ``input_T`` the authors' one-off orthogonalisation applies (along
+        :attr:`input_rows`)."""
+        return PackedLinear(self.in_channels, self.hidden_channels, self.packs,
+                            bias=self.io_bias and not self.graph_input, init_ortho=self.ortho,
+                            init_ortho_rows=self.input_rows)
 
     def init_conv(self, in_channels: int, out_channels: int) -> PackedLinear:
         """One hidden convolution's transformation ``W(l)`` (Ortho-GConv when ``ortho``);
         its bias, if any, is added after propagation (:attr:`conv_biases`)."""
         return PackedLinear(in_channels, out_channels, self.packs, bias=False, ortho=self.ortho)
 
+    def init_conv_biases(self, enabled: bool) -> nn.ParameterList:
+        """One bias per hidden convolution, added after its propagation (PyG's ``GCNConv``)."""
+        return nn.ParameterList(nn.Parameter(torch.zeros(self.packs, self.hidden_channels))
+                                for _ in range(self.hidden_layers if enabled else 0))
+
+    def init_norms(self, enabled: bool) -> nn.ModuleList:
+        """BatchNorm per hidden convolution, then one for a graph-convolution input layer."""
+        count = self.hidden_layers + int(self.graph_input) if enabled else 0
+        return nn.ModuleList(PackedBatchNorm(self.packs, self.hidden_channels) for _ in range(count))
+
     def init_extra(self) -> None:
         """Subclasses add their own modules here (before the output layer is sized)."""
 
+    def init_output(self) -> PackedLinear:
+        """The output layer's ``W_out`` (what the head reads ``-> out``)."""
+        return PackedLinear(self.head_channels(), self.out_channels, self.packs,
+                            bias=self.io_bias and not self.graph_output)
+
+    def init_graph_biases(self) -> tuple[nn.Parameter | None, nn.Parameter | None]:
+        """The biases of graph-convolution input and output layers, added after their
+        propagation (named ``input_*``/``output_*``: the trainer's weight decay groups
+        find them by name)."""
+        def bias(graph: bool, channels: int) -> nn.Parameter | None:
+            return nn.Parameter(torch.zeros(self.packs, channels)) if graph and self.io_bias else None
+
+        return bias(self.graph_input, self.hidden_channels), bias(self.graph_output, self.out_channels)
+
     def head_channels(self) -> int:
-        return self.hidden_channels
+        return self.readout_channels(self.hidden_channels, self.hidden_layers)
 
     def ortho_layers(self) -> list[PackedLinear]:
         """Every transformation whose Newton iteration runs in each forward pass (batched
@@ -235,8 +290,8 @@ class OrthoGNN(nn.Module):
 
     @property
     def propagations(self) -> int:
-        """How many times one forward pass multiplies by ``A_hat``."""
-        return self.depth + 2 * int(self.graph_io)
+        """How many times one forward pass multiplies by ``A_hat``: ``depth``."""
+        return self.hidden_layers + int(self.graph_input) + int(self.graph_output)
 
     def reset_parameters(self) -> None:
         """Re-initialise every pack from its own seed (so a pack equals a lone model)."""
@@ -255,10 +310,18 @@ class OrthoGNN(nn.Module):
     def reset_extra(self, generators: Sequence[torch.Generator]) -> None:
         """Re-initialise what :meth:`init_extra` added, from the packs' generators."""
 
+    def input_parameters(self) -> list[nn.Parameter]:
+        """The input layer's parameters (weight decay ``weight_decay_io``)."""
+        return [p for name, p in self.named_parameters() if name.startswith("input")]
+
+    def output_parameters(self) -> list[nn.Parameter]:
+        """The output layer's parameters (``weight_decay_output``, else ``weight_decay_io``)."""
+        return [p for name, p in self.named_parameters() if name.startswith("output")]
+
     def io_parameters(self) -> list[nn.Parameter]:
-        """The input and output layers' parameters (their own weight decay,
-        ``weight_decay_io``); everything else belongs to the convolutions."""
-        return [p for name, p in self.named_parameters() if name.startswith(("input", "output"))]
+        """The input and output layers' parameters; everything else belongs to the hidden
+        convolutions (``weight_decay``)."""
+        return [*self.input_parameters(), *self.output_parameters()]
 
     # --- forward ---------------------------------------------------------------------------
 
@@ -273,9 +336,9 @@ class OrthoGNN(nn.Module):
         return self.input(dropout(x, self.input_dropout, self.training))
 
     def first_layer(self, x: Tensor | SparseFeatures, edge_index: Adj, edge_weight: OptTensor) -> Tensor:
-        """``h(0)``: the activated input layer (a graph convolution in the official layout)."""
+        """``h(0)``: the activated input layer (a graph convolution where the layout says)."""
         h = self.embed(x)
-        if self.graph_io:
+        if self.graph_input:
             h = self.propagate(h, edge_index, edge_weight)
             if self.input_bias is not None:
                 h = h + self.input_bias.unsqueeze(1)
@@ -286,7 +349,7 @@ class OrthoGNN(nn.Module):
     def head(self, h: Tensor, edge_index: Adj, edge_weight: OptTensor) -> Tensor:
         """Logits ``[packs, N, out]`` from the dropped-out readout ``h``."""
         logits = self.output(h)
-        if self.graph_io:
+        if self.graph_output:
             logits = self.propagate(logits, edge_index, edge_weight)
             if self.output_bias is not None:
                 logits = logits + self.output_bias.unsqueeze(1)
@@ -339,7 +402,7 @@ class OrthoGNN(nn.Module):
         """One effective weight per transformation of :meth:`ortho_layers` (None for every
         hidden layer without feature transformations), Newton iterations batched."""
         layers = self.ortho_layers()
-        return effective_weights(layers) if layers else [None] * self.depth
+        return effective_weights(layers) if layers else [None] * self.hidden_layers
 
     def run(
         self, x: Tensor | SparseFeatures, edge_index: Adj, edge_weight: OptTensor = None
@@ -347,14 +410,14 @@ class OrthoGNN(nn.Module):
         weights = self.effective_weights()
         h = self.first_layer(x, edge_index, edge_weight)
         states = [h]
-        for layer in range(self.depth):
+        for layer in range(self.hidden_layers):
             h = self.convolve(layer, h, states[0], weights, edge_index, edge_weight)
             states.append(h)
         head = dropout(self.readout(states), self.dropout, self.training)
         logits = self.head(head, edge_index, edge_weight)
         layers = self.ortho_layers()
         penalty = regularisation(layers, weights) if layers else self.lam.new_zeros(self.packs)
-        hidden = [w for w in weights[: self.depth] if w is not None]
+        hidden = [w for w in weights[: self.hidden_layers] if w is not None]
         return Pass(logits.transpose(0, 1), states[0].transpose(0, 1), h.transpose(0, 1), hidden,
                     self.lam * penalty)
 
@@ -366,7 +429,7 @@ class OrthoGNN(nn.Module):
         return (
             f"{type(self).__name__}({self.in_channels}, {self.out_channels}, "
             f"hidden={self.hidden_channels}, depth={self.depth}, layout={self.layout}, "
-            f"propagations={self.propagations}, packs={self.packs}, {form})"
+            f"hidden_layers={self.hidden_layers}, propagations={self.propagations}, packs={self.packs}, {form})"
         )
 
 
@@ -380,23 +443,38 @@ class GCN(OrthoGNN):
 
 
 class JKNet(GCN):
-    """Xu et al. 2018 as the authors' dense block: GCN layers whose outputs *and the block
-    input* ``h(0)`` are aggregated by PyG's :class:`JumpingKnowledge` (``cat``: the head
-    sees ``hidden * (depth + 1)`` channels; ``max``: element-wise maximum) before the head.
+    """Xu et al. 2018: GCN layers whose outputs, the input layer's ``h(0)`` included, are
+    aggregated by PyG's :class:`JumpingKnowledge` (``cat``: the head reads ``hidden x
+    (hidden_layers + 1)`` channels; ``max``: the element-wise maximum).
+
+    In the ``standard`` layout the input layer is the first graph convolution and the head
+    is linear (PyG's ``GCN(num_layers=depth, jk=...)``: ``depth`` aggregated outputs); in
+    ``official`` it is the authors' dense block (a graph-convolution input layer, ``depth -
+    2`` hidden convolutions, a graph-convolution head); in ``linear`` the input layer is a
+    linear projection.
 
     ``self_loop`` adds the authors' separate self-loop weight to every hidden convolution,
     ``H(l) = ReLU(A_hat H(l-1) W(l) + H(l-1) W_self(l) + b(l))`` (``W_self`` is a plain,
     never orthogonalised transformation, as theirs).
     """
 
+    layouts = {**OrthoGNN.layouts, "standard": Layout(True, False)}
+
     def __init__(self, *args, jk: str = "cat", self_loop: bool = False, **kwargs) -> None:
-        check(jk in ("cat", "max"), f"jk={jk!r} must be one of 'cat', 'max'")
+        check_rules(jk=jk)
         self.jk, self.self_loop = jk, self_loop
         super().__init__(*args, **kwargs)
 
+    @classmethod
+    def readout_channels(cls, hidden: int, hidden_layers: int, **switches: object) -> int:
+        return hidden * (hidden_layers + 1) if switches.get("jk", "cat") == "cat" else hidden
+
+    def head_channels(self) -> int:
+        return self.readout_channels(self.hidden_channels, self.hidden_layers, jk=self.jk)
+
     def init_extra(self) -> None:
         self.jumping = JumpingKnowledge(self.jk)
-        count = self.depth if self.self_loop else 0
+        count = self.hidden_layers if self.self_loop else 0
         self.self_loops = nn.ModuleList(
             PackedLinear(self.hidden_channels, self.hidden_channels, self.packs, bias=False)
             for _ in range(count)
@@ -405,9 +483,6 @@ class JKNet(GCN):
     def reset_extra(self, generators):
         for layer in self.self_loops:
             layer.reset_parameters(generators)
-
-    def head_channels(self) -> int:
-        return self.hidden_channels * (self.depth + 1 if self.jk == "cat" else 1)
 
     def convolve(self, layer, h, h0, weights, edge_index, edge_weight):
         h = dropout(h, self.dropout, self.training)
@@ -424,7 +499,8 @@ class GCNII(OrthoGNN):
     """Chen et al. 2020: initial residual ``alpha`` and identity mapping ``beta_l``.
 
     ``H(l) = ReLU(((1-alpha) A_hat H(l-1) + alpha H(0)) ((1-beta_l) I + beta_l W(l)))``
-    with ``beta_l = log(theta / l + 1)`` (``theta`` is GCNII's ``lambda``).
+    with ``beta_l = log(theta / l + 1)`` (``theta`` is GCNII's ``lambda``). Linear input
+    and output layers in every layout (the GCNII paper's and the authors' code alike).
 
     ``variant`` (GCNII*, as PyG's ``GCN2Conv(shared_weights=False)`` and the GCNII paper)
     gives the two terms their own transformations:
@@ -432,21 +508,24 @@ class GCNII(OrthoGNN):
     alpha H(0) ((1-beta_l) I + beta_l W2(l)))``; both are orthogonalised in the Ortho-GConv
     form. (The authors' code concatenates the two terms into one ``2d x d`` weight, which
     their orthogonalisation cannot take: it mixes a non-square weight with ``I``.)
-    No bias on the convolutions (as ``GCN2Conv`` and the authors' code).
+    No bias on the convolutions (as ``GCN2Conv`` and the authors' code). The input
+    projection is an ``nn.Linear`` in the authors' code (``[out, in]``), so ``input_T``
+    centres along its ``out`` axis.
     """
 
-    official_graph_io = False
+    layouts = dict.fromkeys(OrthoGNN.layouts, Layout(False, False))
     has_conv_bias = False
+    input_rows = "out"
 
     def __init__(self, *args, alpha: float = 0.1, theta: float = 0.5, variant: bool = False,
                  **kwargs) -> None:
-        check(0.0 <= alpha <= 1.0, f"alpha={alpha!r} must lie in [0, 1]")
-        check(theta > 0.0, f"theta={theta!r} must be > 0")
+        check(alpha is not None, "GCNII needs alpha (its initial-residual weight)")
+        check_rules(alpha=alpha, theta=theta)
         self.alpha, self.theta, self.variant = alpha, theta, variant
         super().__init__(*args, **kwargs)
 
     def init_extra(self) -> None:
-        count = self.depth if self.variant and self.feature_transform else 0
+        count = self.hidden_layers if self.variant and self.feature_transform else 0
         self.initial_transforms = nn.ModuleList(
             self.init_conv(self.hidden_channels, self.hidden_channels) for _ in range(count)
         )
@@ -475,7 +554,7 @@ class GCNII(OrthoGNN):
             return self.finish_conv(layer, self.identity_map(layer, propagated + initial, transform,
                                                              weights[layer]))
         second = self.initial_transforms[layer] if self.initial_transforms else None
-        second_weight = weights[self.depth + layer] if self.initial_transforms else None
+        second_weight = weights[self.hidden_layers + layer] if self.initial_transforms else None
         z = (self.identity_map(layer, propagated, transform, weights[layer])
              + self.identity_map(layer, initial, second, second_weight))
         return self.finish_conv(layer, z)
@@ -511,3 +590,11 @@ def build_node_model(
         in_channels, config.hidden, num_classes, config.depth, config.dropout,
         ortho=ortho, seeds=seeds, **common, **extra.get(config.backbone, {}),
     )
+
+
+def readout_width(config: TrainConfig) -> int:
+    """The widest hidden state one run of ``config`` holds per node: ``hidden``, or JKNet's
+    concatenated aggregate (as the model sizes it), without building the model."""
+    backbone = BACKBONES.get(config.backbone)
+    hidden_layers = backbone.hidden_layers_of(config.depth, config.layout)
+    return max(config.hidden, backbone.readout_channels(config.hidden, hidden_layers, jk=config.jk))

@@ -34,6 +34,7 @@ from torch_geometric.utils import add_self_loops, remove_self_loops, to_torch_co
 
 from orthotune.core import OrthoSettings, Registry, check
 from orthotune.models._layers import PackedLinear
+from orthotune.models._rules import check_rules
 
 #: Graph U-Nets' pooling ratios for its three levels; deeper nets repeat the last one.
 PROTOCOL_RATIOS = (0.9, 0.8, 0.7)
@@ -93,9 +94,7 @@ class OrthoGraphNet(nn.Module):
         classifier_channels: int = CLASSIFIER_CHANNELS,
     ) -> None:
         super().__init__()
-        check(isinstance(depth, int) and depth >= 1, f"depth={depth!r} must be an integer >= 1")
-        check(0.0 <= dropout < 1.0, f"dropout={dropout!r} must lie in [0, 1)")
-        check(hidden_channels >= 1, f"hidden={hidden_channels!r} must be >= 1")
+        check_rules(depth=depth, dropout=dropout, hidden=hidden_channels)  # the config fields' rules
         self.in_channels, self.hidden_channels, self.out_channels = in_channels, hidden_channels, out_channels
         self.depth, self.dropout, self.seed, self.ortho = depth, dropout, seed, ortho
         self.register_buffer("lam", torch.tensor([ortho.lam if ortho else 0.0]))
@@ -148,10 +147,18 @@ class OrthoGraphNet(nn.Module):
         """
         raise NotImplementedError
 
+    def input_parameters(self) -> list[nn.Parameter]:
+        """The input layer's parameters: the start GCN (weight decay ``weight_decay_io``)."""
+        return list(self.start.parameters())
+
+    def output_parameters(self) -> list[nn.Parameter]:
+        """The output layer's parameters: the MLP classifier (``weight_decay_output``, else
+        ``weight_decay_io``)."""
+        return list(self.classifier.parameters())
+
     def io_parameters(self) -> list[nn.Parameter]:
-        """The input and output layers' parameters (the start GCN and the MLP classifier:
-        their own weight decay, ``weight_decay_io``); the rest belongs to the convolutions."""
-        return [*self.start.parameters(), *self.classifier.parameters()]
+        """The input and output layers' parameters; the rest belongs to the convolutions."""
+        return [*self.input_parameters(), *self.output_parameters()]
 
     def run(self, x: Tensor, edge_index: Tensor, batch: Tensor) -> GraphPass:
         weights = [t.effective_weight() for t in self.transforms]

@@ -209,7 +209,8 @@ class PackedLinear(nn.Module):
     one ``gama``); a buffer when ``target_trainable`` is false.
     With ``init_ortho`` (one :class:`OrthoSettings` per pack) a plain layer is
     orthogonalised once at each initialisation with ``input_T`` steps (the authors' input
-    projection); it is trained freely afterwards.
+    projection), centred along ``init_ortho_rows`` (see :func:`orthogonalise_once_`); it is
+    trained freely afterwards.
     Inputs are ``[N, in]`` (shared by all packs) or ``[packs, N, in]``; outputs
     ``[packs, N, out]``. Pack-major states make each pack's transformation one
     contiguous matrix of a batched matmul (``baddbmm``, bias included), with no
@@ -224,9 +225,11 @@ class PackedLinear(nn.Module):
         bias: bool = True,
         ortho: Sequence[OrthoSettings] | None = None,
         init_ortho: Sequence[OrthoSettings] | None = None,
+        init_ortho_rows: str = "in",
     ) -> None:
         super().__init__()
         self.in_channels, self.out_channels, self.packs = in_channels, out_channels, packs
+        self.init_ortho_rows = init_ortho_rows
         self.weight = nn.Parameter(torch.empty(packs, out_channels, in_channels))
         self.bias = nn.Parameter(torch.empty(packs, out_channels)) if bias else None
         self.ortho = tuple(ortho) if ortho is not None else None
@@ -256,7 +259,7 @@ class PackedLinear(nn.Module):
                 nn.init.xavier_uniform_(self.weight.data[p], generator=generator)
             if self.init_ortho is not None:
                 settings = self.init_ortho[p]
-                orthogonalise_once_(self.weight.data[p], settings.input_T, settings)
+                orthogonalise_once_(self.weight.data[p], settings.input_T, settings, self.init_ortho_rows)
         if self.bias is not None:
             nn.init.zeros_(self.bias)
         if self.ortho is not None:

@@ -158,18 +158,31 @@ def _newton_inverse_sqrt(m: Tensor, steps: int | Tensor, max_steps: int | None =
     return z
 
 
-def orthogonalise_once_(weight: Tensor, steps: int, settings: OrthoSettings) -> Tensor:
+#: The axis the authors' weight holds as rows, for :func:`orthogonalise_once_`: ``in`` for
+#: their GraphConvolution weights (``[in, out]``), ``out`` for an ``nn.Linear`` (``[out, in]``).
+ROW_AXES = ("in", "out")
+
+
+def orthogonalise_once_(weight: Tensor, steps: int, settings: OrthoSettings, rows: str = "in") -> Tensor:
     """Replace ``weight`` (``[out, in]``, any shape) in place by its orthogonalised form.
 
     The authors orthogonalise the input projection once at initialisation (its own ``T``,
     ``input_T``); it is then trained freely. Centring and bounding follow ``settings``;
     their input-side ``group1`` is 1 in every script we know of, so there are no groups.
-    ``steps == 0`` leaves the weight untouched (the switch is off).
+    Their ``Ortho_Trans`` centres each row of the weight as they store it: ``rows="in"``
+    for their GCN and JKNet input layers (``[in, out]``, rows are input features, as
+    :func:`newton_orthogonalise` works), ``rows="out"`` for their GCNII input layer, an
+    ``nn.Linear`` (``[out, in]``: rows are output features). Without centring the axis
+    makes no difference. ``steps == 0`` leaves the weight untouched (the switch is off).
     """
+    check(rows in ROW_AXES, f"rows={rows!r} must be one of {', '.join(ROW_AXES)}")
     if steps == 0:
         return weight
     with torch.no_grad():
-        weight.copy_(newton_orthogonalise(weight, steps, settings.centre_rows, 1, settings.bound))
+        if rows == "in":
+            weight.copy_(newton_orthogonalise(weight, steps, settings.centre_rows, 1, settings.bound))
+        else:  # newton_orthogonalise takes [out, in] and centres along out: hand it the transpose
+            weight.copy_(newton_orthogonalise(weight.mT, steps, settings.centre_rows, 1, settings.bound).mT)
     return weight
 
 

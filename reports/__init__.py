@@ -1,7 +1,7 @@
 """Reports: validation-best settings per cell, best configs, paper-style tables and plots.
 
 A cell is (dataset, setting, backbone, depth, original or Ortho-GConv, variant switches: the
-``variant`` label of a profile or ablation, bound, transform, layout, selection, ...), so
+``variant`` label of a profile or ablation, bound, transform, selection, ...), so
 variants never compete. Its winner is the
 trial with the best validation objective under the tie rule (``_select.TIE_RULE_TEXT``); its
 test accuracy is only reported, never used to choose.

@@ -146,7 +146,7 @@ def sections(report: Report) -> list[tuple[str, str | None, str]]:
     variants = sorted(report.summary["variant"].dropna().unique())
     out = []
     for setting in settings(report):
-        title = f"Test accuracy, {setting_title(setting)}"
+        title = f"Test accuracy (%, mean ± std with ddof = 1), {setting_title(setting)}"
         if len(variants) <= 1:
             out.append((setting, None, title))
             continue
@@ -168,17 +168,24 @@ def _heading(report: Report) -> list[str]:
 def _pair_rows(report: Report) -> list[list[str]]:
     return [
         [r["setting"], r["dataset"], r["backbone"], number(r["depth"]), r["variant"], r["repeat_kind"],
-         number(r["n_pairs"]), _signed(r["diff_mean"]), _signed(r["diff_std"]).lstrip("+"), _plain(r["t"]),
-         _p(r["p"]), r["verdict"], r["note"] or ""]
+         number(r["n_pairs"]), _signed(r["diff_mean"]), _signed(r["diff_std"]).lstrip("+"), _ci(r),
+         _plain(r["t"]), _p(r["p"]), _p(r["p_holm"]), r["verdict"], r["note"] or ""]
         for _, r in report.summary.iterrows()
     ]
 
 
+def _ci(row: pd.Series) -> str:
+    """The 95% confidence interval of the mean difference, in points."""
+    if not (_finite(row["ci_low"]) and _finite(row["ci_high"])):
+        return "—"
+    return f"[{_signed(row['ci_low'])}, {_signed(row['ci_high'])}]"
+
+
 PAIR_HEADER = ["setting", "dataset", "backbone", "depth", "variant", "repeat", "pairs", "Δ mean (pts)",
-               "Δ std (pts)", "t", "p", "verdict", "note"]
+               "Δ std (pts, ddof 1)", "Δ 95% CI (pts)", "t", "p", "p (Holm)", "verdict", "note"]
 #: Leading columns of each table that hold names (left-aligned in html).
 PAIR_NAMES = 6
-ACC_NOTE = ("Test accuracy (%) of each cell's validation-selected config: mean ± std (population) over its "
+ACC_NOTE = ("Test accuracy (%) of each cell's validation-selected config: mean ± std (sample std, ddof = 1) over its "
             "repeats. Bold: the better of the pair (higher mean test accuracy; a label, not a selection). "
             "—: no winner (see Missing cells).")
 
@@ -186,8 +193,10 @@ ACC_NOTE = ("Test accuracy (%) of each cell's validation-selected config: mean �
 def _pair_note(report: Report) -> str:
     return (f"Δ = Ortho-GConv − original test accuracy, matched repeat by repeat ({_repeat_nouns()}), in "
             f"percentage points (Δ std: sample std of the per-repeat "
-            f"differences); {report.test_name}. "
-            f"Verdict: significant when p < {report.alpha:g}; 'reversed' when Ortho-GConv is worse. "
+            f"differences, ddof = 1; 95% CI: Student's t on the mean difference); {report.test_name}. "
+            f"p is each pair's own; p (Holm) is adjusted over all the report's pairs (Holm's step-down, one "
+            f"family). Verdict: significant when the Holm-adjusted p < {report.alpha:g}; 'reversed' when "
+            f"Ortho-GConv is worse. "
             f"Few repeats make p-values coarse: read them with the number of pairs. The original arm pairs "
             f"with each Ortho-GConv variant sharing its variant label and common switches.")
 
@@ -229,15 +238,17 @@ WINNERS_NOTE = ("Every hyperparameter of each cell's winner; selection: the vali
 
 def _ablation_rows(report: Report) -> list[list[str]]:
     return [[r["setting"], r["dataset"], r["backbone"], number(r["depth"]), r["variant"], r["reference"],
-             _acc_pm(r), _signed(r["diff_mean"]), number(r["n_pairs"]), _p(r["p"]), r["verdict"]]
+             _acc_pm(r), _signed(r["diff_mean"]), _ci(r), number(r["n_pairs"]), _p(r["p"]), _p(r["p_holm"]),
+             r["verdict"]]
             for _, r in report.ablation.iterrows()]
 
 
-ABLATION_HEADER = ["setting", "dataset", "backbone", "depth", "variant", "reference", "test acc (%)",
-                   "Δ vs reference (pts)", "pairs", "p", "verdict"]
+ABLATION_HEADER = ["setting", "dataset", "backbone", "depth", "variant", "reference", "test acc (%, std ddof 1)",
+                   "Δ vs reference (pts)", "Δ 95% CI (pts)", "pairs", "p", "p (Holm)", "verdict"]
 ABLATION_NOTE = ("Ortho-GConv variants of the same cell, each the validation-selected winner of its own "
-                 "search; Δ = variant − reference, matched repeat by repeat (paired t-test); verdict: the "
-                 "variant better or worse than the reference, significant when p < 0.05 (a significant "
+                 "search; Δ = variant − reference, matched repeat by repeat (paired t-test); p (Holm): "
+                 "adjusted over this table's comparisons; verdict: the variant better or worse than the "
+                 "reference, significant when the Holm-adjusted p < 0.05 (a significant "
                  "'worse' means the removed component helps).")
 
 
@@ -334,7 +345,7 @@ def render_latex(report: Report, links: Links) -> str:
         depths, rows = paper_grid(report, setting, variant)
         label = setting_title(setting) + (f", variant {variant}" if variant else "")
         out += ["\\begin{table}[t]", "\\centering", "\\small",
-                f"\\caption{{Test accuracy (\\%), {tex(label)}: mean $\\pm$ std over "
+                f"\\caption{{Test accuracy (\\%), {tex(label)}: mean $\\pm$ std (ddof = 1) over "
                 f"repeats of the validation-selected config; bold: better of the pair.}}",
                 "\\begin{tabular}{ll" + "cc" * len(depths) + "}", "\\toprule",
                 " & & " + " & ".join(f"\\multicolumn{{2}}{{c}}{{depth {d}}}" for d in depths) + " \\\\",

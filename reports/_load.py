@@ -23,7 +23,7 @@ from orthotune.store import Store
 
 #: The config's cell fields: dataset, setting, backbone, depth and the arm (``ortho``).
 BASE = tuple(f.name for f in by_group(TrainConfig, Group.CELL))
-#: The variant switches (profile/ablation label, bound, transform, layout, selection, ...):
+#: The variant switches (profile/ablation label, bound, transform, selection, ...):
 #: fixed within a cell, so trials of different variants never compete.
 SWITCHES = tuple(f.name for f in by_group(TrainConfig, Group.VARIANT))
 #: Switches only Ortho-GConv's layers read; the original arm's values are ignored (dropped).

@@ -7,26 +7,38 @@ ablation such as ``no-hybrid``, schema-v1 rows labelled ``v1``) never compete in
 
 Pairing: the original arm of a (setting, dataset, backbone, depth) pairs with every
 Ortho-GConv cell that agrees with it on the switches both arms read (``SHARED``: the
-``variant`` label, layout, conv_bias, batch_norm, feature_transform, jk, gcnii_variant,
-directed, selection). The Ortho-only switches (bound, transform, hybrid, target, ...) do not
-exist for the original arm, so two Ortho-GConv cells that differ only in them (say bound
-frobenius and covariance, both labelled ``default``) each pair with the same original winner;
+``variant`` label, conv_bias, batch_norm, feature_transform, jk, gcnii_variant, directed,
+selection). ``layout`` is a training value, not a switch: arms whose winners differ in it
+still pair, on depth (the number of graph convolutions). The Ortho-only switches (bound,
+transform, hybrid, target, ...) do not exist for the original arm, so two Ortho-GConv cells
+that differ only in them (say bound frobenius and covariance, both labelled ``default``)
+each pair with the same original winner;
 an Ortho-GConv variant whose label has no original cell (an ablation run without the
 original arm) has no partner, and the ablation table compares it with the full model.
 
 Paired test: the two winners of a pair are matched repeat by repeat on the repeat key (the
 split for ``full``, the fold for ``cv10``, the seed for ``semi``/``official``); the
 difference is Ortho-GConv minus original test accuracy, tested with SciPy's paired t-test
-(``scipy.stats.ttest_rel``, two-sided). The t-test rather than Wilcoxon's signed-rank test
-because the paper's protocol has 5 or 10 repeats, where the exact signed-rank test cannot
-go below p = 0.0625 (n = 5) and so could never call a 5-split gain real.
+(``scipy.stats.ttest_rel``, two-sided), with the 95% confidence interval of the mean
+difference (Student's t with n - 1 degrees of freedom). The t-test rather than Wilcoxon's
+signed-rank test because the paper's protocol has 5 or 10 repeats, where the exact
+signed-rank test cannot go below p = 0.0625 (n = 5) and so could never call a 5-split gain
+real.
+
+Many cells, many tests: the summary's p-values are one family, corrected with Holm's
+step-down method (:func:`holm`; it controls the family-wise error rate under any dependence
+between the cells), and a verdict is significant when its Holm-adjusted p is below
+:data:`ALPHA`; the raw p is reported beside it. The ablation table is a family of its own.
+Spreads are sample standard deviations (ddof = 1), as the papers' mean +- std: a cell's
+test accuracy std is recomputed from its repeats, whatever the store's column holds.
 """
 
 from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -97,7 +109,9 @@ def _why_missing(cell_trials: pd.DataFrame) -> str:
 
 @dataclass(frozen=True)
 class Paired:
-    """The paired comparison of one cell's two winners."""
+    """The paired comparison of one cell's two winners: the mean difference, its sample std
+    (ddof = 1) and 95% confidence interval, the t statistic, the raw p-value and the
+    Holm-adjusted one (the raw p until :func:`with_holm` adjusts a family)."""
 
     n_pairs: int
     diff_mean: float
@@ -105,18 +119,55 @@ class Paired:
     t: float
     p: float
     note: str
+    ci_low: float = math.nan
+    ci_high: float = math.nan
+    p_holm: float = math.nan
 
     def verdict(self, gain: str = "gain", loss: str = "reversed") -> str:
         """The result in words, whatever the sign: ``gain`` or ``loss`` (Ortho-GConv better or
         worse than the original; for ablations, the variant better or worse than the full
-        model), significant at :data:`ALPHA` or not, with the difference and the p-value."""
+        model), significant when the Holm-adjusted p is below :data:`ALPHA`, with the
+        difference, its 95% CI, the raw p and the adjusted one."""
         if not math.isfinite(self.p):
             if math.isfinite(self.diff_mean):
                 return f"no test ({self.note or 'no p-value'}); mean {gain} {100 * self.diff_mean:+.2f} pts"
             return f"no test ({self.note})"
+        adjusted = self.p_holm if math.isfinite(self.p_holm) else self.p
         word = gain if self.diff_mean > 0 else loss if self.diff_mean < 0 else "no difference"
-        significance = "significant" if self.p < ALPHA else "not significant"
-        return f"{word} {significance} ({100 * self.diff_mean:+.2f} pts, p = {self.p:.3g})"
+        significance = "significant" if adjusted < ALPHA else "not significant"
+        ci = (f", 95% CI [{100 * self.ci_low:+.2f}, {100 * self.ci_high:+.2f}]"
+              if math.isfinite(self.ci_low) and math.isfinite(self.ci_high) else "")
+        holm_p = f", Holm p = {self.p_holm:.3g}" if math.isfinite(self.p_holm) else ""
+        return f"{word} {significance} ({100 * self.diff_mean:+.2f} pts{ci}, p = {self.p:.3g}{holm_p})"
+
+
+def holm(pvalues: Sequence[float]) -> list[float]:
+    """Holm's step-down adjustment of a family of p-values (NaN ones are left out of the
+    family and stay NaN): sorted ascending, ``p_(i)`` becomes ``max_{j <= i} min(1,
+    (m - j + 1) p_(j))`` with ``m`` the number of finite p-values."""
+    finite = sorted((p, i) for i, p in enumerate(pvalues) if math.isfinite(p))
+    adjusted = [math.nan] * len(pvalues)
+    running, m = 0.0, len(finite)
+    for rank, (p, index) in enumerate(finite):
+        running = max(running, min(1.0, (m - rank) * p))
+        adjusted[index] = running
+    return adjusted
+
+
+def with_holm(tests: Sequence[Paired | None]) -> list[Paired | None]:
+    """The tests of one family with their Holm-adjusted p-values (None entries stay None)."""
+    adjusted = holm([t.p if t is not None else math.nan for t in tests])
+    return [None if t is None else replace(t, p_holm=a) for t, a in zip(tests, adjusted)]
+
+
+def confidence_interval(diffs: np.ndarray, level: float = 0.95) -> tuple[float, float]:
+    """The ``level`` confidence interval of the mean of ``diffs`` (Student's t, n - 1 df)."""
+    from scipy import stats  # here, not at import: `orthotune best` needs no SciPy
+
+    n = len(diffs)
+    half = float(stats.t.ppf(0.5 + level / 2, n - 1)) * float(diffs.std(ddof=1)) / math.sqrt(n)
+    mean = float(diffs.mean())
+    return mean - half, mean + half
 
 
 def paired(setting: str, original: pd.Series | None, ortho: pd.Series | None) -> Paired:
@@ -144,8 +195,9 @@ def paired(setting: str, original: pd.Series | None, ortho: pd.Series | None) ->
         from scipy import stats  # here, not at import: `orthotune best` needs no SciPy
 
         result = stats.ttest_rel([right[k] for k in keys], [left[k] for k in keys])
+    low, high = confidence_interval(diffs)
     return Paired(len(keys), float(diffs.mean()), float(diffs.std(ddof=1)), float(result.statistic),
-                  float(result.pvalue), extra.lstrip("; "))
+                  float(result.pvalue), extra.lstrip("; "), low, high, float(result.pvalue))
 
 
 def _per_repeat(setting: str, row: pd.Series) -> dict:
@@ -174,23 +226,25 @@ def summary(winners: pd.DataFrame, expected: pd.DataFrame) -> pd.DataFrame:
     lookup = {tuple(r[c] for c in CELL): r for _, r in winners.iterrows()}
     originals = {tuple(r[c] for c in PAIR): r for _, r in cells[~cells["ortho"].astype(bool)].iterrows()}
     paired_keys: set[tuple] = set()
-    rows = []
+    pairs = []
     for _, cell in cells[cells["ortho"].astype(bool)].iterrows():
         pair = tuple(cell[c] for c in PAIR)
         partner = originals.get(pair)
         paired_keys.add(pair)
         original = None if partner is None else lookup.get(tuple(partner[c] for c in CELL))
-        rows.append(_summary_row(cell, original, lookup.get(tuple(cell[c] for c in CELL))))
+        pairs.append((cell, original, lookup.get(tuple(cell[c] for c in CELL))))
     for pair, cell in originals.items():
         if pair not in paired_keys:
-            rows.append(_summary_row(cell, lookup.get(tuple(cell[c] for c in CELL)), None))
+            pairs.append((cell, lookup.get(tuple(cell[c] for c in CELL)), None))
+    # the report's pairs are one family of tests: Holm-adjust their p-values together
+    tests = with_holm([paired(cell["setting"], original, ortho) for cell, original, ortho in pairs])
+    rows = [_summary_row(cell, original, ortho, test) for (cell, original, ortho), test in zip(pairs, tests)]
     frame = pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
     frame = frame.sort_values(["setting", "dataset", "backbone", "depth", "variant"], kind="stable")
     return _integers(frame.reset_index(drop=True), ["depth", "orig_repeats", "ortho_repeats", "n_pairs"])
 
 
-def _summary_row(cell: pd.Series, original: pd.Series | None, ortho: pd.Series | None) -> dict:
-    test = paired(cell["setting"], original, ortho)
+def _summary_row(cell: pd.Series, original: pd.Series | None, ortho: pd.Series | None, test: Paired) -> dict:
     return {
         **{c: cell[c] for c in ("setting", "dataset", "backbone", "depth")},
         "variant": cell["variant_name"], "switches": cell["switches"],
@@ -206,7 +260,8 @@ def _summary_row(cell: pd.Series, original: pd.Series | None, ortho: pd.Series |
 _ARM_FIELDS = ("search", "trial_id", "val_acc", "test_acc", "test_acc_std", "repeats")
 SUMMARY_COLUMNS = [*ROW, "switches", "repeat_kind",
                    *(f"orig_{f}" for f in _ARM_FIELDS), *(f"ortho_{f}" for f in _ARM_FIELDS),
-                   "better", "n_pairs", "diff_mean", "diff_std", "t", "p", "verdict", "note"]
+                   "better", "n_pairs", "diff_mean", "diff_std", "ci_low", "ci_high", "t", "p", "p_holm", "verdict",
+                   "note"]
 
 
 def _integers(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
@@ -221,8 +276,17 @@ def _arm_columns(prefix: str, row: pd.Series | None) -> dict:
     if row is None:
         return {f"{prefix}_{f}": None for f in _ARM_FIELDS}
     values = {f: row[f] for f in _ARM_FIELDS[:-1]}
+    values["test_acc_std"] = sample_std(row["repeat_test_acc"], row["repeat_status"])
     values["repeats"] = len(row["repeat_test_acc"])
     return {f"{prefix}_{k}": v for k, v in values.items()}
+
+
+def sample_std(values: object, statuses: object = None) -> float:
+    """The sample std (ddof = 1) of a trial's per-repeat values, failed repeats left out; NaN
+    below two values. Recomputed here: stores before schema 3 hold the population std."""
+    statuses = list(statuses) if statuses is not None else [None] * len(list(values))
+    kept = [float(v) for v, s in zip(values, statuses) if s != "failed" and v is not None and math.isfinite(v)]
+    return float(np.std(kept, ddof=1)) if len(kept) >= 2 else math.nan
 
 
 def _better(original: pd.Series | None, ortho: pd.Series | None) -> str | None:
@@ -268,7 +332,8 @@ def _declared_int(name: str) -> bool:
 # -- ablations -----------------------------------------------------------------------------
 
 ABLATION_COLUMNS = [*("setting", "dataset", "backbone", "depth"), "variant", "reference", "search", "trial_id",
-                    "val_acc", "test_acc", "test_acc_std", "n_pairs", "diff_mean", "p", "verdict"]
+                    "val_acc", "test_acc", "test_acc_std", "n_pairs", "diff_mean", "ci_low", "ci_high", "p", "p_holm",
+                    "verdict"]
 
 
 def ablation(winners: pd.DataFrame) -> pd.DataFrame:
@@ -277,7 +342,7 @@ def ablation(winners: pd.DataFrame) -> pd.DataFrame:
     repeat by repeat like the arms (difference: variant minus reference). Only where a cell
     has two or more Ortho-GConv variants."""
     ortho = winners[winners["ortho"].astype(bool)]
-    rows = []
+    entries = []
     for key, group in ortho.groupby(["setting", "dataset", "backbone", "depth"], sort=True):
         if group["variant_name"].nunique() < 2:
             continue
@@ -286,14 +351,19 @@ def ablation(winners: pd.DataFrame) -> pd.DataFrame:
         base = group[group["variant_name"] == reference].iloc[0]
         for _, row in group.sort_values("variant_name").iterrows():
             test = paired(key[0], base, row) if row["variant_name"] != reference else None
-            rows.append({
-                **dict(zip(("setting", "dataset", "backbone", "depth"), key)),
-                "variant": row["variant_name"], "reference": reference,
-                **{c: row[c] for c in ("search", "trial_id", "val_acc", "test_acc", "test_acc_std")},
-                "n_pairs": test.n_pairs if test else None, "diff_mean": test.diff_mean if test else None,
-                "p": test.p if test else None,
-                "verdict": test.verdict("better", "worse") if test else "reference",
-            })
+            entries.append((key, reference, row, test))
+    tests = with_holm([test for *_, test in entries])  # the ablation table: a family of its own
+    rows = []
+    for (key, reference, row, _), test in zip(entries, tests):
+        rows.append({
+            **dict(zip(("setting", "dataset", "backbone", "depth"), key)),
+            "variant": row["variant_name"], "reference": reference,
+            **{c: row[c] for c in ("search", "trial_id", "val_acc", "test_acc")},
+            "test_acc_std": sample_std(row["repeat_test_acc"], row["repeat_status"]),
+            **{f: getattr(test, f) if test else None for f in ("n_pairs", "diff_mean", "ci_low", "ci_high", "p",
+                                                                 "p_holm")},
+            "verdict": test.verdict("better", "worse") if test else "reference",
+        })
     return _integers(pd.DataFrame(rows, columns=ABLATION_COLUMNS), ["depth", "n_pairs"])
 
 

@@ -59,6 +59,7 @@ from orthotune.core import (
     by_group,
     defaults_for,
     profile_values,
+    standard_form,
 )
 from orthotune.search import Space, cell_key
 from orthotune.spaces._dimension import Dimension
@@ -221,14 +222,20 @@ class SearchSpace(Space):
         return max(int(defaults_for(d, self.protocol(d)["setting"])["epochs"]) for d in self.datasets)
 
     def default_point(self) -> dict[str, Any]:
-        """orthotune's defaults for this one-cell space's searched values, where the space
-        can take them: each cell's searcher tries that point first, so a search never ends
-        below the defaults and both arms start from their own (equal budgets: one trial)."""
+        """The point this one-cell space's searcher tries first, in its searched values where
+        the space can take them: for the original arm its backbone's standard form at the
+        published settings (``orthotune.core.STANDARD_FORMS``; where the setting has one),
+        else orthotune's defaults. So a search never ends below the defaults, an original
+        arm never below the baseline the literature reports, and both arms start from their
+        own (equal budgets: one trial)."""
         if len(self.datasets) != 1 or self.variants:
             return {}
         dataset = self.datasets[0]
+        setting = self.protocol(dataset)["setting"]
         defaults = {**{f.name: f.default for f in by_group(TrainConfig, Group.ORTHO, Group.TRAIN, Group.VARIANT)},
-                    **defaults_for(dataset, self.protocol(dataset)["setting"])}
+                    **defaults_for(dataset, setting)}
+        if self.original and self.ortho is None and len(self.backbones) == 1:
+            defaults.update(standard_form(setting, self.backbones[0], dataset))
         searched = [*(self.ortho or {}).values()] if not self.original else []
         searched += list(self.train.values())
         return {d.name: defaults[d.name] for d in searched

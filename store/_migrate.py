@@ -1,12 +1,13 @@
 """Reading files older than the current schema: what their missing columns mean.
 
-Two kinds of old rows, both filled in when a table is read (``Store.read``), never rewritten:
+Three kinds of old rows, both filled in when a table is read (``Store.read``), never rewritten:
 
 * schema v1 rows lack every variant column; their runs trained what :data:`V1_VARIANT`
   states (:func:`upgrade_v1`);
 * a variant switch added after schema v2 shipped (``io_bias``, ...) reads as null from files
   written before it; its declared default is the behaviour from before it existed, so
-  :func:`fill_switch_defaults` fills every null with it.
+  :func:`fill_switch_defaults` fills every null with it;
+* rows written before v3 counted ``depth`` in hidden convolutions (:func:`upgrade_v2`).
 """
 
 from __future__ import annotations
@@ -54,3 +55,27 @@ def upgrade_v1(trials: pa.Table) -> pa.Table:
         filled = pa.compute.if_else(is_v1, pa.scalar(value, column.type), column)
         trials = trials.set_column(index, trials.schema.field(index), filled)
     return trials
+
+
+#: Before v3, ``depth`` counted the hidden convolutions; the ``official`` layout's GCN and
+#: JKNet also had graph-convolution input and output layers (the authors' ``--layer L`` was
+#: stored as depth L): they had depth + 2 graph convolutions. Every other row (linear layout,
+#: GCNII, Graph U-Nets' pooling levels) counted the same under both definitions.
+V2_GRAPH_IO = ("gcn", "jknet")
+
+
+def upgrade_v2(trials: pa.Table) -> pa.Table:
+    """Rows written before v3 (``schema_version`` null, after :func:`upgrade_v1`): the
+    ``official`` layout's GCN and JKNet depth becomes their graph convolutions, depth + 2."""
+    if trials.num_rows == 0:
+        return trials
+    compute = pa.compute
+    old = compute.is_null(trials["schema_version"])
+    graph_io = compute.and_(compute.equal(trials["layout"], "official"),
+                            compute.is_in(trials["backbone"], value_set=pa.array(V2_GRAPH_IO)))
+    shift = compute.fill_null(compute.and_(old, graph_io), False)
+    if not compute.any(shift).as_py():
+        return trials
+    index = trials.schema.get_field_index("depth")
+    depth = compute.if_else(shift, compute.add(trials["depth"], pa.scalar(2, pa.int32())), trials["depth"])
+    return trials.set_column(index, trials.schema.field(index), depth.cast(pa.int32()))

@@ -11,8 +11,10 @@ from orthotune.core import OrthotuneError, TrainConfig, column_name, declared
 
 #: v2 added the variant switches of the config (bound, transform, hybrid, ...) and
 #: ``repeat_val_loss``; v1 files are read through ``_migrate.upgrade_v1`` (their runs used
-#: the switches' v1 behaviour, which ``_migrate.V1_VARIANT`` states).
-SCHEMA_VERSION = 2
+#: the switches' v1 behaviour, which ``_migrate.V1_VARIANT`` states). v3: ``depth`` counts
+#: every graph convolution (before: the hidden ones), and each row names the version it was
+#: written with (``schema_version``); older rows are read through ``_migrate.upgrade_v2``.
+SCHEMA_VERSION = 3
 MARKER = "orthotune-store.json"
 STORE_FORMAT = "orthotune-store"
 SEARCH_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
@@ -69,6 +71,7 @@ TRIALS_SCHEMA = pa.schema(
         pa.field("ray_version", pa.string()),
         pa.field("optuna_version", pa.string()),
         pa.field("finished_at", pa.timestamp("ms", tz="UTC")),
+        pa.field("schema_version", pa.int32()),  # the version that wrote the row; null: before v3
     ],
     metadata={"orthotune.schema_version": str(SCHEMA_VERSION)},
 )

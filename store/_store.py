@@ -53,7 +53,7 @@ if TYPE_CHECKING:
 
 from orthotune.core import OrthotuneError
 from orthotune.store._io import durable_write, filesystem, remote_write, retrying
-from orthotune.store._migrate import fill_switch_defaults, upgrade_v1
+from orthotune.store._migrate import fill_switch_defaults, upgrade_v1, upgrade_v2
 from orthotune.store._schema import (
     MARKER,
     PARTITION,
@@ -137,6 +137,7 @@ class Store:
     def write_trial(self, trial: Mapping[str, Any], epochs: Iterable[Mapping[str, Any]]) -> None:
         """Write one trial's row and its epoch rows; writing it again replaces them."""
         search, trial_id = check_search_name(trial["search"]), str(trial["trial_id"])
+        trial = {**trial, "schema_version": SCHEMA_VERSION}
         name = f"search={search}/trial-{_safe(trial_id)}.parquet"
         epoch_rows = [{**row, "search": search, "trial_id": trial_id} for row in epochs]
         # epochs first: a reader that sees the trial row also sees its history
@@ -183,14 +184,15 @@ class Store:
     def read(self, table: str, search: str | None = None) -> pa.Table:
         """A whole table (optionally one search's rows), in the declared schema.
 
-        Rows written by schema v1 (no variant columns) come back with :data:`V1_VARIANT`.
+        Rows written by schema v1 (no variant columns) come back with :data:`V1_VARIANT`,
+        rows written before v3 with their depth in graph convolutions (:func:`upgrade_v2`).
         An unreadable file is skipped with a warning (see :class:`TolerantDataset`).
         """
         import pyarrow.dataset as ds
 
         where = None if search is None else ds.field("search") == search
         data = self.dataset(table).to_table(filter=where).cast(TABLES[table])
-        return fill_switch_defaults(upgrade_v1(data)) if table == "trials" else data
+        return fill_switch_defaults(upgrade_v2(upgrade_v1(data))) if table == "trials" else data
 
     def warn_unreadable(self, path: str, error: BaseException | str) -> None:
         """One warning line on stderr per unreadable file (per opened store), naming the repair."""

@@ -12,11 +12,11 @@ validation accuracy or lowest validation loss); early stopping after ``patience`
 without a strictly better one. The Graph U-Nets code reports the maximum test accuracy
 over epochs; orthotune never selects on test.
 
-Training is mini-batch Adam over PyG's ``DataLoader``. The folds of a config (and several
-configs) are separate models trained in lock-step, one epoch each in turn, so that the
-per-epoch callback sees every run after every epoch as with the node trainer. Each run
-keeps its own dropout random stream and shuffling generator, so a run's result does not
-depend on which other runs share the call.
+Training is mini-batch Adam with amsgrad (as Gao & Ji's trainer) over PyG's
+``DataLoader``. The folds of a config (and several configs) are separate models trained
+in lock-step, one epoch each in turn, so that the per-epoch callback sees every run after
+every epoch as with the node trainer. Each run keeps its own dropout random stream and
+shuffling generator, so a run's result does not depend on which other runs share the call.
 """
 
 from __future__ import annotations
@@ -65,6 +65,7 @@ from orthotune.training._loop import (
     Steadiness,
     TrainingLoop,
     TrainOptions,
+    decay_groups,
     execution,
     fault_codes,
     faults_of,
@@ -190,7 +191,8 @@ class _GraphPack:
         fold = data.fold(run.split)
         self.rng = Rng(run.seed, self.device)
         self.model = build_graph_model(config, data, run.seed).to(self.device)
-        self.optimizer = torch.optim.Adam(param_groups(self.model, config), lr=config.lr)
+        # Adam with amsgrad, as Gao & Ji train Graph U-Nets (their trainer.py)
+        self.optimizer = torch.optim.Adam(param_groups(self.model, config), lr=config.lr, amsgrad=True)
         shuffle = torch.Generator().manual_seed(run.seed)
         self.train_loader = DataLoader(data.dataset[fold.train], config.batch_size, shuffle=True, generator=shuffle)
         self.val_loader = DataLoader(data.dataset[fold.val], config.batch_size)
@@ -272,12 +274,11 @@ def _first(fault: Tensor, new: Tensor) -> Tensor:
 
 
 def param_groups(model: OrthoGraphNet, config: TrainConfig) -> list[dict]:
-    """Adam's groups: the input/output layers take ``weight_decay_io``, the rest ``weight_decay``."""
-    io_decay = config.weight_decay if config.weight_decay_io is None else config.weight_decay_io
-    io = {id(p) for p in model.io_parameters()}
+    """Adam's groups: the input layer takes ``weight_decay_io``, the output layer
+    ``weight_decay_output`` (else ``weight_decay_io``), the rest ``weight_decay``."""
     trained = [p for p in model.parameters() if p.requires_grad]
-    groups = [{"params": [p for p in trained if (id(p) in io) == is_io], "weight_decay": decay}
-              for is_io, decay in ((False, config.weight_decay), (True, io_decay))]
+    groups = [{"params": params, "weight_decay": decays[0]}
+              for params, decays in decay_groups(model, trained, [config])]
     return [g for g in groups if g["params"]]
 
 

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from orthotune.core import (
     ConfigError,
@@ -428,3 +428,20 @@ class TrainingLoop:
             [mean_or_zero(b) for b in per_config(selected)], [any(a) for a in per_config(values["active"])],
             per_config(snapshot), val_loss=per_config(values["val_loss"]), history=self._history(per_config),
         )
+
+
+def decay_groups(model: nn.Module, params: Sequence[nn.Parameter], configs: Sequence[TrainConfig],
+                 ) -> list[tuple[list[nn.Parameter], list[float]]]:
+    """``params`` split into the hidden, input and output layers' (the model's
+    ``input_parameters()``/``output_parameters()``), each with its weight decay per config:
+    ``weight_decay``, ``weight_decay_io`` and ``weight_decay_output`` (each unset one falls
+    back to the one before it)."""
+    inputs = {id(p) for p in model.input_parameters()}
+    outputs = {id(p) for p in model.output_parameters()}
+    io = [c.weight_decay if c.weight_decay_io is None else c.weight_decay_io for c in configs]
+    out = [d if c.weight_decay_output is None else c.weight_decay_output for c, d in zip(configs, io)]
+    return [
+        ([p for p in params if id(p) not in inputs and id(p) not in outputs], [c.weight_decay for c in configs]),
+        ([p for p in params if id(p) in inputs], io),
+        ([p for p in params if id(p) in outputs], out),
+    ]

@@ -19,8 +19,9 @@ patience and selection rule:
   term ``wd_p * w_p`` is added to its own gradient slice, torch's Adam steps with the
   first slot's learning rate, and every other slot's update is rescaled by
   ``lr_p / lr_0``. A run trained alone takes exactly torch's Adam step; inside a pack
-  of mixed rates the rescaling changes only float rounding. The input/output layers
-  (the model's ``io_parameters()``) take ``weight_decay_io``, the rest
+  of mixed rates the rescaling changes only float rounding. The input layer (the model's
+  ``input_parameters()``) takes ``weight_decay_io``, the output layer
+  (``output_parameters()``) ``weight_decay_output`` (else ``weight_decay_io``), the rest
   ``weight_decay``.
 
 Pack size: the runs of one call are split into packs of at most ``max_pack`` runs and,
@@ -57,6 +58,7 @@ from orthotune.models import (
     feature_norms,
     layer_gradient_norms,
     node_features,
+    readout_width,
     signal_magnification,
     smoothness,
 )
@@ -71,6 +73,7 @@ from orthotune.training._loop import (
     Steadiness,
     TrainingLoop,
     TrainOptions,
+    decay_groups,
     execution,
     fault_codes,
     faults_of,
@@ -98,8 +101,8 @@ def pack_key(config: TrainConfig) -> tuple:
     rate, weight decays, epochs, patience, selection and ``input_T``.
     """
     fixed = [f.name for f in by_group(TrainConfig, Group.CELL, Group.VARIANT) if f.name not in PER_RUN]
-    return (*(getattr(config, name) for name in fixed), config.hidden, config.dropout, config.input_dropout,
-            config.alpha, config.theta)
+    return (*(getattr(config, name) for name in fixed), config.layout, config.hidden, config.dropout,
+            config.input_dropout, config.alpha, config.theta)
 
 
 def train_node(
@@ -130,9 +133,8 @@ def train_node(
 
 
 def _state_bytes(config: TrainConfig, data: NodeData) -> int:
-    """Bytes of one run's widest hidden state (JKNet's concatenated head is depth wide)."""
-    width = config.hidden * (config.depth if config.backbone == "jknet" and config.jk == "cat" else 1)
-    return data.num_nodes * width * 4
+    """Bytes of one run's widest hidden state (JKNet's concatenated head, as the model sizes it)."""
+    return data.num_nodes * readout_width(config) * 4
 
 
 class _NodeTask:
@@ -232,7 +234,7 @@ class _NodePack:
         model.eval()
         out = model.run(self.task.x, *self.task.adj)
         loss = self.task.losses(out.logits, self.masks[0][:, list(slots)])
-        norms = layer_gradient_norms(loss.sum(), out.weights).tolist()
+        norms = layer_gradient_norms(loss.sum(), out.weights, len(slots)).tolist()
         m_sig = signal_magnification(self.task.x_norms, out.last).detach().tolist()
         smooth = smoothness(out.last.detach()).tolist()
         return [Steadiness(m_sig[k], smooth[k], norms[k]) for k in range(len(slots))]
@@ -260,7 +262,7 @@ class _NodePack:
 
 
 class _PackAdam:
-    """``torch.optim.Adam`` with a learning rate and two L2 weight decays per slot.
+    """``torch.optim.Adam`` with a learning rate and three L2 weight decays per slot.
 
     See the module docstring: per-slot L2 is added to each slot's gradient slice (as
     Adam's coupled ``weight_decay`` would), and each slot's step is rescaled by
@@ -275,12 +277,9 @@ class _PackAdam:
                   f"parameter of shape {tuple(param.shape)} is not split by pack slot")
         device = self.params[0].device
         lrs = [r.config.lr for r in runs]
-        io_decay = [r.config.weight_decay if r.config.weight_decay_io is None else r.config.weight_decay_io
-                    for r in runs]
         groups, self.decay = [], []
-        io = {id(p) for p in model.io_parameters()}  # the model says which layers are input/output
-        for is_io, decays in ((False, [r.config.weight_decay for r in runs]), (True, io_decay)):
-            params = [p for p in self.params if (id(p) in io) == is_io]
+        # the model says which layers are input and output; each takes its own decay
+        for params, decays in decay_groups(model, self.params, [r.config for r in runs]):
             if not params:
                 continue
             uniform = len(set(decays)) == 1

@@ -8,6 +8,7 @@ from orthotune.models import (
     build_node_model,
     layer_gradient_norms,
     node_features,
+    readout_width,
     signal_magnification,
 )
 from orthotune.models._backbones import PackedBatchNorm
@@ -109,28 +110,114 @@ def test_packed_batch_norm_equals_batch_norm_per_pack():
         torch.testing.assert_close(packed.running_var[p], norm.running_var)
 
 
-@pytest.mark.parametrize(("name", "layout", "propagations"), [
-    ("gcn", "linear", 4), ("gcn", "official", 6), ("jknet", "official", 6), ("gcnii", "official", 4),
+@pytest.mark.parametrize(("name", "layout", "hidden_layers"), [
+    ("gcn", "linear", 4), ("gcn", "standard", 2), ("gcn", "official", 2),
+    ("jknet", "linear", 4), ("jknet", "standard", 3), ("jknet", "official", 2),
+    ("gcnii", "linear", 4), ("gcnii", "standard", 4), ("gcnii", "official", 4),
 ])
-def test_depth_counts_hidden_convolutions_and_the_layout_adds_propagations(name, layout, propagations):
+def test_depth_counts_every_graph_convolution_in_every_layout(name, layout, hidden_layers):
+    """depth = propagations per forward pass (PyG's num_layers); the layout decides how many
+    of them are hidden hidden x hidden convolutions (the Ortho-GConv ones)."""
     model = BACKBONES.get(name)(20, 8, 3, 4, layout=layout)
     calls = []
     original = model.propagate
     model.propagate = lambda *args: calls.append(1) or original(*args)
     out = model.run(torch.randn(10, 20), torch.eye(10).to_sparse_csr())
-    assert len(model.transforms) == 4 and len(out.weights) == 4
-    assert model.propagations == len(calls) == propagations
-    assert f"propagations={propagations}" in repr(model)
+    assert len(model.transforms) == len(out.weights) == model.hidden_layers == hidden_layers
+    assert model.propagations == len(calls) == model.depth == 4
+    assert "propagations=4" in repr(model) and f"hidden_layers={hidden_layers}" in repr(model)
 
 
 def test_official_layout_makes_input_and_output_graph_convolutions(cora):
-    model = BACKBONES.get("gcn")(cora.x.shape[1], 16, 7, 2, dropout=0.0, layout="official")
+    model = BACKBONES.get("gcn")(cora.x.shape[1], 16, 7, 3, dropout=0.0, layout="official")
     out = model.run(cora.x, cora.adj)
     adj = cora.adj.to_dense()
     h0 = torch.relu(adj @ cora.x @ model.input.weight[0].T + model.input_bias[0])
     torch.testing.assert_close(out.first[:, 0], h0, rtol=1e-4, atol=1e-5)
     logits = adj @ out.last[:, 0] @ model.output.weight[0].T + model.output_bias[0]
     torch.testing.assert_close(out.logits[:, 0], logits, rtol=1e-4, atol=1e-5)
+
+
+def _pyg_edges(adj: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``A_hat`` as PyG's edge_index and edge weights (GCNConv(normalize=False) takes them)."""
+    coo = adj.to_sparse_coo().coalesce()
+    return coo.indices(), coo.values()
+
+
+def _load_pyg_gcn(pyg, model) -> None:
+    """Copy a one-slot standard-layout model's weights into PyG's GCN (same layer order)."""
+    convs = list(pyg.convs)
+    weights = [model.input.weight[0], *(t.weight[0] for t in model.transforms)]
+    biases = [model.input_bias[0], *(b[0] for b in model.conv_biases)]
+    if len(convs) > len(weights):  # plain GCN: the last convolution is the output layer
+        weights.append(model.output.weight[0])
+        biases.append(model.output_bias[0])
+    for conv, weight, bias in zip(convs, weights, biases):
+        conv.lin.weight.data.copy_(weight)
+        conv.bias.data.copy_(bias)
+
+
+@pytest.mark.parametrize("depth", [2, 3, 5])
+def test_standard_gcn_is_pygs_gcn(cora, depth):
+    """Kipf & Welling's GCN: the standard layout at depth L has PyG GCN(num_layers=L)'s shapes,
+    parameter count and outputs (depth 2: features -> hidden -> classes, no square weight)."""
+    from torch_geometric.nn import GCN as PygGCN
+
+    model = BACKBONES.get("gcn")(cora.x.shape[1], 16, 7, depth, dropout=0.0, layout="standard")
+    pyg = PygGCN(cora.x.shape[1], 16, depth, 7, normalize=False)
+    assert len(model.transforms) == depth - 2
+    assert sum(p.numel() for p in model.parameters()) == sum(p.numel() for p in pyg.parameters())
+    shapes = [tuple(conv.lin.weight.shape) for conv in pyg.convs]
+    ours = [tuple(model.input.weight.shape[1:]), *(tuple(t.weight.shape[1:]) for t in model.transforms),
+            tuple(model.output.weight.shape[1:])]
+    assert ours == shapes
+    _load_pyg_gcn(pyg, model)
+    model.eval(), pyg.eval()
+    edge_index, edge_weight = _pyg_edges(cora.adj)
+    expected = pyg(cora.x, edge_index, edge_weight=edge_weight)
+    torch.testing.assert_close(model(cora.x, cora.adj)[:, 0], expected, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("jk", ["cat", "max"])
+@pytest.mark.parametrize("depth", [2, 4])
+def test_standard_jknet_is_pygs_gcn_with_jumping_knowledge(cora, jk, depth):
+    """Xu et al.'s JKNet: the standard layout at depth L is PyG's GCN(num_layers=L, jk=...):
+    L graph convolutions (the first is the input layer), JumpingKnowledge over their L
+    outputs, a linear head; same shapes, parameter count and outputs."""
+    from torch_geometric.nn import GCN as PygGCN
+
+    model = BACKBONES.get("jknet")(cora.x.shape[1], 16, 7, depth, dropout=0.0, layout="standard", jk=jk)
+    pyg = PygGCN(cora.x.shape[1], 16, depth, 7, normalize=False, jk=jk)
+    assert len(model.transforms) == depth - 1
+    assert model.output.in_channels == pyg.lin.in_features == (16 * depth if jk == "cat" else 16)
+    assert sum(p.numel() for p in model.parameters()) == sum(p.numel() for p in pyg.parameters())
+    _load_pyg_gcn(pyg, model)
+    pyg.lin.weight.data.copy_(model.output.weight[0])
+    pyg.lin.bias.data.copy_(model.output.bias[0])
+    model.eval(), pyg.eval()
+    edge_index, edge_weight = _pyg_edges(cora.adj)
+    expected = pyg(cora.x, edge_index, edge_weight=edge_weight)
+    torch.testing.assert_close(model(cora.x, cora.adj)[:, 0], expected, rtol=1e-4, atol=1e-5)
+
+
+def test_readout_width_is_what_the_model_sizes():
+    cases = [("jknet", "linear", "cat"), ("jknet", "standard", "cat"), ("jknet", "official", "cat"),
+             ("jknet", "official", "max"), ("gcn", "standard", "cat")]
+    for backbone, layout, jk in cases:
+        config = TrainConfig(dataset="cora", backbone=backbone, depth=6, hidden=8, layout=layout, jk=jk)
+        model = build_node_model(config, 20, 3, seeds=(0,), ortho=None)
+        assert readout_width(config) == max(8, model.output.in_channels), (backbone, layout, jk)
+
+
+def test_model_arguments_follow_the_config_rules():
+    """The models take their choice lists and ranges from the config's declarations."""
+    for kwargs, message in [({"layout": "dense"}, "layout='dense' must be one of 'linear', 'standard', 'official'"),
+                            ({"dropout": 1.0}, r"dropout=1.0 must be a number in \[0, 1\)"),
+                            ({"jk": "lstm"}, "jk='lstm' must be one of 'cat', 'max'")]:
+        with pytest.raises(ConfigError, match=message):
+            BACKBONES.get("jknet")(20, 8, 3, 4, **kwargs)
+    with pytest.raises(ConfigError, match=r"depth=1 must be an integer in \[2, 1024\]"):
+        BACKBONES.get("gcn")(20, 8, 3, 1)
 
 
 def test_jknet_concatenates_the_block_input_and_every_layer():
@@ -186,8 +273,8 @@ def test_build_node_model_maps_every_backbone_switch():
                          layout="official", conv_bias=False, batch_norm=True, ortho=False)
     model = build_node_model(config, 20, 3, seeds=(0, 1), ortho=None)
     assert isinstance(model, BACKBONES.get("jknet")) and model.packs == 2
-    assert (model.jk, len(model.self_loops), model.graph_io) == ("max", 4, True)
-    assert len(model.conv_biases) == 0 and len(model.norms) == 5
+    assert (model.jk, len(model.self_loops), model.graph_input, model.graph_output) == ("max", 2, True, True)
+    assert len(model.conv_biases) == 0 and len(model.norms) == 3
     config = TrainConfig(dataset="cora", backbone="gcnii", depth=3, hidden=8, gcnii_variant=True,
                          alpha=0.2, theta=1.5, feature_transform=True)
     model = build_node_model(config, 20, 3, seeds=(0,), ortho=[config.ortho_settings()])
@@ -206,14 +293,16 @@ def test_gradient_norms_of_a_layer_without_gradient_are_zeros_on_its_device():
     torch.testing.assert_close(norms, torch.tensor([[6.0, 0.0], [6.0, 0.0]]))
 
 
-@pytest.mark.parametrize("layout", ["linear", "official"])
+@pytest.mark.parametrize("layout", ["linear", "standard", "official"])
 def test_io_parameters_are_the_input_and_output_layers(layout):
     model = BACKBONES.get("jknet")(20, 8, 3, 3, ortho=[OrthoSettings()], layout=layout, self_loop=True,
                                    batch_norm=True)
+    inputs, outputs = {id(p) for p in model.input_parameters()}, {id(p) for p in model.output_parameters()}
+    expected_in, expected_out = set(map(id, model.input.parameters())), set(map(id, model.output.parameters()))
+    expected_in |= {id(model.input_bias)} if model.graph_input else set()
+    expected_out |= {id(model.output_bias)} if model.graph_output else set()
+    assert (inputs, outputs) == (expected_in, expected_out)
     io = {id(p) for p in model.io_parameters()}
-    expected = {*map(id, model.input.parameters()), *map(id, model.output.parameters())}
-    if layout == "official":
-        expected |= {id(model.input_bias), id(model.output_bias)}
-    assert io == expected
+    assert io == inputs | outputs
     convolutions = [p for p in model.parameters() if id(p) not in io]
     assert any(p is model.transforms[0].weight for p in convolutions)

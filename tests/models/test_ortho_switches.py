@@ -163,6 +163,24 @@ def test_input_projection_orthogonalised_once_like_the_authors():
     torch.testing.assert_close(layers[0].weight[0], once)
 
 
+def test_gcnii_input_projection_is_centred_along_the_authors_linear_rows():
+    """The authors' GCNII input layer is an ``nn.Linear`` (weight ``[out, in]``), so their
+    one-off Ortho_Trans centres each output row; their GCN/JKNet input weights are
+    ``[in, out]``. Each backbone's input layer follows its own (issue 22, item 5)."""
+    settings = profile("official")
+    torch.manual_seed(6)
+    weight = torch.randn(8, 40, dtype=torch.float64)
+    linear_rows = authors_transform(weight.clone(), settings.input_T, 1)
+    torch.testing.assert_close(orthogonalise_once_(weight.clone(), settings.input_T, settings, "out"), linear_rows)
+    assert not torch.allclose(linear_rows, authors_transform(weight.T.clone(), settings.input_T, 1).T)
+    seeds = (3,)
+    for name, rows in (("gcnii", "out"), ("gcn", "in"), ("jknet", "in")):
+        model = BACKBONES.get(name)(40, 8, 3, 4, ortho=[settings], seeds=seeds, layout="official")
+        plain = BACKBONES.get(name)(40, 8, 3, 4, seeds=seeds, layout="official")
+        expected = orthogonalise_once_(plain.input.weight.data[0].clone(), settings.input_T, settings, rows)
+        torch.testing.assert_close(model.input.weight[0], expected, msg=name)
+
+
 @pytest.mark.parametrize("name", ["default", "paper", "official"])
 def test_packed_profiles_equal_lone_models(name):
     settings = [profile(name, T=2, beta=0.3), profile(name, T=5, beta=0.7)]

@@ -74,11 +74,11 @@ def test_ablation_table_compares_each_variant_with_the_full_model(tmp_path):
     assert set(table["reference"]) == {"full"}
     assert table.loc["full", "verdict"] == "reference"
     assert table.loc["no-transform", "diff_mean"] == pytest.approx(0.30 - 0.81)
-    assert table.loc["no-transform", "verdict"].startswith("worse significant (-51.00 pts, p = ")
+    assert table.loc["no-transform", "verdict"].startswith("worse significant (-51.00 pts, 95% CI [")
     assert table.loc["no-reg", "verdict"].startswith("no difference") or "not significant" in table.loc[
         "no-reg", "verdict"]
     text = write_report(report, "md")
-    assert "## Ablations" in text and "| full | cora | gcn | 2 | no-transform | full | 30.00 ± 0.82 |" in text
+    assert "## Ablations" in text and "| full | cora | gcn | 2 | no-transform | full | 30.00 ± 1.00 |" in text
     assert table.loc["no-hybrid", "verdict"].startswith("worse significant")
 
 
@@ -91,6 +91,9 @@ def test_ablation_table_compares_each_variant_with_the_full_model(tmp_path):
         (Paired(5, -0.003, 0.02, -0.3, 0.78, ""), "reversed not significant (-0.30 pts, p = 0.78)"),
         (Paired(0, float("nan"), float("nan"), float("nan"), float("nan"), "no original winner"),
          "no test (no original winner)"),
+        # with its CI and the Holm-adjusted p, which decides the verdict
+        (Paired(5, 0.04, 0.01, 8.9, 0.001, "", 0.03, 0.05, 0.06),
+         "gain not significant (+4.00 pts, 95% CI [+3.00, +5.00], p = 0.001, Holm p = 0.06)"),
     ],
 )
 def test_verdict_in_words_whatever_the_sign(paired_result, words):

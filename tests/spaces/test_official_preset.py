@@ -43,6 +43,12 @@ FULL_PY_GCNII = {**FULL_PY, "alpha": 0.5, "theta": 0.5, "gcnii_variant": False}
 TRAIN_PY_GCNII = {**TRAIN_PY, "alpha": 0.1, "theta": 0.5, "gcnii_variant": False}
 
 
+def layer(count: int) -> int:
+    """The authors' ``--layer L`` (GCN; JKNet's ``--nbaseblocklayer L``): L hidden convolutions
+    between graph-convolution input and output layers, so depth (graph convolutions) L + 2."""
+    return count + 2
+
+
 def full(**values):
     return {**FULL_PY, **values}
 
@@ -70,35 +76,36 @@ def semi_gcnii(**values):
 EXPECTED: dict[tuple[str, str, str], dict] = {
     # script/full-supervised/*_Ortho-GCN.sh
     ("cora", "full", "gcn"): full(  # cora_Ortho-GCN.sh
-        depth=2, weight_decay=1e-4, input_T=1, T=1, norm_groups=1, beta=0.2, conv_bias=False),
+        depth=layer(2), weight_decay=1e-4, input_T=1, T=1, norm_groups=1, beta=0.2, conv_bias=False),
     ("citeseer", "full", "gcn"): full(  # citeseer_Ortho-GCN.sh
-        depth=2, weight_decay=1e-4, input_T=1, T=1, norm_groups=1, beta=0.1, conv_bias=False),
+        depth=layer(2), weight_decay=1e-4, input_T=1, T=1, norm_groups=1, beta=0.1, conv_bias=False),
     ("pubmed", "full", "gcn"): full(  # pubmed_Ortho-GCN.sh
-        depth=2, weight_decay=5e-6, input_T=2, T=2, norm_groups=1, beta=0.5, conv_bias=False),
+        depth=layer(2), weight_decay=5e-6, input_T=2, T=2, norm_groups=1, beta=0.5, conv_bias=False),
     ("cornell", "full", "gcn"): full(  # corn_Ortho-GCN.sh
-        depth=4, weight_decay=1e-3, input_T=2, T=4, norm_groups=1, beta=0.2, patience=20, conv_bias=False, **WEBKB),
+        depth=layer(4), weight_decay=1e-3, input_T=2, T=4, norm_groups=1, beta=0.2, patience=20, conv_bias=False,
+        **WEBKB),
     ("texas", "full", "gcn"): full(  # texa_Ortho-GCN.sh
-        depth=2, weight_decay=1e-3, input_T=1, T=1, norm_groups=1, beta=0.5, conv_bias=False, **WEBKB),
+        depth=layer(2), weight_decay=1e-3, input_T=1, T=1, norm_groups=1, beta=0.5, conv_bias=False, **WEBKB),
     ("wisconsin", "full", "gcn"): full(  # wisc_Ortho-GCN.sh
-        depth=2, weight_decay=1e-3, input_T=1, T=1, norm_groups=1, beta=0.5, conv_bias=False, **WEBKB),
+        depth=layer(2), weight_decay=1e-3, input_T=1, T=1, norm_groups=1, beta=0.5, conv_bias=False, **WEBKB),
     # script/full-supervised/*_Ortho-JKNet.sh (--nbaseblocklayer 8 --hidden 128)
     ("cora", "full", "jknet"): full_jknet(  # cora_Ortho-JKNet.sh
-        depth=8, hidden=128, epochs=100, lr=0.008, weight_decay=5e-4, patience=400, dropout=0.8, input_T=2, T=4,
+        depth=layer(8), hidden=128, epochs=100, lr=0.008, weight_decay=5e-4, patience=400, dropout=0.8, input_T=2, T=4,
         norm_groups=2, beta=0.2),
     ("citeseer", "full", "jknet"): full_jknet(  # citeseer_Ortho-JKNet.sh
-        depth=8, hidden=128, epochs=400, lr=0.004, weight_decay=5e-5, patience=400, dropout=0.3, input_T=4, T=4,
+        depth=layer(8), hidden=128, epochs=400, lr=0.004, weight_decay=5e-5, patience=400, dropout=0.3, input_T=4, T=4,
         norm_groups=1, beta=0.4, self_loop=True),
     ("pubmed", "full", "jknet"): full_jknet(  # pubmed_Ortho-JKNet.sh
-        depth=8, hidden=128, epochs=400, lr=0.005, weight_decay=1e-4, patience=400, dropout=0.8, input_T=4, T=4,
+        depth=layer(8), hidden=128, epochs=400, lr=0.005, weight_decay=1e-4, patience=400, dropout=0.8, input_T=4, T=4,
         norm_groups=1, beta=0.6, self_loop=True, batch_norm=True),
     ("cornell", "full", "jknet"): full_jknet(  # corn_Ortho-JKNet.sh
-        depth=8, hidden=128, epochs=400, lr=0.005, weight_decay=1e-4, patience=400, dropout=0.8, input_T=2, T=4,
+        depth=layer(8), hidden=128, epochs=400, lr=0.005, weight_decay=1e-4, patience=400, dropout=0.8, input_T=2, T=4,
         norm_groups=1, beta=1.0, self_loop=True, **WEBKB),
     ("texas", "full", "jknet"): full_jknet(  # texa_Ortho-JKNet.sh
-        depth=8, hidden=128, epochs=40, lr=0.005, weight_decay=1e-4, patience=20, dropout=0.8, input_T=2, T=2,
+        depth=layer(8), hidden=128, epochs=40, lr=0.005, weight_decay=1e-4, patience=20, dropout=0.8, input_T=2, T=2,
         norm_groups=1, beta=0.1, self_loop=True, batch_norm=True, **WEBKB),
     ("wisconsin", "full", "jknet"): full_jknet(  # wisc_Ortho-JKNet.sh
-        depth=8, hidden=128, epochs=400, lr=0.005, weight_decay=1e-4, patience=400, dropout=0.8, input_T=1, T=1,
+        depth=layer(8), hidden=128, epochs=400, lr=0.005, weight_decay=1e-4, patience=400, dropout=0.8, input_T=1, T=1,
         norm_groups=1, beta=0.5, self_loop=True, **WEBKB),
     # script/full-supervised/*_Ortho-GCNII.sh (no texa_Ortho-GCNII.sh exists)
     ("cora", "full", "gcnii"): full_gcnii(  # cora_Ortho-GCNII.sh
@@ -113,21 +120,21 @@ EXPECTED: dict[tuple[str, str, str], dict] = {
         depth=4, weight_decay=5e-4, input_T=1, T=4, norm_groups=1, beta=0.2, theta=1.0, **WEBKB),
     # script/semi-supervised/*_Ortho-GCN.sh
     ("cora", "semi", "gcn"): semi(  # cora_Ortho-GCN.sh
-        depth=2, input_T=4, T=4, norm_groups=1, beta=0.5, patience=200, weight_decay=1e-4, lam=5e-4,
+        depth=layer(2), input_T=4, T=4, norm_groups=1, beta=0.5, patience=200, weight_decay=1e-4, lam=5e-4,
         conv_bias=False),
     ("citeseer", "semi", "gcn"): semi(  # citeseer_Ortho-GCN.sh
-        depth=2, input_T=4, T=4, norm_groups=1, beta=0.5, patience=200, conv_bias=False),
+        depth=layer(2), input_T=4, T=4, norm_groups=1, beta=0.5, patience=200, conv_bias=False),
     ("pubmed", "semi", "gcn"): semi(  # pubmed_Ortho-GCN.sh
-        depth=2, input_T=1, T=4, norm_groups=1, beta=0.5, patience=200, conv_bias=False),
+        depth=layer(2), input_T=1, T=4, norm_groups=1, beta=0.5, patience=200, conv_bias=False),
     # script/semi-supervised/*_Ortho-JKNet.sh (--nbaseblocklayer 8 --hidden 128)
     ("cora", "semi", "jknet"): semi_jknet(  # cora_Ortho-JKNet.sh
-        depth=8, hidden=128, epochs=400, lr=0.001, weight_decay=5e-4, patience=400, dropout=0.8, input_T=2, T=4,
+        depth=layer(8), hidden=128, epochs=400, lr=0.001, weight_decay=5e-4, patience=400, dropout=0.8, input_T=2, T=4,
         norm_groups=1, beta=0.2),
     ("citeseer", "semi", "jknet"): semi_jknet(  # citeseer_Ortho-JKNet.sh
-        depth=8, hidden=128, epochs=400, lr=0.006, weight_decay=1e-3, patience=400, dropout=0.8, input_T=4, T=2,
+        depth=layer(8), hidden=128, epochs=400, lr=0.006, weight_decay=1e-3, patience=400, dropout=0.8, input_T=4, T=2,
         norm_groups=1, beta=0.4, self_loop=True),
     ("pubmed", "semi", "jknet"): semi_jknet(  # pubmed_Ortho-JKNet.sh
-        depth=8, hidden=128, epochs=400, lr=0.001, weight_decay=5e-3, patience=400, dropout=0.8, input_T=2, T=4,
+        depth=layer(8), hidden=128, epochs=400, lr=0.001, weight_decay=5e-3, patience=400, dropout=0.8, input_T=2, T=4,
         norm_groups=2, beta=0.4),
     # script/semi-supervised/*_Ortho-GCNII.sh
     ("cora", "semi", "gcnii"): semi_gcnii(  # cora_Ortho-GCNII.sh

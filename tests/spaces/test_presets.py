@@ -8,7 +8,7 @@ import pytest
 from orthotune.core import PROFILES, ConfigError, TrainConfig
 from orthotune.spaces import PRESETS, parse_space, resolve_space
 
-PAPER_PRESETS = ("paper-full", "paper-semi", "paper-graph", "ablation", "t-sweep", "official")
+PAPER_PRESETS = ("paper-full", "paper-semi", "gcnii-semi", "paper-graph", "ablation", "t-sweep", "official")
 BASE = {"datasets": ["cora"], "backbones": ["gcn"], "depths": [2], "ortho": {"T": [2, 4]}}
 
 
@@ -43,12 +43,38 @@ def test_paper_full_gives_both_arms_equal_searched_budgets():
     assert space.max_epochs() == 1500 and space.protocol("cora") == {"setting": "full", "splits": [0, 1, 2, 3, 4]}
 
 
-def test_paper_semi_runs_gcnii_deep_and_ten_seeds():
+def test_paper_semi_runs_table_3s_depths_and_ten_seeds_and_gcnii_deep_apart():
     cells = resolve_space("paper-semi").cells()
     depths = {b: sorted({c.depths[0] for c in cells if c.backbones == (b,)}) for b in ("gcn", "jknet", "gcnii")}
-    assert depths == {"gcn": [2, 4, 8], "jknet": [2, 4, 8], "gcnii": [16, 32, 64]}
+    assert depths == {"gcn": [2, 4, 8], "jknet": [2, 4, 8], "gcnii": [2, 4, 8]}
     assert cells[0].protocol("pubmed") == {"setting": "semi", "seeds": list(range(10))}
     assert len(cells) == 3 * 9 * 2
+    deep = resolve_space("gcnii-semi").cells()
+    assert sorted({c.depths[0] for c in deep}) == [16, 32, 64] and {c.backbones for c in deep} == {("gcnii",)}
+
+
+@pytest.mark.parametrize("name", ["paper-semi", "gcnii-semi"])
+def test_semi_original_arms_start_at_the_standard_form_at_its_published_settings(name):
+    """Issue 22: every original arm's first trial is its backbone's standard form (Kipf &
+    Welling's GCN, Chen et al.'s GCNII per dataset) in every value the arm searches, and
+    both arms search the same training values (the layout among them)."""
+    from orthotune.core import standard_form
+
+    cells = {cell.name: cell for cell in resolve_space(name).cells()}
+    for cell in cells.values():
+        if cell.ortho is not None:
+            assert cells[cell.name.replace("/ortho", "/original")].train == cell.train
+            continue
+        dataset, backbone = cell.datasets[0], cell.backbones[0]
+        published = standard_form("semi", backbone, dataset)
+        searched = {n for n, d in cell.train.items() if d.searched()}
+        start = cell.default_point()
+        assert start == {k: v for k, v in published.items() if k in searched}, cell.name
+        assert start, cell.name
+        config = TrainConfig.from_dict({**cell.grid()[0], **start})
+        if backbone == "gcn":
+            assert (config.layout, config.hidden, config.lr, config.weight_decay_io, config.weight_decay_output,
+                    config.dropout) == ("standard", 16, 0.01, 5e-4, 0.0, 0.5)
 
 
 def test_paper_graph_is_gunet_on_dd_and_proteins():
@@ -88,9 +114,9 @@ def test_official_preset_is_the_official_profile_with_per_dataset_values():
         assert config.variant == "official"
         assert all(getattr(config, k) == v for k, v in PROFILES["official"].items() if k not in ("input_T",))
     assert (found["cora"].weight_decay, found["cora"].beta, found["cora"].T) == (1e-4, 0.2, 1)
-    assert (found["cornell"].depth, found["cornell"].patience, found["cornell"].T) == (4, 20, 4)
+    assert (found["cornell"].depth, found["cornell"].patience, found["cornell"].T) == (6, 20, 4)  # --layer 4
     assert found["texas"].directed and not found["cora"].directed
-    assert space.with_datasets(["texas"]).cells()[0].name == "official/texas/gcn/2/official/ortho"
+    assert space.with_datasets(["texas"]).cells()[0].name == "official/texas/gcn/4/official/ortho"
 
 
 def test_quick_stays_small():

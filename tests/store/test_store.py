@@ -204,3 +204,27 @@ def test_every_switch_missing_from_an_old_file_reads_as_its_default_and_joins_th
     assert (rows["old"]["self_loop"], rows["old"]["jk"], rows["old"]["io_bias"]) == (False, "cat", True)
     assert {k: v for k, v in rows["old"].items() if k != "trial_id"} == \
         {k: v for k, v in rows["new"].items() if k != "trial_id"}
+
+
+def test_rows_written_before_v3_read_their_depth_as_graph_convolutions(tmp_path):
+    """Before v3 ``depth`` counted hidden convolutions: the official layout's GCN and JKNet
+    (graph-convolution input and output layers, the authors' --layer L stored as L) read as
+    depth L + 2; linear-layout rows, GCNII and v3 rows keep theirs (issue 22)."""
+    store = Store.open(str(tmp_path), create=True)
+    old_columns = [f for f in TRIALS_SCHEMA if f.name not in ("search", "schema_version")]
+    base = {f.name: None for f in old_columns}
+    base.update(status="completed", dataset="cora", setting="semi", ortho=False, selection="val_loss",
+                variant="official", val_acc=0.8)
+    cases = {"gcn-official": ("gcn", "official", 2, 4), "jknet-official": ("jknet", "official", 8, 10),
+             "gcnii-official": ("gcnii", "official", 64, 64), "gcn-linear": ("gcn", "linear", 2, 2)}
+    folder = tmp_path / "trials" / "search=old"
+    folder.mkdir(parents=True)
+    rows = [{**base, "trial_id": name, "backbone": b, "layout": layout, "depth": depth}
+            for name, (b, layout, depth, _) in cases.items()]
+    pq.write_table(pa.Table.from_pylist(rows, schema=pa.schema(old_columns)), folder / "trial-old.parquet")
+    store.write_trial({**base, "search": "new", "trial_id": "v3", "backbone": "gcn", "layout": "official",
+                       "depth": 4}, [])
+    read = {r["trial_id"]: r for r in store.read("trials").to_pylist()}
+    assert {name: read[name]["depth"] for name in cases} == {name: c[3] for name, c in cases.items()}
+    assert (read["v3"]["depth"], read["v3"]["schema_version"]) == (4, SCHEMA_VERSION)
+    assert read["gcn-official"]["schema_version"] is None

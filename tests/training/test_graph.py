@@ -88,6 +88,20 @@ def test_run_configs_trains_folds_and_reports_every_epoch():
             assert run.test_acc == seen[run.best_epoch - 1].test_acc[c][r]
 
 
+def test_graph_u_nets_train_with_gao_and_jis_optimiser(monkeypatch):
+    """Adam with amsgrad and weight decay 8e-4, as Gao & Ji's trainer (the cv10 default)."""
+    made = []
+    adam = torch.optim.Adam
+    monkeypatch.setattr(torch.optim, "Adam", lambda groups, **kwargs: made.append((groups, kwargs)) or adam(
+        groups, **kwargs))
+    config = TrainConfig(dataset="proteins", splits=(0,), epochs=1, **QUICK)
+    assert config.weight_decay == 8e-4
+    run_configs([config], CPU)
+    ((groups, kwargs),) = made
+    assert kwargs["amsgrad"] is True and kwargs["lr"] == config.lr
+    assert {g["weight_decay"] for g in groups} == {8e-4}
+
+
 def test_a_run_does_not_depend_on_the_runs_beside_it(proteins):
     alone = train_graph(TrainConfig(dataset="proteins", splits=(1,), epochs=1, **QUICK), proteins, CPU)[0].runs[0]
     beside = train_graph(TrainConfig(dataset="proteins", splits=(0, 1), epochs=1, **QUICK), proteins, CPU)[0].runs[1]

@@ -20,7 +20,7 @@ CPU = torch.device("cpu")
 
 
 def _config(**values) -> TrainConfig:
-    return TrainConfig(dataset="cora", depth=2, dropout=0.0, **values)
+    return TrainConfig(**{"dataset": "cora", "depth": 2, "dropout": 0.0, **values})
 
 
 def _same(a, b) -> None:
@@ -178,6 +178,20 @@ def test_weight_decay_io_is_its_own_parameter_group(cora):
     assert not math.isclose(plain.m_sig, heavy.m_sig, rel_tol=1e-3)
     # per-run io decay inside a pack equals each run alone
     configs = [_config(epochs=10, weight_decay=5e-4, weight_decay_io=d, seeds=(s,)) for s, d in ((0, 1.0), (1, 0.0))]
+    for config, result in zip(configs, train_node(configs, cora, CPU)):
+        _same(result.runs[0], train_node(config, cora, CPU)[0].runs[0])
+
+
+def test_weight_decay_output_is_the_output_layers_own_group(cora):
+    """Kipf & Welling decay the first layer only: ``weight_decay_output`` sets the output
+    layer's decay apart from the input layer's (unset: ``weight_decay_io``'s)."""
+    base = dict(epochs=10, layout="standard", depth=3, weight_decay=5e-4, weight_decay_io=5e-4)
+    plain = train_node(_config(**base), cora, CPU)[0].runs[0]
+    same = train_node(_config(**base, weight_decay_output=5e-4), cora, CPU)[0].runs[0]
+    heavy = train_node(_config(**base, weight_decay_output=1.0), cora, CPU)[0].runs[0]
+    assert (plain.m_sig, plain.val_acc, plain.val_loss) == (same.m_sig, same.val_acc, same.val_loss)
+    assert not math.isclose(plain.val_loss, heavy.val_loss, rel_tol=1e-3)
+    configs = [_config(**{**base, "seeds": (s,)}, weight_decay_output=d) for s, d in ((0, 1.0), (1, 0.0))]
     for config, result in zip(configs, train_node(configs, cora, CPU)):
         _same(result.runs[0], train_node(config, cora, CPU)[0].runs[0])
 

@@ -1,0 +1,219 @@
+"""Reference suite: each backbone's standard form on its own paper's protocol, ours next to
+the published mean +- std, and the Ortho-GConv paper's semi-supervised cells in both arms.
+
+Groups (``--only``; all by default):
+
+- ``kipf``: GCN (Kipf & Welling, ICLR 2017), public split, 10 seeds: Cora 81.5, CiteSeer
+  70.3, PubMed 79.0. Their settings (``orthotune.core.STANDARD_FORMS``): 2 graph
+  convolutions, hidden 16, dropout 0.5, L2 5e-4 on the first layer only, Adam lr 0.01,
+  200 epochs, early stop after 10 epochs without a lower validation loss (the test
+  accuracy is read at the lowest validation loss), no biases.
+- ``gcnii``: GCNII (Chen et al., ICML 2020, Table 2), 10 seeds: Cora 64 layers 85.5 +- 0.5,
+  CiteSeer 32 layers 73.4 +- 0.6, PubMed 16 layers 80.2 +- 0.4 (the depths of their
+  semi.sh; the Ortho-GConv paper's table says 32 for PubMed), at their semi.sh values.
+- ``gunet``: Graph U-Nets (Gao & Ji, ICML 2019), 10 folds: PROTEINS 77.68, D&D 82.43, at
+  their configs (Adam with amsgrad, lr 1e-3, weight decay 8e-4, 200 epochs). Their number
+  is each fold's maximum test accuracy over the epochs (selection on test); ours reads test
+  at the validation-best epoch. The row prints both, so the gap is what their selection adds.
+- ``table3``: the Ortho-GConv paper's semi Table 3 cells, GCN, JKNet and GCNII at 2, 4 and 8
+  layers, original and Ortho-GConv, at the authors' semi-supervised scripts' values (the
+  ``official-semi`` preset; its GCN script's values for every GCN depth, and so on). The
+  paper's "L layers" are the authors' ``--layer L``: depth L + 2 graph convolutions for GCN
+  and JKNet (their graph-convolution input and output layers), L for GCNII. Published
+  values known here: Cora at 2 layers (GCN 81.52 / 83.65, JKNet 81.87 / 82.32, GCNII 82.20 /
+  83.63, original / Ortho-GConv).
+
+Every row prints the one ``orthotune train`` command that trains it, its repeats, mean
+epochs and wall seconds. ``--seeds N``, ``--folds N`` and ``--max-epochs N`` reduce the
+protocol where the machine cannot afford it; a reduced row says so in its ``budget`` column.
+Nothing is selected on test: the test accuracy is read at each repeat's selected epoch.
+
+    .venv/bin/python bench/reference.py --data-root ../shared/data --only kipf
+    .venv/bin/python bench/reference.py --data-root ../shared/data --only gcnii --seeds 3
+    .venv/bin/python bench/reference.py --data-root ../shared/data --only table3 --datasets cora
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import shlex
+import statistics
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from orthotune.core import Group, OrthoSettings, TrainConfig, by_group, standard_form
+from orthotune.spaces import resolve_space
+from orthotune.training import choose_device, retain_freed_memory, run_configs
+
+SEMI = ("cora", "citeseer", "pubmed")
+#: Graph U-Nets' configs (their configs/PROTEINS and configs/DD): orthotune's cv10 defaults.
+GUNET = {"proteins": 77.68, "dd": 82.43}
+KIPF = {"cora": 81.5, "citeseer": 70.3, "pubmed": 79.0}
+#: Chen et al.'s Table 2 (GCNII) at the depths of their semi.sh.
+GCNII = {"cora": (64, 85.5, 0.5), "citeseer": (32, 73.4, 0.6), "pubmed": (16, 80.2, 0.4)}
+#: The Ortho-GConv paper's Table 3 values this suite knows: (dataset, backbone, layers) ->
+#: (original, Ortho-GConv).
+TABLE3 = {("cora", "gcn", 2): (81.52, 83.65), ("cora", "jknet", 2): (81.87, 82.32),
+          ("cora", "gcnii", 2): (82.20, 83.63)}
+LAYERS = (2, 4, 8)
+FLAGS = {"splits": "split", "seeds": "seed"}
+#: What the original arm does not read (left out of its command).
+ORTHO_ONLY = {f.name for f in by_group(OrthoSettings, Group.ORTHO, Group.VARIANT)}
+
+
+@dataclass
+class Row:
+    """One reference cell: the config values of one ``orthotune train`` command."""
+
+    group: str
+    label: str
+    values: dict[str, Any]
+    published: float | None
+    published_std: float | None = None
+    budget: list[str] = field(default_factory=list)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data-root")
+    parser.add_argument("--only", nargs="+", choices=["kipf", "gcnii", "gunet", "table3"],
+                        default=["kipf", "gcnii", "gunet", "table3"])
+    parser.add_argument("--datasets", nargs="+", help="only these datasets")
+    parser.add_argument("--seeds", type=int, help="the first N seeds of the protocol's 10")
+    parser.add_argument("--folds", type=int, help="the first N folds of 10 (gunet)")
+    parser.add_argument("--max-epochs", type=int, help="cap every row's epochs")
+    parser.add_argument("--layers", type=int, nargs="+", default=list(LAYERS), help="table3: the paper's layers")
+    parser.add_argument("--backbones", nargs="+", help="table3: only these backbones")
+    parser.add_argument("--arms", nargs="+", choices=["original", "ortho"], default=["original", "ortho"],
+                        help="table3: which arms")
+    parser.add_argument("--device")
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    retain_freed_memory()
+    device = choose_device(args.device)
+    print(f"reference suite: device {device}, {torch.get_num_threads()} thread(s); test accuracy (%) at each "
+          f"repeat's selected epoch, mean +- std (ddof 1) over the repeats")
+    print("| # | group | cell | published | ours | ours - published | repeats | budget | mean epochs | wall s |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    commands = []
+    for number, row in enumerate(rows(args), start=1):
+        reduce(row, args)
+        commands.append(f"{number}. `{command(row.values)}`")
+        print(run_row(number, row, device, args.data_root), flush=True)
+    print("\nCommands (each row is one `orthotune train`):")
+    print("\n".join(commands))
+
+
+def rows(args: argparse.Namespace) -> Iterator[Row]:
+    wanted = set(args.datasets or [*SEMI, *GUNET])
+    if "kipf" in args.only:
+        for dataset in (d for d in SEMI if d in wanted):
+            values = {"dataset": dataset, "setting": "semi", "backbone": "gcn", "depth": 2, "ortho": False,
+                      **standard_form("semi", "gcn", dataset), "seeds": list(range(10))}
+            yield Row("kipf", f"{dataset} GCN-2 (Kipf & Welling)", values, KIPF[dataset])
+    if "gcnii" in args.only:
+        for dataset in (d for d in SEMI if d in wanted):
+            depth, mean, std = GCNII[dataset]
+            values = {"dataset": dataset, "setting": "semi", "backbone": "gcnii", "depth": depth, "ortho": False,
+                      **standard_form("semi", "gcnii", dataset), "seeds": list(range(10))}
+            yield Row("gcnii", f"{dataset} GCNII-{depth} (Chen et al.)", values, mean, std)
+    if "gunet" in args.only:
+        for dataset in (d for d in GUNET if d in wanted):
+            values = {"dataset": dataset, "backbone": "gunet", "ortho": False, "splits": list(range(10))}
+            yield Row("gunet", f"{dataset} Graph U-Nets (Gao & Ji)", values, GUNET[dataset])
+    if "table3" in args.only:
+        yield from table3_rows(args, wanted)
+
+
+def table3_rows(args: argparse.Namespace, wanted: set[str]) -> Iterator[Row]:
+    """The authors' semi scripts (the official-semi preset) at each of the paper's depths."""
+    scripts = {}
+    for cell in resolve_space("official-semi").cells():
+        point = cell.grid()[0]
+        scripts[(point["dataset"], point["backbone"], point["ortho"])] = point
+    for (dataset, backbone, ortho), point in scripts.items():
+        if dataset not in wanted or (args.backbones and backbone not in args.backbones):
+            continue
+        arms = [("original", False), ("ortho", True)] if ortho else [("original", False)]
+        for layers in args.layers:
+            for arm, arm_ortho in arms:
+                if arm not in args.arms:
+                    continue
+                depth = layers if backbone == "gcnii" else layers + 2
+                values = {k: v for k, v in point.items() if arm_ortho or k not in ORTHO_ONLY}
+                values.update(depth=depth, ortho=arm_ortho)
+                published = TABLE3.get((dataset, backbone, layers))
+                label = f"{dataset} {backbone} {layers} layers (depth {depth}), {arm}"
+                yield Row("table3", label, values, None if published is None else published[int(arm_ortho)])
+
+
+def reduce(row: Row, args: argparse.Namespace) -> None:
+    """Apply --seeds/--folds/--max-epochs, noting each reduction in the row's budget."""
+    values = row.values
+    for key, count in (("seeds", args.seeds), ("splits", args.folds)):
+        if count is not None and key in values and len(values[key]) > count:
+            values[key] = values[key][:count]
+            row.budget.append(f"{count} {key}")
+    config = TrainConfig.from_dict(values)
+    if args.max_epochs is not None and config.epochs > args.max_epochs:
+        values["epochs"] = args.max_epochs
+        row.budget.append(f"{args.max_epochs} of {config.epochs} epochs")
+
+
+def run_row(number: int, row: Row, device: torch.device, data_root: str | None) -> str:
+    config = TrainConfig.from_dict(row.values)
+    best_test: dict[int, float] = {}
+
+    def on_epoch(report):  # the maximum test accuracy over the epochs: Gao & Ji's number
+        for values in report.history:
+            for run, (test, trained) in enumerate(zip(values.test_acc[0], values.trained[0])):
+                if trained and math.isfinite(test):
+                    best_test[run] = max(best_test.get(run, 0.0), test)
+
+    start = time.perf_counter()
+    (result,) = run_configs([config], device, data_root, on_epoch=on_epoch if row.group == "gunet" else None)
+    wall = time.perf_counter() - start
+    budget = ", ".join(row.budget) or "full protocol"
+    if result.status == "failed":
+        return f"| {number} | {row.group} | {row.label} | | failed: {result.reason} | | | {budget} | | {wall:.0f} |"
+    tests = [100 * r.test_acc for r in result.runs]
+    ours = f"{statistics.fmean(tests):.2f} +- {_std(tests)}"
+    if row.group == "gunet" and best_test:
+        maxima = [100 * v for v in best_test.values()]
+        ours += f" (max over epochs, their selection: {statistics.fmean(maxima):.2f} +- {_std(maxima)})"
+    published = "—" if row.published is None else f"{row.published:.2f}" + (
+        f" +- {row.published_std:.1f}" if row.published_std is not None else "")
+    gap = "—" if row.published is None else f"{statistics.fmean(tests) - row.published:+.2f}"
+    epochs = statistics.fmean(r.epochs for r in result.runs)
+    return (f"| {number} | {row.group} | {row.label} | {published} | {ours} | {gap} | {len(tests)} | {budget} "
+            f"| {epochs:.0f} | {wall:.0f} |")
+
+
+def _std(values: list[float]) -> str:
+    return f"{statistics.stdev(values):.2f}" if len(values) > 1 else "—"
+
+
+def command(values: dict[str, Any]) -> str:
+    """The ``orthotune train`` command line that trains ``values`` (config fields)."""
+    parts = ["orthotune", "train"]
+    for key, value in values.items():
+        if value is None:
+            continue
+        flag = "--" + FLAGS.get(key, key).replace("_", "-")
+        if isinstance(value, bool):
+            parts.append(flag if value else "--no-" + flag[2:])
+        elif isinstance(value, (list, tuple)):
+            parts += [flag, *map(str, value)]
+        else:
+            parts += [flag, str(value)]
+    return shlex.join(parts)
+
+
+if __name__ == "__main__":
+    main()
