@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     import pyarrow.dataset as ds
 
 from orthotune.core import OrthotuneError
-from orthotune.store._io import durable_write, filesystem, remote_write, retrying
+from orthotune.store._io import TEMPORARY_PREFIX, durable_write, filesystem, remote_write, retrying
 from orthotune.store._migrate import fill_switch_defaults, upgrade_v1, upgrade_v2
 from orthotune.store._schema import (
     MARKER,
@@ -95,7 +95,9 @@ class Store:
         if listing.type == pafs.FileType.File:
             raise OrthotuneError(f"store {uri!r} is a file, not an orthotune store folder")
         exists = listing.type == pafs.FileType.Directory
-        if exists and fs.get_file_info(pafs.FileSelector(root)):
+        # our own hidden temporaries are the marker being written by a store's creator
+        if exists and any(not info.base_name.startswith(TEMPORARY_PREFIX)
+                          for info in fs.get_file_info(pafs.FileSelector(root))):
             raise OrthotuneError(f"{uri!r} is not an orthotune store (no {MARKER}); refusing to use it")
         if not create:
             raise OrthotuneError(f"no orthotune store at {uri!r}")

@@ -14,13 +14,11 @@ import signal
 import subprocess
 import sys
 import time
-from collections import Counter
 from pathlib import Path
 
 import pytest
 import yaml
-
-from orthotune.store import Store
+from resumed import assert_whole, stored
 
 pytestmark = pytest.mark.slow  # real searches
 
@@ -44,10 +42,6 @@ def small_disk(tmp_path):
                     f"needs root with CAP_SYS_ADMIN, as CI has")
     yield folder
     subprocess.run(["umount", "-l", str(folder)], check=True)
-
-
-def stored(store: Path, name: str) -> list[dict]:
-    return Store.open(str(store)).read("trials", search=name).to_pylist() if store.exists() else []
 
 
 def fill(folder: Path) -> Path:
@@ -118,9 +112,7 @@ def test_a_full_or_read_only_store_stops_the_search_in_one_line_and_resume_finis
     ids = [t["trial_id"] for t in trials]
     print(f"{breakage}: {len(kept)} trials before, {len(trials)}/{TOTAL} after --resume, "
           f"{len(ids) - len(set(ids))} duplicated")
-    assert len(ids) == len(set(ids)) == TOTAL, Counter(ids)
-    assert len({(t["ortho"], t["T"], t["lr"]) for t in trials}) == TOTAL  # no config trained twice
     before = {t["trial_id"]: t["finished_at"] for t in kept}
-    assert all(t["finished_at"] == before[t["trial_id"]] for t in trials if t["trial_id"] in before)
+    assert_whole(trials, TOTAL, before)
     journal = store / "optuna" / f"{name}.journal"
     assert journal.read_bytes().endswith(b"\n")  # the studies' journal holds whole lines only

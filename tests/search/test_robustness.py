@@ -19,6 +19,7 @@ from pathlib import Path
 import psutil
 import pytest
 import yaml
+from resumed import stored
 
 from orthotune.store import Store
 
@@ -56,10 +57,6 @@ def launch(tmp_path: Path, name: str, *extra: str, space: Path | None = None, **
     return orthotune("launch", "--space", str(space), "--store", str(tmp_path / "store"),
                      "--name", name, "--concurrency", "2", "--report-every", "5", "--scheduler", "fifo",
                      "--progress", "plain", *extra, **kwargs)
-
-
-def stored(store: Path, name: str) -> list[dict]:
-    return Store.open(str(store)).read("trials", search=name).to_pylist() if store.exists() else []
 
 
 def wait_for_trials(driver, store: Path, name: str, count: int, deadline_s: float = 240) -> None:

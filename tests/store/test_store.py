@@ -105,6 +105,15 @@ def test_a_folder_that_is_not_ours_is_refused_and_left_alone(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["notes.txt"]
 
 
+def test_a_store_being_created_is_not_mistaken_for_a_foreign_folder(tmp_path):
+    # its creator's marker still under its hidden temporary name: a second process (a reader,
+    # or a second search's driver) must not call the folder somebody else's
+    (tmp_path / ".tmp-0123abcd").write_text("{")
+    with pytest.raises(OrthotuneError, match="no orthotune store at"):
+        Store.open(str(tmp_path))
+    assert Store.open(str(tmp_path), create=True).exists("orthotune-store.json")
+
+
 def test_a_newer_schema_or_a_foreign_marker_is_refused(tmp_path):
     Store.open(str(tmp_path), create=True)
     (tmp_path / MARKER).write_text('{"format": "orthotune-store", "schema_version": 99}')
