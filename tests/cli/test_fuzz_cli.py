@@ -50,7 +50,10 @@ def configs() -> st.SearchStrategy:
 
 
 @pytest.fixture
-def no_work(monkeypatch):
+def no_work(monkeypatch, tmp_path):
+    # a fuzzed relative path (--optuna-storage 1e999, a store named cora) lands in tmp_path,
+    # never in the checkout
+    monkeypatch.chdir(tmp_path)
     stop_before_training(monkeypatch)
     stop_before_ray(monkeypatch)
 

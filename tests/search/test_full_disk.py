@@ -47,7 +47,7 @@ def small_disk(tmp_path):
 def fill(folder: Path) -> Path:
     """Write zeros until the filesystem is full; the file that holds them."""
     ballast = folder / "ballast"
-    with open(ballast, "wb") as sink:
+    with open(ballast, "wb", buffering=0) as sink:  # unbuffered: closing it has nothing left to flush
         try:
             while True:
                 sink.write(b"\0" * 65536)

@@ -24,7 +24,8 @@ SETTINGS = settings(deadline=None, suppress_health_check=[HealthCheck.function_s
 
 
 @pytest.fixture
-def no_ray(monkeypatch):
+def no_ray(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)  # relative paths a fuzzed space names land here, not in the checkout
     stop_before_ray(monkeypatch)
 
 
