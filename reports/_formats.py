@@ -295,6 +295,8 @@ def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
 
 def render_md(report: Report, links: Links) -> str:
     out = ["# orthotune report", "", *(f"{line}  " for line in _heading(report)), ""]
+    out += ["## Summary", "", *(f"- {line}" for line in report.verdicts.lines), ""] if report.verdicts.lines else []
+    out += [*(f"> **Warning:** {w}  " for w in report.verdicts.warnings), ""] if report.verdicts.warnings else []
     if report.summary.empty:
         out += ["No trials match: nothing to report.", ""]
     for setting, variant, title in sections(report):
@@ -341,6 +343,8 @@ def tex(text: object) -> str:
 def render_latex(report: Report, links: Links) -> str:
     out = ["% orthotune report: needs \\usepackage{booktabs} and \\usepackage{graphicx}",
            *(f"% {line}" for line in _heading(report)), ""]
+    out += [*(f"% verdict: {line}" for line in report.verdicts.lines),
+            *(f"% warning: {w}" for w in report.verdicts.warnings), ""]
     for setting, variant, _title in sections(report):
         depths, rows = paper_grid(report, setting, variant)
         label = setting_title(setting) + (f", variant {variant}" if variant else "")
@@ -386,6 +390,8 @@ th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; }
 th { background: #f3f3f3; } td.name { text-align: left; }
 b { color: #000; } figure { margin: 1.5em 0; } figure img { max-width: 100%; }
 figcaption, p.note { color: #555; font-size: 0.9em; }
+p.warning { background: #fff4e0; border-left: 4px solid #e69500; padding: 0.4em 0.8em; }
+ul.verdicts li { margin: 0.2em 0; }
 """
 # Lets a reader's browser, or the headless test, see that every figure decoded.
 _SCRIPT = """
@@ -422,6 +428,10 @@ def render_html(report: Report, links: Links) -> str:
              "<title>orthotune report</title>", f"<style>{_CSS}</style>",
              f"<script>{_SCRIPT}</script></head><body>", "<h1>orthotune report</h1>",
              *(f"<p>{html.escape(line)}</p>" for line in _heading(report))]
+    if report.verdicts.lines:
+        items = "".join(f"<li>{html.escape(line)}</li>" for line in report.verdicts.lines)
+        parts += ['<h2>Summary</h2>', f'<ul class="verdicts">{items}</ul>']
+    parts += [f'<p class="warning"><b>Warning:</b> {html.escape(w)}</p>' for w in report.verdicts.warnings]
     if report.summary.empty:
         parts.append("<p>No trials match: nothing to report.</p>")
     for setting, variant, title in sections(report):
