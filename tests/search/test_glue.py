@@ -233,17 +233,22 @@ def test_tensorboard_gets_per_epoch_curves_and_steadiness_per_config(tmp_path):
                                                "runs": [[run(0, 0.2, m_sig=float("nan")), run(1, 0.2)]]})
     done = final([[run(0, 0.4, m_sig=0.8, grad_norms=(1.0, 3.0)), run(1, 0.6, m_sig=0.6, grad_norms=(3.0, 5.0))]],
                  [0.5])
-    logger.on_trial_result(0, [trial], trial, {**done, "history": history([3, 4])})
+    with_grads = [[*row, [0.5, 0.25]] for row in history([3, 4])]  # per-layer norms at report epochs
+    logger.on_trial_result(0, [trial], trial, {**done, "history": with_grads})
     logger.on_trial_complete(0, [trial], trial)
     scalars = read_events(tmp_path / "tb" / "cora-gcn-2-ortho" / "t1")
     val = sorted((step, value) for tag, step, value in scalars if tag == "val_acc/repeat1")
     assert val == [(e, pytest.approx(0.1 * e)) for e in (1, 2, 3, 4)]
     assert {tag for tag, _, _ in scalars} >= {"train_loss/repeat0", "test_acc/repeat0", "val_loss/repeat1",
                                               "objective/val_acc",
-                                              "steadiness/m_sig", "grad_norm/layer00", "grad_norm/layer01"}
+                                              "steadiness/m_sig", "grad_norm/layer01", "grad_norm/layer02",
+                                              "grad_norm_epoch/layer01/repeat0", "grad_norm_epoch/layer02/repeat1"}
+    # both families count layers from 1, with the same names
+    layers = {tag.split("/")[1] for tag, _, _ in scalars if tag.startswith("grad_norm")}
+    assert layers == {"layer01", "layer02"}
     m_sig = [(step, value) for tag, step, value in scalars if tag == "steadiness/m_sig"]
     assert m_sig == [(2, pytest.approx(0.9)), (4, pytest.approx(0.7))]  # NaN repeats left out
-    assert (4, pytest.approx(4.0)) in [(s, v) for t, s, v in scalars if t == "grad_norm/layer01"]
+    assert (4, pytest.approx(4.0)) in [(s, v) for t, s, v in scalars if t == "grad_norm/layer02"]
 
 
 def test_optuna_storage_defaults_beside_a_local_store_and_can_be_turned_off(store):
