@@ -346,7 +346,7 @@ def outcome_from_store(store: Store, name: str) -> SearchOutcome:
 
 
 def _callbacks(options: LaunchOptions, store: Store, progress: bool | str, configs: int,
-               elapsed_before: float = 0.0) -> list:
+               elapsed_before: float = 0.0, stored: list[StoredTrial] | None = None) -> list:
     """The recorder (the store), the live views, the progress display and the trackers."""
     callbacks: list = [StoreRecorder(options.store, options.name), NodeWatch(node_wait_s())]
     folder = tensorboard_folder(store, options.name) if options.tensorboard else None
@@ -355,7 +355,10 @@ def _callbacks(options: LaunchOptions, store: Store, progress: bool | str, confi
     if progress and progress != "off":
         mode = "auto" if progress is True else str(progress)
         check(mode in MODES, f"progress={progress!r} must be one of {', '.join(MODES)} or true/false")
-        callbacks.append(SearchProgress(configs, mode=mode, elapsed_before=elapsed_before))
+        stored = stored or []  # an earlier session's configs: the counter goes on from them
+        callbacks.append(SearchProgress(configs + len(stored), mode=mode, elapsed_before=elapsed_before,
+                                        earlier=Counter(str(t.status) for t in stored),
+                                        earlier_seconds=[t.seconds for t in stored if t.seconds is not None]))
     return callbacks + tracker_callbacks(options)
 
 
@@ -374,7 +377,7 @@ def _tuner(options: LaunchOptions, store: Store, progress: bool | str, concurren
     curves = objective_curves(store, options.name, stored, options.report_every) \
         if stored and options.scheduler == "asha" else None
     planned = plan(options, storage, stored, curves)
-    callbacks = _callbacks(options, store, progress, planned.configs, elapsed_before)
+    callbacks = _callbacks(options, store, progress, planned.configs, elapsed_before, stored)
     tuner = tune.Tuner(
         _trainable(options, stored, curves),
         tune_config=tune.TuneConfig(

@@ -4,6 +4,7 @@ the TensorBoard writer, each checked on what it leaves (rows, lines, event files
 import io
 import os
 import struct
+from collections import Counter
 from dataclasses import asdict
 from datetime import timedelta
 
@@ -276,3 +277,23 @@ def test_tune_settings_live_only_while_a_search_runs(monkeypatch):
         assert os.environ["RAY_AIR_NEW_OUTPUT"] == TUNE_SETTINGS["RAY_AIR_NEW_OUTPUT"]
         assert os.environ["TUNE_GLOBAL_CHECKPOINT_S"] == "1"
     assert "RAY_AIR_NEW_OUTPUT" not in os.environ and os.environ["TUNE_GLOBAL_CHECKPOINT_S"] == "1"
+
+
+def test_after_resume_the_counter_goes_on_from_the_store_and_the_eta_from_trial_times():
+    """An earlier session stored 2 configs (1 completed, 1 stopped; 10 s and 4 s): the counter
+    reads 2/24, not 0/22; the ETA is the configs left times the mean measured trial time over
+    the configs running at once."""
+    out = io.StringIO()
+    progress = SearchProgress(total=24, mode="plain", stream=out, elapsed_before=60,
+                              earlier=Counter({"completed": 1, "stopped": 1}), earlier_seconds=[10.0, 4.0])
+    progress._start = 0.0
+    progress.update(snapshot([]), now=5.0)
+    assert "[1m05s] 2/24 configs done: 1 completed, 1 stopped, 0 failed; 0 running, 22 queued" in out.getvalue()
+    assert "ETA 2m34s" in out.getvalue()  # 22 configs x 7 s, one at a time
+    ended = FakeTrial("e", ORTHO, "TERMINATED", {**final([[run(0, 0.8), run(1, 0.8)]], [0.8]), "time_total_s": 16.0})
+    running = FakeTrial("f", ORTHO, "RUNNING", {})
+    progress.on_trial_complete(0, [ended, running], ended)
+    progress.update(snapshot([ended, running]), now=30.0)
+    last = out.getvalue().strip().splitlines()[-1]
+    assert "3/24 configs done: 2 completed, 1 stopped" in last and "1 running, 20 queued" in last
+    assert "ETA 3m30s" in last  # 21 configs x mean(10, 4, 16) = 10 s, one running
