@@ -21,6 +21,7 @@ import pandas as pd
 from orthotune.core import SETTINGS, OrthotuneError, Registry
 from orthotune.reports._load import ORIGINAL, ORTHO
 from orthotune.reports._report import Report
+from orthotune.reports._verdict import FEW_TRIALS
 
 ARMS = ((ORIGINAL, "orig"), (ORTHO, "ortho"))
 
@@ -258,13 +259,17 @@ def _acc_pm(row: pd.Series) -> str:
 
 def _importance_rows(report: Report) -> list[list[str]]:
     return [[r["setting"], r["dataset"], r["backbone"], number(r["depth"]), r["arm"], r["variant"],
-             number(r["trials"]), r["importance"]] for _, r in report.importance.iterrows()]
+             number(r["trials"]), ("few trials, indicative only: " if r["few"] else "") + r["importance"]]
+            for _, r in report.importance.iterrows()]
 
 
 IMPORTANCE_HEADER = ["setting", "dataset", "backbone", "depth", "arm", "variant", "trials", "importance"]
 IMPORTANCE_NOTE = ("Optuna's fANOVA importance (optuna.importance, 32 trees, seed 0) of each searched "
-                   "hyperparameter for the objective over the cell's trials; shares sum to 1. Cells with "
-                   "fewer than 3 trials, nothing searched or a constant objective are left out.")
+                   "hyperparameter for the objective over the cell's trials, given in a canonical order "
+                   "(the same trials give the same shares); shares sum to 1. Cells with fewer than 3 trials, "
+                   f"nothing searched or a constant objective are left out; below {FEW_TRIALS} trials the "
+                   "shares are marked indicative: the forest splits the variance of a handful of points, most "
+                   "of them TPE's random start-up proposals.")
 
 
 def _extra_tables(report: Report) -> list[tuple[str, list[str], list[list[str]], str]]:

@@ -89,3 +89,22 @@ def test_a_smoke_test_space_is_flagged_from_the_search_record(tmp_path, preset, 
     assert bool(flagged) is smoke
     if smoke:
         assert flagged[0].startswith("demo: a smoke-test space")
+
+
+def test_importance_is_the_same_for_the_same_trials_in_any_order_and_labelled_when_few(tmp_path):
+    """Six trials of one cell (lr and dropout searched) stored in two orders under two search
+    names: the same shares; fewer than FEW_TRIALS trials: marked few, and the report says so."""
+    from orthotune.reports._load import load_trials
+    from orthotune.reports._tables import importance
+
+    points = [(0.01, 0.1, 0.61), (0.05, 0.5, 0.72), (0.02, 0.3, 0.55), (0.1, 0.0, 0.80), (0.03, 0.2, 0.66),
+              (0.07, 0.4, 0.59)]
+    def rows(order, search):
+        return [_row(f"{search}{i}", BASE, lr=lr, dropout=dropout, val_acc=val, search=search)
+                for i, (lr, dropout, val) in enumerate(order)]
+    one = importance(load_trials(hand_store(tmp_path / "a", rows(points, "first"))))
+    other = importance(load_trials(hand_store(tmp_path / "b", rows(points[::-1][3:] + points[::-1][:3], "second"))))
+    assert len(one) == 1 and one["importance"].tolist() == other["importance"].tolist()
+    assert bool(one["few"].iloc[0]) and FEW_TRIALS > 6
+    html = write_report(build_report(hand_store(tmp_path / "a2", rows(points, "first")), plots=False), "html")
+    assert "few trials, indicative only: " in html
