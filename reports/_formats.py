@@ -390,8 +390,10 @@ def render_latex(report: Report, links: Links) -> str:
 
 _CSS = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 72em; color: #222; }
-table { border-collapse: collapse; margin: 1em 0; font-size: 0.9em; }
+table { border-collapse: collapse; margin: 1em 0; font-size: 0.9em; max-width: 100%; }
+table.wide { font-size: 0.75em; width: 100%; table-layout: fixed; }
 th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; }
+table.wide th, table.wide td { padding: 0.2em 0.3em; overflow-wrap: anywhere; hyphens: auto; }
 th { background: #f3f3f3; } td.name { text-align: left; }
 b { color: #000; } figure { margin: 1.5em 0; } figure img { max-width: 100%; }
 figcaption, p.note { color: #555; font-size: 0.9em; }
@@ -405,11 +407,19 @@ window.addEventListener('load', function () {
   var loaded = images.filter(function (i) { return i.complete && i.naturalWidth > 0; });
   document.body.setAttribute('data-images', String(images.length));
   document.body.setAttribute('data-images-loaded', String(loaded.length));
+  document.body.setAttribute('data-page-width', String(document.documentElement.scrollWidth));
 });
 """
 
 
+#: Tables with more columns than this wrap their cells to the page's width (72em, about
+#: 1150 px) in a smaller font instead of running off a 1400 px page.
+WIDE_COLUMNS = 10
+
+
 def _html_table(header: list[str], rows: list[list[str]], classes: str = "") -> str:
+    if len(header) > WIDE_COLUMNS:
+        classes = f"{classes} wide".strip()
     head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
     body = "".join("<tr>" + "".join(rows_cell for rows_cell in row) + "</tr>" for row in rows)
     return f'<table class="{classes}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
