@@ -391,9 +391,10 @@ def render_latex(report: Report, links: Links) -> str:
 _CSS = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 72em; color: #222; }
 table { border-collapse: collapse; margin: 1em 0; font-size: 0.9em; max-width: 100%; }
-table.wide { font-size: 0.75em; width: 100%; table-layout: fixed; }
+table.wide { font-size: 0.75em; width: 100%; }
 th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; }
-table.wide th, table.wide td { padding: 0.2em 0.3em; overflow-wrap: anywhere; hyphens: auto; }
+table.wide th, table.wide td { padding: 0.2em 0.3em; }
+table.wide th { overflow-wrap: anywhere; } table.wide td { overflow-wrap: break-word; }
 th { background: #f3f3f3; } td.name { text-align: left; }
 b { color: #000; } figure { margin: 1.5em 0; } figure img { max-width: 100%; }
 figcaption, p.note { color: #555; font-size: 0.9em; }
