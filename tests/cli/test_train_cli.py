@@ -40,7 +40,10 @@ def test_train_says_when_it_prepares_a_dataset_and_shows_progress(capsys, tmp_pa
     """A fresh cache: one line says the dataset is processed into it (once); then a line every
     tenth of the epochs, at the trainer's sync cadence (25), over the repeats; stdout keeps
     the JSON result alone."""
+    from orthotune.training._run import task_data
+
     monkeypatch.setenv("ORTHOTUNE_CACHE", str(tmp_path / "cache"))
+    task_data.cache_clear()  # another test of this process may hold texas in memory (one CLI run: one process)
     args = ["train", "--dataset", "texas", "--depth", "2", "--split", "0", "1", "2", "--epochs", "50",
             "--patience", "50", "--json"]
     assert main(args) == 0
