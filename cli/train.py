@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import json
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -215,14 +216,16 @@ def format_text(summary: dict) -> str:
 
 class TrainProgress:
     """Progress over the epochs and repeats of `train`, on stderr (stdout keeps the result):
-    a bar on a terminal, else a line every tenth of the epochs. The repeats train together
-    as one packed model; a repeat that early stopping (patience) ended stops counting."""
+    a bar on a terminal, else a line every tenth of the epochs or every ``every_s`` seconds,
+    whichever comes first. The repeats train together as one packed model; a repeat that
+    early stopping (patience) ended stops counting."""
 
-    def __init__(self, config: TrainConfig, stream: Any = None) -> None:
-        self.config, self.stream = config, stream or sys.stderr
+    def __init__(self, config: TrainConfig, stream: Any = None, every_s: float = 15.0) -> None:
+        self.config, self.stream, self.every_s = config, stream or sys.stderr, every_s
         self.bar: Any = None
         self.next_line = 0
         self.step = max(1, config.epochs // 10)
+        self.last_line = time.monotonic()
 
     def __enter__(self) -> TrainProgress:
         if self.stream.isatty():
@@ -241,9 +244,10 @@ class TrainProgress:
         if self.bar is not None:
             self.bar.update(report.epoch - self.bar.n)
             self.bar.set_postfix_str(text.split(": ", 1)[1], refresh=True)
-        elif report.epoch >= self.next_line or not report.active[0]:
+        elif (report.epoch >= self.next_line or not report.active[0]
+              or time.monotonic() - self.last_line >= self.every_s):
             print(text, file=self.stream, flush=True)
-            self.next_line = report.epoch + self.step
+            self.next_line, self.last_line = report.epoch + self.step, time.monotonic()
 
     def describe(self, report: EpochReport) -> str:
         runs = report.runs[0]

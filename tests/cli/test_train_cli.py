@@ -73,3 +73,22 @@ def test_progress_counts_the_repeats_early_stopping_ended(capsys, tmp_path):
     assert at < 100  # every repeat stopped early: the trainer ended at its next sync
     assert f"{sum(1 for e in epochs if e >= at)} of 3 repeats training" in last
     assert max(epochs) < at and "0 of 3 repeats training" in last
+
+
+def test_plain_progress_speaks_at_least_every_few_seconds():
+    """Between tenths of a long run (150 epochs of 1500 may take minutes) a line still comes
+    every ``every_s`` seconds: with 0 s, one per report; with an hour, only at the tenths."""
+    import io
+
+    from orthotune.cli.train import TrainProgress
+    from orthotune.core import EpochReport, RunResult, TrainConfig
+
+    config = TrainConfig(dataset="cora", depth=2, epochs=1500)
+    reports = [EpochReport(e, [[0.1]], [[0.5]], [[0.5]], [0.5], [True], [[RunResult(0, 0, epochs=e)]])
+               for e in (25, 50, 75, 175)]
+    for every_s, expected in ((0.0, [25, 50, 75, 175]), (3600.0, [25, 175])):
+        out = io.StringIO()
+        progress = TrainProgress(config, out, every_s=every_s)
+        for report in reports:
+            progress(report)
+        assert [int(line.split()[1].split("/")[0]) for line in out.getvalue().splitlines()] == expected
