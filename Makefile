@@ -27,6 +27,7 @@ demo: setup
 	$(BIN)/orthotune report --store $(STORE) --search $(SEARCH) --format md -o runs/$(SEARCH)/report.md
 	$(BIN)/orthotune report --store $(STORE) --search $(SEARCH) --format html -o runs/$(SEARCH)/report.html
 	@echo "report: runs/$(SEARCH)/report.md and runs/$(SEARCH)/report.html"
+	@echo "the commands orthotune prints run in its environment: source $(BIN)/activate (README: First steps)"
 
 # Needs no root: the HTML report's browser check uses a chromium or Chrome found on PATH and
 # is skipped with one line without one (.ci/run installs Debian's chromium first).

@@ -1,4 +1,5 @@
-"""Print the validation-best config of each cell; --json/--yaml feed `orthotune train --config`."""
+"""Print the validation-best config of each cell and the verdict of each pair; --json/--yaml
+feed `orthotune train --config` (configs only)."""
 
 from __future__ import annotations
 
@@ -56,7 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import yaml
 
-    from orthotune.reports import best_configs, config_dict
+    from orthotune.reports import best_configs, config_dict, pair_verdicts
 
     filters = filters_from_args(args)
     winners = best_configs(args.store, filters)
@@ -70,6 +71,8 @@ def run(args: argparse.Namespace) -> int:
         print(yaml.safe_dump(configs, sort_keys=False), end="")
     else:
         print(format_table(winners))
+        print()
+        print(pair_verdicts(args.store, filters).text())
     return 0
 
 

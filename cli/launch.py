@@ -81,6 +81,10 @@ def run(args: argparse.Namespace) -> int:
     else:
         outcome = launch(_options(args), progress=progress)  # it checks the inputs before Ray starts
     print(summary(outcome, args.store))
+    if outcome.best_by_cell:
+        from orthotune.reports import Filters, pair_verdicts
+
+        print(pair_verdicts(args.store, Filters(searches=(outcome.name,))).text())
     return OK if outcome.best_config is not None else RUN_FAILED
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +26,7 @@ from orthotune.core import (
 )
 
 if TYPE_CHECKING:
-    from orthotune.core import ConfigResult
+    from orthotune.core import ConfigResult, EpochReport
 
 #: Flags named otherwise than their field: the repeats are given as lists of one kind.
 FLAG_NAMES = {"splits": "split", "seeds": "seed"}
@@ -110,12 +112,26 @@ def default_text(f: dataclasses.Field) -> str:
 def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)  # bad input fails before torch is imported
     check_memory(config)
-    from orthotune.training import DataRoot, check_dataset_files, choose_device, run_configs
+    from orthotune.training import (
+        DataRoot,
+        TrainOptions,
+        cache_dir,
+        check_dataset_files,
+        choose_device,
+        is_prepared,
+        run_configs,
+    )
 
     root = DataRoot.resolve(args.data_root, args.download)
     check_dataset_files(config.dataset, config.setting, root)  # fetched here with --download
     device = choose_device(args.device)
-    result = run_configs([config], device, str(root.path))[0]
+    if not is_prepared(config.dataset, root):
+        print(f"preparing {config.dataset} for the first time: processing it into the cache {cache_dir()} "
+              f"(ORTHOTUNE_CACHE; later runs read it from there)", file=sys.stderr, flush=True)
+    # reports at the trainer's own host-sync cadence: the progress display changes no result
+    options = TrainOptions(report_every=TrainOptions().sync_every)
+    with TrainProgress(config) as progress:
+        result = run_configs([config], device, str(root.path), progress, options)[0]
     summary = summarise(result)
     print(json.dumps(summary) if args.json else format_text(summary))
     return OK if result.status != "failed" else RUN_FAILED
@@ -196,3 +212,46 @@ def format_text(summary: dict) -> str:
         "grad norms ||dL/dW(l)||_F  " + " ".join(f"{g:.3g}" for g in grads),
         f"seconds_per_epoch  {summary['seconds_per_epoch']:.4f} ({summary['device']})",
     ])
+
+
+class TrainProgress:
+    """Progress over the epochs and repeats of `train`, on stderr (stdout keeps the result):
+    a bar on a terminal, else a line every tenth of the epochs or every ``every_s`` seconds,
+    whichever comes first. The repeats train together as one packed model; a repeat that
+    early stopping (patience) ended stops counting."""
+
+    def __init__(self, config: TrainConfig, stream: Any = None, every_s: float = 15.0) -> None:
+        self.config, self.stream, self.every_s = config, stream or sys.stderr, every_s
+        self.bar: Any = None
+        self.next_line = 0
+        self.step = max(1, config.epochs // 10)
+        self.last_line = time.monotonic()
+
+    def __enter__(self) -> TrainProgress:
+        if self.stream.isatty():
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=self.config.epochs, unit="epoch", file=self.stream, dynamic_ncols=True,
+                            desc=f"{self.config.dataset} {self.config.backbone}-{self.config.depth}")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+    def __call__(self, report: EpochReport) -> None:
+        text = self.describe(report)
+        if self.bar is not None:
+            self.bar.update(report.epoch - self.bar.n)
+            self.bar.set_postfix_str(text.split(": ", 1)[1], refresh=True)
+        elif (report.epoch >= self.next_line or not report.active[0]
+              or time.monotonic() - self.last_line >= self.every_s):
+            print(text, file=self.stream, flush=True)
+            self.next_line, self.last_line = report.epoch + self.step, time.monotonic()
+
+    def describe(self, report: EpochReport) -> str:
+        runs = report.runs[0]
+        training = sum(1 for r in runs if r.epochs >= report.epoch and r.status != "failed")
+        best = report.best_val[0]
+        return (f"epoch {report.epoch}/{self.config.epochs}: {training} of {len(runs)} repeats training, "
+                f"best val_acc {best:.4f} (mean over repeats)")

@@ -9,20 +9,25 @@ test accuracy is only reported, never used to choose.
     >>> from orthotune.reports import Filters, best_configs, build_report, write_report, row_to_config
     >>> winners = best_configs("runs/store", Filters(datasets=("cora",)))   # one row per cell
     >>> config = row_to_config(winners.iloc[0])                              # a TrainConfig
+    >>> print(pair_verdicts("runs/store").text())   # one line per pair, then warnings
     >>> write_report(build_report("runs/store"), "html", "report.html")
 """
 
 from orthotune.reports._formats import FORMATS, write_report
 from orthotune.reports._load import Filters
-from orthotune.reports._report import best_configs, build_report
+from orthotune.reports._report import best_configs, build_report, pair_verdicts
 from orthotune.reports._select import config_dict, row_to_config, tidy
+from orthotune.reports._verdict import FEW_TRIALS, Verdicts
 
 __all__ = [
+    "FEW_TRIALS",
     "FORMATS",
     "Filters",
+    "Verdicts",
     "best_configs",
     "build_report",
     "config_dict",
+    "pair_verdicts",
     "row_to_config",
     "tidy",
     "write_report",

@@ -21,6 +21,7 @@ import pandas as pd
 from orthotune.core import SETTINGS, OrthotuneError, Registry
 from orthotune.reports._load import ORIGINAL, ORTHO
 from orthotune.reports._report import Report
+from orthotune.reports._verdict import FEW_TRIALS
 
 ARMS = ((ORIGINAL, "orig"), (ORTHO, "ortho"))
 
@@ -258,13 +259,17 @@ def _acc_pm(row: pd.Series) -> str:
 
 def _importance_rows(report: Report) -> list[list[str]]:
     return [[r["setting"], r["dataset"], r["backbone"], number(r["depth"]), r["arm"], r["variant"],
-             number(r["trials"]), r["importance"]] for _, r in report.importance.iterrows()]
+             number(r["trials"]), ("few trials, indicative only: " if r["few"] else "") + r["importance"]]
+            for _, r in report.importance.iterrows()]
 
 
 IMPORTANCE_HEADER = ["setting", "dataset", "backbone", "depth", "arm", "variant", "trials", "importance"]
 IMPORTANCE_NOTE = ("Optuna's fANOVA importance (optuna.importance, 32 trees, seed 0) of each searched "
-                   "hyperparameter for the objective over the cell's trials; shares sum to 1. Cells with "
-                   "fewer than 3 trials, nothing searched or a constant objective are left out.")
+                   "hyperparameter for the objective over the cell's trials, given in a canonical order "
+                   "(the same trials give the same shares); shares sum to 1. Cells with fewer than 3 trials, "
+                   f"nothing searched or a constant objective are left out; below {FEW_TRIALS} trials the "
+                   "shares are marked indicative: the forest splits the variance of a handful of points, most "
+                   "of them TPE's random start-up proposals.")
 
 
 def _extra_tables(report: Report) -> list[tuple[str, list[str], list[list[str]], str]]:
@@ -295,6 +300,8 @@ def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
 
 def render_md(report: Report, links: Links) -> str:
     out = ["# orthotune report", "", *(f"{line}  " for line in _heading(report)), ""]
+    out += ["## Summary", "", *(f"- {line}" for line in report.verdicts.lines), ""] if report.verdicts.lines else []
+    out += [*(f"> **Warning:** {w}  " for w in report.verdicts.warnings), ""] if report.verdicts.warnings else []
     if report.summary.empty:
         out += ["No trials match: nothing to report.", ""]
     for setting, variant, title in sections(report):
@@ -341,6 +348,8 @@ def tex(text: object) -> str:
 def render_latex(report: Report, links: Links) -> str:
     out = ["% orthotune report: needs \\usepackage{booktabs} and \\usepackage{graphicx}",
            *(f"% {line}" for line in _heading(report)), ""]
+    out += [*(f"% verdict: {line}" for line in report.verdicts.lines),
+            *(f"% warning: {w}" for w in report.verdicts.warnings), ""]
     for setting, variant, _title in sections(report):
         depths, rows = paper_grid(report, setting, variant)
         label = setting_title(setting) + (f", variant {variant}" if variant else "")
@@ -381,11 +390,16 @@ def render_latex(report: Report, links: Links) -> str:
 
 _CSS = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 72em; color: #222; }
-table { border-collapse: collapse; margin: 1em 0; font-size: 0.9em; }
+table { border-collapse: collapse; margin: 1em 0; font-size: 0.9em; max-width: 100%; }
+table.wide { font-size: 0.75em; width: 100%; }
 th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; }
+table.wide th, table.wide td { padding: 0.2em 0.3em; }
+table.wide th { overflow-wrap: anywhere; } table.wide td { overflow-wrap: break-word; }
 th { background: #f3f3f3; } td.name { text-align: left; }
 b { color: #000; } figure { margin: 1.5em 0; } figure img { max-width: 100%; }
 figcaption, p.note { color: #555; font-size: 0.9em; }
+p.warning { background: #fff4e0; border-left: 4px solid #e69500; padding: 0.4em 0.8em; }
+ul.verdicts li { margin: 0.2em 0; }
 """
 # Lets a reader's browser, or the headless test, see that every figure decoded.
 _SCRIPT = """
@@ -394,11 +408,19 @@ window.addEventListener('load', function () {
   var loaded = images.filter(function (i) { return i.complete && i.naturalWidth > 0; });
   document.body.setAttribute('data-images', String(images.length));
   document.body.setAttribute('data-images-loaded', String(loaded.length));
+  document.body.setAttribute('data-page-width', String(document.documentElement.scrollWidth));
 });
 """
 
 
+#: Tables with more columns than this wrap their cells to the page's width (72em, about
+#: 1150 px) in a smaller font instead of running off a 1400 px page.
+WIDE_COLUMNS = 10
+
+
 def _html_table(header: list[str], rows: list[list[str]], classes: str = "") -> str:
+    if len(header) > WIDE_COLUMNS:
+        classes = f"{classes} wide".strip()
     head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
     body = "".join("<tr>" + "".join(rows_cell for rows_cell in row) + "</tr>" for row in rows)
     return f'<table class="{classes}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
@@ -422,6 +444,10 @@ def render_html(report: Report, links: Links) -> str:
              "<title>orthotune report</title>", f"<style>{_CSS}</style>",
              f"<script>{_SCRIPT}</script></head><body>", "<h1>orthotune report</h1>",
              *(f"<p>{html.escape(line)}</p>" for line in _heading(report))]
+    if report.verdicts.lines:
+        items = "".join(f"<li>{html.escape(line)}</li>" for line in report.verdicts.lines)
+        parts += ['<h2>Summary</h2>', f'<ul class="verdicts">{items}</ul>']
+    parts += [f'<p class="warning"><b>Warning:</b> {html.escape(w)}</p>' for w in report.verdicts.warnings]
     if report.summary.empty:
         parts.append("<p>No trials match: nothing to report.</p>")
     for setting, variant, title in sections(report):

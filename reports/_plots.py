@@ -102,6 +102,12 @@ def _panels(count: int, title: str, ncols: int | None = None) -> tuple[Any, list
     return figure, axes[:count]
 
 
+def _legend(ax: Any) -> None:
+    """The axes' legend beside it, right of the data, never over it (constrained layout makes
+    room for it)."""
+    ax.legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
+
+
 def _png(figure: Any) -> bytes:
     buffer = io.BytesIO()
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -129,7 +135,7 @@ def _accuracy_vs_depth(name: str, label: str, rows: pd.DataFrame) -> Figure:
                         yerr=100 * have[f"{prefix}_test_acc_std"].astype(float), linestyle=styles[variant],
                         label=_line_label(arm, variant, styles), capsize=3, **STYLE[arm])
         ax.set(title=backbone, xlabel="depth", ylabel="test accuracy (%)", xticks=sorted(group["depth"]))
-        ax.legend(fontsize="small")
+        _legend(ax)
     caption = ("Validation-selected winner of each cell; mean and std of test accuracy over the "
                "repeats. Missing points are cells without a winner.")
     return Figure(name, f"Accuracy against depth, {label}", caption, _png(figure))
@@ -149,7 +155,7 @@ def _msig_vs_depth(name: str, label: str, cell: pd.DataFrame) -> Figure:
         if (group["m_sig"].astype(float) > 0).all():
             ax.set_yscale("log")
         ax.set(title=backbone, xlabel="depth", ylabel="M_sig", xticks=sorted(group["depth"].unique()))
-        ax.legend(fontsize="small")
+        _legend(ax)
     caption = ("M_sig = mean ||h_i(L)|| / ||h_i(0)|| of each cell's winner (ideal: about 1, dotted)."
                + _missing_steadiness(cell, "m_sig"))
     return Figure(name, f"M_sig against depth, {label}", caption, _png(figure))
@@ -174,7 +180,7 @@ def _grad_norms(name: str, label: str, cell: pd.DataFrame) -> Figure:
                 ax.set_yscale("log")
         layers = max((len(n) for n in group["grad_norms"] if n is not None), default=0)
         ax.set(title=backbone, xlabel="layer l", ylabel="||dL/dW(l)||_F", xticks=range(1, layers + 1))
-        ax.legend(fontsize="x-small")
+        _legend(ax)
     caption = ("Mean over the repeats of each winner's gradient norm per hidden layer (layer 1 is nearest the "
                "input), at the end of training." + _missing_steadiness(cell, "grad_norms"))
     return Figure(name, f"Gradient norms per layer, {label}", caption, _png(figure))
@@ -185,19 +191,28 @@ def _effect_of_t(name: str, label: str, ts: pd.DataFrame, trials: pd.DataFrame) 
     for (backbone, depth, variant), group in ts.groupby(["backbone", "depth", "variant"], sort=True):
         group = group.sort_values("T")
         line = f"{backbone}, depth {depth}" + ("" if ts["variant"].nunique() == 1 else f" [{variant}]")
-        drawn = acc.errorbar(group["T"], 100 * group["test_acc"].astype(float),
-                             yerr=100 * group["test_acc_std"].astype(float), marker="o", capsize=3, label=line)
+        # the line joins the Ts whose best trial trained; a stuck or stopped one is a point apart
+        # (joined, the line zig-zags between trained and plateaued accuracies)
+        apart = group["stuck"].astype(bool) | (group["status"] == "stopped")
+        trained = group[~apart]
+        drawn = acc.errorbar(trained["T"], 100 * trained["test_acc"].astype(float),
+                             yerr=100 * trained["test_acc_std"].astype(float), marker="o", capsize=3, label=line)
         colour = drawn[0].get_color()
+        others = group[apart]
+        acc.errorbar(others["T"], 100 * others["test_acc"].astype(float),
+                     yerr=100 * others["test_acc_std"].astype(float), linestyle="none", marker="o", capsize=3,
+                     color=colour, alpha=0.6)
         _mark(acc, group, colour)
         speed.plot(group["T"], group["seconds_per_epoch"].astype(float), marker="o", color=colour, label=line)
     _all_trials(acc, trials)
     ticks = sorted(int(t) for t in ts["T"].unique())
     acc.set(xlabel="T", ylabel="test accuracy (%)", xticks=ticks, title="accuracy")
     speed.set(xlabel="T", ylabel="seconds per epoch", xticks=ticks, title="time")
-    acc.legend(fontsize="x-small")
+    _legend(acc)
     counts = _status_counts(ts)
     caption = ("For each T, the validation-best Ortho-GConv trial with that T (same tie rule); its test "
-               "accuracy (mean, std over repeats) and seconds per epoch. Grey dots: every Ortho-GConv trial. "
+               "accuracy (mean, std over repeats) and seconds per epoch; the accuracy line joins the Ts whose "
+               "best trial trained, stuck or stopped ones are points apart. Grey dots: every Ortho-GConv trial. "
                "Marked: stuck trials (x: no repeat improved after epoch 1, the majority-class plateau) and "
                f"trials stopped by ASHA (hollow). Lines: {counts}.")
     return Figure(name, f"Effect of T, {label}", caption, _png(figure))
@@ -251,7 +266,7 @@ def _history(name: str, label: str, trials: pd.DataFrame) -> Figure:
         from matplotlib.ticker import MaxNLocator
 
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.legend(fontsize="x-small")
+        _legend(ax)
     caption = ("Each cell's trials in the order they finished: dots are their objective (mean validation "
                "accuracy over the repeats; failed trials have none), the line the best so far.")
     return Figure(name, f"Search history, {label}", caption, _png(figure))
@@ -272,7 +287,7 @@ def _smoothness_vs_depth(name: str, label: str, cell: pd.DataFrame) -> Figure:
                title="smoothness")
     acc.set(xlabel="depth", ylabel="test accuracy (%)", xscale="log", xticks=depths, xticklabels=depths,
             title="accuracy")
-    smooth.legend(fontsize="x-small")
+    _legend(smooth)
     caption = ("As the paper's Figure 1(d): the smoothness D (mean pairwise distance of the last layer's "
                "node representations) and the test accuracy of each cell's winner against depth; dashed: "
                "propagation only (feature_transform false)." + _missing_steadiness(cell, "smoothness"))
@@ -309,7 +324,7 @@ def _grad_norms_over_epochs(name: str, label: str, grads: pd.DataFrame) -> Figur
         first = group.iloc[0]
         ax.set(title=f"{arm} [{variant}], {first['backbone']}-{first['depth']}", xlabel="layer l",
                ylabel="||dL/dW(l)||_F")
-        ax.legend(fontsize="x-small")
+        _legend(ax)
     caption = ("As the paper's Figure 1(b, c): the gradient norm of each layer's weight at the epochs the "
                "trainer recorded (dark: early, light: late), mean over the repeats, for the deepest "
                "winners of one backbone.")

@@ -21,6 +21,7 @@ from orthotune.reports._tables import (
     t_effect,
     winners_table,
 )
+from orthotune.reports._verdict import Verdicts, smoke_searches, verdicts
 from orthotune.store import Store
 
 #: The epochs-table column of per-layer gradient norms (recorded every k epochs), if the
@@ -44,6 +45,7 @@ class Report:
     ablation: pd.DataFrame = field(default_factory=pd.DataFrame)
     importance: pd.DataFrame = field(default_factory=pd.DataFrame)
     figures: list[Figure] = field(default_factory=list)
+    verdicts: Verdicts = Verdicts((), ())  # the summary the report opens with
 
     selection_rule: str = TIE_RULE_TEXT
     test_name: str = TEST_NAME
@@ -55,14 +57,34 @@ def best_configs(store: Store | str, filters: Filters | None = None) -> pd.DataF
     return select_best(load_trials(store, filters))
 
 
+def pair_verdicts(store: Store | str, filters: Filters | None = None) -> Verdicts:
+    """The verdict line of every pair that matches ``filters`` and the warnings on them (what
+    ``launch`` ends with and ``best`` prints; the report opens with the same)."""
+    store, filters = open_store(store), filters or Filters()
+    trials = load_trials(store, filters)
+    winners = select_best(trials)
+    expected = expected_cells(trials, _arms(filters))
+    return _verdicts(store, trials, winners, summary(winners, expected), missing_cells(trials, winners, expected))
+
+
+def _arms(filters: Filters) -> tuple[bool, ...]:
+    return (False, True) if filters.ortho is None else (filters.ortho,)
+
+
+def _verdicts(store: Store, trials: pd.DataFrame, winners: pd.DataFrame, table: pd.DataFrame,
+              missing: pd.DataFrame) -> Verdicts:
+    searched = sorted(trials["search"].unique()) if len(trials) else []
+    return verdicts(table, winners, missing, smoke_searches(store.searches(), searched))
+
+
 def build_report(store: Store | str, filters: Filters | None = None, plots: bool = True) -> Report:
     """Select the winners of ``store`` and compute the tables (and, with ``plots``, figures)."""
     store, filters = open_store(store), filters or Filters()
     trials = load_trials(store, filters)
     winners = select_best(trials)
-    arms = (False, True) if filters.ortho is None else (filters.ortho,)
-    expected = expected_cells(trials, arms)
+    expected = expected_cells(trials, _arms(filters))
     table = summary(winners, expected)
+    missing = missing_cells(trials, winners, expected)
     effect = t_effect(trials)
     drawn = plots and not winners.empty
     return Report(
@@ -74,12 +96,13 @@ def build_report(store: Store | str, filters: Filters | None = None, plots: bool
         failed=int((trials["status"] == "failed").sum()),
         winners=winners,
         summary=table,
-        missing=missing_cells(trials, winners, expected),
+        missing=missing,
         t_effect=effect,
         hyperparameters=winners_table(winners),
         ablation=ablation(winners),
         importance=importance(trials),
         figures=figures(table, winners, effect, trials, _epoch_grad_norms(store, winners)) if drawn else [],
+        verdicts=_verdicts(store, trials, winners, table, missing),
     )
 
 

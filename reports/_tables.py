@@ -46,6 +46,7 @@ import pandas as pd
 from orthotune.core import SETTINGS, Group, TrainConfig, by_group, column_name
 from orthotune.reports._load import CELL, ORIGINAL, ORTHO, PAIR
 from orthotune.reports._select import TIE_RULE, eligible
+from orthotune.reports._verdict import FEW_TRIALS
 
 TEST_NAME = "paired t-test (scipy.stats.ttest_rel, two-sided)"
 #: The significance level of the verdicts in words.
@@ -401,14 +402,17 @@ def _never_improved(best_epochs: object) -> bool:
 
 # -- hyperparameter importance -------------------------------------------------------------
 
-IMPORTANCE_COLUMNS = [*("setting", "dataset", "backbone", "depth", "arm"), "variant", "trials", "importance"]
+IMPORTANCE_COLUMNS = [*("setting", "dataset", "backbone", "depth", "arm"), "variant", "trials", "importance", "few"]
 
 
 def importance(trials: pd.DataFrame) -> pd.DataFrame:
     """Per cell, Optuna's fANOVA importance of each searched hyperparameter for the objective
     (validation accuracy) over the cell's eligible trials: ``importance`` is ``name=share``
     pairs, largest first. Cells with fewer than 3 trials, nothing searched or a constant
-    objective are left out."""
+    objective are left out. The trials go to the evaluator in a canonical order (by their
+    values and objective) and its forest is seeded, so the same trials give the same shares
+    whatever order the store or the search held them in. ``few``: fewer than
+    :data:`~orthotune.reports._verdict.FEW_TRIALS` trials (the report labels those shares)."""
     import optuna  # here: a report without importance never pays for the import
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -419,7 +423,7 @@ def importance(trials: pd.DataFrame) -> pd.DataFrame:
             first = group.iloc[0]
             text = ", ".join(f"{name}={share:.2f}" for name, share in shares.items())
             rows.append({**dict(zip(CELL, key)), "arm": first["arm"], "variant": first["variant_name"],
-                         "trials": len(group), "importance": text})
+                         "trials": len(group), "importance": text, "few": len(group) < FEW_TRIALS})
     return _integers(pd.DataFrame(rows, columns=IMPORTANCE_COLUMNS), ["depth", "trials"])
 
 
@@ -428,13 +432,14 @@ def _importances(optuna, group: pd.DataFrame) -> dict[str, float]:
     # fANOVA splits the objective's variance: a constant objective has none to share out
     if len(group) < 3 or not params or group["val_acc"].astype(float).nunique() < 2:
         return {}
-    values = {c: [_param(v, _declared_int(c)) for v in group[c]] for c in params}
-    distributions = {c: _distribution(optuna, values[c]) for c in params}
+    points = [([_param(row[c], _declared_int(c)) for c in params], float(row["val_acc"]))
+              for _, row in group.iterrows()]
+    points.sort(key=lambda point: (repr(point[0]), point[1]))  # canonical: the forest sees the same data
+    distributions = {c: _distribution(optuna, [p[i] for p, _ in points]) for i, c in enumerate(params)}
     study = optuna.create_study(direction="maximize")
-    for i, (_, row) in enumerate(group.iterrows()):
-        study.add_trial(optuna.trial.create_trial(params={c: values[c][i] for c in params},
-                                                  distributions=distributions,
-                                                  value=float(row["val_acc"])))
+    for values, objective in points:
+        study.add_trial(optuna.trial.create_trial(params=dict(zip(params, values)), distributions=distributions,
+                                                  value=objective))
     # a fixed seed: the same store gives the same report
     evaluator = optuna.importance.FanovaImportanceEvaluator(n_trees=32, seed=0)
     return optuna.importance.get_param_importances(study, evaluator=evaluator)

@@ -165,8 +165,24 @@ class CellSearcher(Searcher):
 
     def _answer(self, cell: str, inner_id: str, value: float | None, error: bool) -> None:
         """Tell the cell's searcher a repeat's result: the known one, nothing trained."""
+        mark_repeat(self.searchers[cell], inner_id)
         result = None if value is None else {self.metric: value}
         self.searchers[cell].on_trial_complete(inner_id, result, error=error)
+
+
+#: The Optuna user attribute that marks a trial of a cell's study as a repeated proposal.
+REPEAT_ATTR = "orthotune_repeat"
+
+
+def mark_repeat(searcher: Any, inner_id: str) -> None:
+    """Mark a repeat in the cell's Optuna study. Ray's OptunaSearch asks the study for a trial
+    at every proposal, a repeat too, so the study holds one trial per proposal; the marked
+    ones were answered with the result of the same config, not trained (the store holds the
+    trained ones). OptunaSearch keeps its Optuna trials by Tune id in ``_ot_trials``, its only
+    handle on them; other searchers have none and are left alone."""
+    trial = getattr(searcher, "_ot_trials", {}).get(inner_id)
+    if trial is not None:
+        trial.set_user_attr(REPEAT_ATTR, "a repeated proposal: told the result of the same config, not trained")
 
 
 class CellScheduler(FIFOScheduler):

@@ -75,6 +75,7 @@ from orthotune.search._replay import (
     stored_trials,
 )
 from orthotune.search._space import Space
+from orthotune.search._trackers import check_trackers, tracker_callbacks
 from orthotune.search._trainable import TrialContext, error_line, train_trial
 from orthotune.store import Lease, Store, now
 from orthotune.training import DataRoot, check_dataset_files
@@ -345,8 +346,8 @@ def outcome_from_store(store: Store, name: str) -> SearchOutcome:
 
 
 def _callbacks(options: LaunchOptions, store: Store, progress: bool | str, configs: int,
-               elapsed_before: float = 0.0) -> list:
-    """The recorder (the store), the live views, and the progress display."""
+               elapsed_before: float = 0.0, stored: list[StoredTrial] | None = None) -> list:
+    """The recorder (the store), the live views, the progress display and the trackers."""
     callbacks: list = [StoreRecorder(options.store, options.name), NodeWatch(node_wait_s())]
     folder = tensorboard_folder(store, options.name) if options.tensorboard else None
     if folder is not None:
@@ -354,8 +355,11 @@ def _callbacks(options: LaunchOptions, store: Store, progress: bool | str, confi
     if progress and progress != "off":
         mode = "auto" if progress is True else str(progress)
         check(mode in MODES, f"progress={progress!r} must be one of {', '.join(MODES)} or true/false")
-        callbacks.append(SearchProgress(configs, mode=mode, elapsed_before=elapsed_before))
-    return callbacks
+        stored = stored or []  # an earlier session's configs: the counter goes on from them
+        callbacks.append(SearchProgress(configs + len(stored), mode=mode, elapsed_before=elapsed_before,
+                                        earlier=Counter(str(t.status) for t in stored),
+                                        earlier_seconds=[t.seconds for t in stored if t.seconds is not None]))
+    return callbacks + tracker_callbacks(options)
 
 
 def _tuner(options: LaunchOptions, store: Store, progress: bool | str, concurrency: int,
@@ -373,7 +377,7 @@ def _tuner(options: LaunchOptions, store: Store, progress: bool | str, concurren
     curves = objective_curves(store, options.name, stored, options.report_every) \
         if stored and options.scheduler == "asha" else None
     planned = plan(options, storage, stored, curves)
-    callbacks = _callbacks(options, store, progress, planned.configs, elapsed_before)
+    callbacks = _callbacks(options, store, progress, planned.configs, elapsed_before, stored)
     tuner = tune.Tuner(
         _trainable(options, stored, curves),
         tune_config=tune.TuneConfig(
@@ -604,6 +608,7 @@ def check_inputs(options: LaunchOptions) -> None:
     ``download``), and on a local Ray each cell's largest config fits this machine's memory
     (a cluster's workers have memory of their own)."""
     node_wait_s()  # a bad $ORTHOTUNE_NODE_WAIT_S fails here, not once Ray runs
+    check_trackers(options)
     refuse_password_in_url(options.optuna_storage, "--optuna-storage")
     root = DataRoot.resolve(options.data_root, options.download)
     configs = options.space.largest_configs()

@@ -141,7 +141,7 @@ class TensorBoardLogger(Callback):
                 value = value[0] if isinstance(value, list) else value
                 _scalar(writer, f"{tag}/repeat{int(repeat)}", value, int(epoch))
             for layer, norm in enumerate(row[7] if len(row) > 7 and row[7] else []):  # report epochs
-                _scalar(writer, f"grad_norm_epoch/layer{layer + 1}/repeat{int(repeat)}", norm, int(epoch))
+                _scalar(writer, f"grad_norm_epoch/{layer_tag(layer)}/repeat{int(repeat)}", norm, int(epoch))
         epoch = int(result.get(TIME_ATTR) or 0)
         objectives = result.get("member_val_acc") or []
         runs = _runs(result)
@@ -201,7 +201,13 @@ def _steadiness(writer, runs: list[dict[str, Any]], epoch: int) -> None:
     for layer, values in enumerate(zip(*norms)):
         finite = [v for v in values if _finite(v)]
         if finite:
-            _scalar(writer, f"grad_norm/layer{layer:02d}", sum(finite) / len(finite), epoch)
+            _scalar(writer, f"grad_norm/{layer_tag(layer)}", sum(finite) / len(finite), epoch)
+
+
+def layer_tag(index: int) -> str:
+    """A layer in TensorBoard tags, counted from 1 (as depth counts graph convolutions) and
+    padded to two digits so that TensorBoard sorts layer10 after layer09: ``layer01``."""
+    return f"layer{index + 1:02d}"
 
 
 def _scalar(writer, tag: str, value: Any, step: int) -> None:

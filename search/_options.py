@@ -94,6 +94,14 @@ class LaunchOptions:
         metavar="URL|FILE")
     tensorboard: bool = launch_option(True, "write TensorBoard event files under <store>/tensorboard/NAME",
                                       "progress and live views")
+    mlflow: str | None = launch_option(
+        None, "log each trial to MLflow at this tracking URI (a folder for a local file store, or a server's "
+              "http(s)://...), one run per trial in the experiment NAME; needs pip install 'orthotune[mlflow]' "
+              "(default: off)", "progress and live views", metavar="URI")
+    wandb: str | None = launch_option(
+        None, "log each trial to this Weights & Biases project, one run per trial in the group NAME "
+              "(WANDB_MODE=offline keeps them local); needs pip install 'orthotune[wandb]' (default: off)",
+        "progress and live views", metavar="PROJECT")
 
     def __post_init__(self) -> None:
         if self.gpus_per_trial == "auto":
@@ -127,6 +135,10 @@ class LaunchOptions:
         check(self.optuna_storage is None or (isinstance(self.optuna_storage, str) and self.optuna_storage),
               f"optuna_storage={self.optuna_storage!r} must be an RDB URL, a journal file path or {NO_STORAGE!r}")
         check(isinstance(self.tensorboard, bool), f"tensorboard={self.tensorboard!r} must be true or false")
+        for tracker, what in (("mlflow", "a tracking URI or folder"), ("wandb", "a project name")):
+            value = getattr(self, tracker)
+            check(value is None or (isinstance(value, str) and value.strip() != ""),
+                  f"{tracker}={value!r} must be {what} (a non-empty string)")
         check(isinstance(self.download, bool), f"download={self.download!r} must be true or false")
         check(isinstance(self.retries, int) and 0 <= self.retries <= 100,
               f"retries={self.retries!r} must be an integer from 0 to 100")

@@ -9,9 +9,15 @@ What it shows, counted per config (a packed Ray trial holds several): the total 
 done (completed / stopped / failed), running, queued, the elapsed time and an ETA, and a
 line whenever a cell's best objective improves. On a terminal it is a bar refreshed every
 ``every_s`` seconds; elsewhere (logs, CI, a pipe) plain lines, one whenever a config ends
-and at least every ``plain_every_s`` seconds. After ``--resume`` the counts come from Tune's
-restored trials and the elapsed time continues from what earlier sessions ran
-(``elapsed_before``); the ETA uses this session's rate only.
+and at least every ``plain_every_s`` seconds. After ``--resume`` the counts go on from the
+store's (``earlier``: the statuses of the configs earlier sessions stored, so 2/24, not 0/22)
+and the elapsed time continues from what earlier sessions ran (``elapsed_before``).
+
+The ETA comes from measured trial times: the configs left times the mean time of a trial
+(the store's ``seconds`` of earlier sessions' trials and Tune's ``time_total_s`` of this
+session's) over the configs running at once. Before any trial time is known it falls back
+to this session's rate (configs ended per second since it started), and says ``?`` before
+any config has ended.
 """
 
 from __future__ import annotations
@@ -94,9 +100,12 @@ class SearchProgress(Callback):
     """
 
     def __init__(self, total: int, mode: str = "auto", every_s: float = 2.0, plain_every_s: float = 15.0,
-                 elapsed_before: float = 0.0, stream: TextIO | None = None) -> None:
+                 elapsed_before: float = 0.0, stream: TextIO | None = None, earlier: Counter | None = None,
+                 earlier_seconds: list[float] | None = None) -> None:
         self.total, self.mode, self.every_s, self.plain_every_s = total, mode, every_s, plain_every_s
         self.elapsed_before, self.stream = elapsed_before, stream
+        self.earlier = Counter(earlier or {})
+        self.earlier_seconds = [float(s) for s in earlier_seconds or [] if s is not None and math.isfinite(s)]
         self._reset()
 
     def _reset(self) -> None:
@@ -106,11 +115,13 @@ class SearchProgress(Callback):
         self._done_at_start: int | None = None
         self._best: dict[str, float] = {}
         self._ended: set[str] = set()
+        self._seconds: list[float] = []  # this session's ended trials' times (Tune's time_total_s)
         self._bar: Any = None
 
     def __getstate__(self) -> dict[str, Any]:  # Tune pickles callbacks with its state
         return {"total": self.total, "mode": self.mode, "every_s": self.every_s,
-                "plain_every_s": self.plain_every_s, "elapsed_before": self.elapsed_before, "stream": None}
+                "plain_every_s": self.plain_every_s, "elapsed_before": self.elapsed_before, "stream": None,
+                "earlier": self.earlier, "earlier_seconds": self.earlier_seconds}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
@@ -135,6 +146,9 @@ class SearchProgress(Callback):
 
     def on_trial_complete(self, iteration, trials, trial, **info) -> None:
         self._ended.add(trial.trial_id)
+        seconds = (trial.last_result or {}).get("time_total_s")
+        if isinstance(seconds, (int, float)) and math.isfinite(seconds):
+            self._seconds.append(float(seconds))
 
     def on_trial_error(self, iteration, trials, trial, **info) -> None:
         self._ended.add(trial.trial_id)
@@ -150,6 +164,8 @@ class SearchProgress(Callback):
     def update(self, shot: Snapshot, now: float, force: bool = False) -> None:
         """Draw ``shot``: the bar (or a plain line) and any cell whose best improved."""
         self._last_draw = now
+        if self.earlier:  # what earlier sessions stored counts as done (--resume)
+            shot = Snapshot(shot.counts + self.earlier, shot.best)
         if self._done_at_start is None:
             self._done_at_start = shot.done  # restored trials already done (--resume)
         for cell, (value, trial_id) in sorted(shot.best.items()):
@@ -174,13 +190,17 @@ class SearchProgress(Callback):
         cut = f"{interrupted} interrupted (not stored; --resume trains them), " if interrupted else ""
         return (f"{done}/{self.total} configs done: {counts[Status.COMPLETED]} completed, "
                 f"{counts[Status.STOPPED]} stopped, {counts[Status.FAILED]} failed; {cut}{running} running, "
-                f"{queued} queued; ETA {duration(self.eta(done, session_s))}; best {OBJECTIVE} {best_text}")
+                f"{queued} queued; ETA {duration(self.eta(done, session_s, running))}; best {OBJECTIVE} {best_text}")
 
-    def eta(self, done: int, session_s: float) -> float | None:
-        """Remaining configs at this session's rate; None before any config ends here."""
-        finished_here = done - (self._done_at_start or 0)
+    def eta(self, done: int, session_s: float, running: int = 0) -> float | None:
+        """The configs left times the mean measured trial time over the configs running at
+        once; without trial times, at this session's rate; None before any config ends."""
         if done >= self.total:
             return 0.0
+        measured = self.earlier_seconds + self._seconds
+        if measured:
+            return (self.total - done) * (sum(measured) / len(measured)) / max(1, running)
+        finished_here = done - (self._done_at_start or 0)
         if finished_here <= 0 or session_s <= 0:
             return None
         return (self.total - done) * session_s / finished_here

@@ -45,6 +45,7 @@ class StoredTrial:
     status: Status
     objective: float | None  # mean validation accuracy at the selected epochs; None if unusable
     finished_at: datetime | None
+    seconds: float | None = None  # the trial's training time (the store's ``seconds``)
 
     @property
     def failed(self) -> bool:
@@ -59,8 +60,10 @@ def stored_trials(store: Store, search: str) -> list[StoredTrial]:
         config = config_from_columns(row)
         value = row.get("val_acc")
         usable = row["status"] != Status.FAILED and value is not None and math.isfinite(value)
+        seconds = row.get("seconds")
         trials.append(StoredTrial(row["trial_id"], cell_key(config), config, Status(row["status"]),
-                                  float(value) if usable else None, row.get("finished_at")))
+                                  float(value) if usable else None, row.get("finished_at"),
+                                  float(seconds) if seconds is not None and math.isfinite(seconds) else None))
     return sorted(trials, key=lambda t: (t.finished_at is None, t.finished_at or 0, t.trial_id))
 
 

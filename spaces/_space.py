@@ -18,6 +18,8 @@ A space file::
       epochs: 200
     asha: {grace_period: 10, reduction_factor: 3}   # optional
     samples: 16                 # optional: trials per cell and arm
+    smoke_test: false           # optional: true marks a demo/smoke test (reports warn that its
+                                # verdicts are not evidence; the quick preset sets it)
     variants:                   # optional: named variants, each searched as its own cells
       - name: full              # the ``variant`` label the store and the reports key on
       - name: no-hybrid
@@ -65,7 +67,7 @@ from orthotune.search import Space, cell_key
 from orthotune.spaces._dimension import Dimension
 
 TOP_KEYS = {"name", "datasets", "setting", "repeats", "backbones", "depths", "original", "ortho",
-            "train", "asha", "samples", "variants"}
+            "train", "asha", "samples", "variants", "smoke_test"}
 #: Keys of the ``ortho`` arm and of ``train``, derived from the config's declarations: the
 #: Ortho-GConv fields go under ``ortho``, every other training field or switch under ``train``.
 ORTHO_KEYS = {f.name for f in by_group(OrthoSettings, Group.ORTHO, Group.VARIANT)}
@@ -116,6 +118,7 @@ class SearchSpace(Space):
     reduction_factor: int = 3
     samples: int = 16
     variants: tuple[Variant, ...] = ()
+    smoke_test: bool = False
 
     def __post_init__(self) -> None:
         if self.variants:
@@ -308,6 +311,8 @@ class SearchSpace(Space):
             "asha": {"grace_period": self.grace_period, "reduction_factor": self.reduction_factor},
             "samples": self.samples,
         }
+        if self.smoke_test:
+            out["smoke_test"] = True
         if self.setting is not None:
             out["setting"] = self.setting
         if self.repeats is not None:
@@ -360,6 +365,7 @@ def parse_space(values: Any, default_name: str = "space") -> SearchSpace:
         reduction_factor=_ints("asha.reduction_factor", [asha.get("reduction_factor", 3)], minimum=2)[0],
         samples=_ints("samples", [values.get("samples", 16)], minimum=1)[0],
         variants=tuple(_variant(i, v) for i, v in enumerate(variants)),
+        smoke_test=_bool("smoke_test", values.get("smoke_test", False)),
     )
 
 

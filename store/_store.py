@@ -1,8 +1,7 @@
 """The Parquet store: every trial of every search, declared once and written atomically.
 
 No pickle lives here: rows are Parquet, records JSON. A search resumes from its rows (Ray
-Tune's own experiment state, which pickles, stays in a scratch folder outside the store);
-stores written by orthotune 0.2 also hold a ``tune/NAME/`` folder, which is never read.
+Tune's own experiment state, which pickles, stays in a scratch folder outside the store).
 
 Layout under the store root (a local path or any URI pyarrow's filesystems understand)::
 

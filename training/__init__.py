@@ -1,7 +1,15 @@
 """Training: datasets through PyG's and OGB's loaders, and the training loop for every task."""
 
 from orthotune.training._cost import CellCost, device_profile, measure_cell_cost, timed
-from orthotune.training._data import DataRoot, NodeData, check_dataset_files, load_node_data, normalised_adjacency
+from orthotune.training._data import (
+    DataRoot,
+    NodeData,
+    cache_dir,
+    check_dataset_files,
+    is_prepared,
+    load_node_data,
+    normalised_adjacency,
+)
 from orthotune.training._loop import TrainOptions
 from orthotune.training._memory import retain_freed_memory
 from orthotune.training._node import choose_device, pack_key, train_node
@@ -12,9 +20,11 @@ __all__ = [
     "DataRoot",
     "NodeData",
     "TrainOptions",
+    "cache_dir",
     "check_dataset_files",
     "choose_device",
     "device_profile",
+    "is_prepared",
     "load_node_data",
     "measure_cell_cost",
     "normalised_adjacency",

@@ -218,10 +218,22 @@ def load_dataset(name: str, setting: str | None = None, data_root: DataRoot | No
 
 def _loader_root(info: DatasetInfo, data_root: DataRoot) -> Path:
     """A writable root for the loader: the data root mirrored as symlinks into the cache."""
-    digest = hashlib.sha1(str(data_root.path).encode()).hexdigest()[:12]
-    shadow = cache_dir() / "roots" / digest
+    shadow = _shadow(data_root)
     _mirror(data_root.path / info.subdir, shadow / info.subdir)
     return shadow
+
+
+def _shadow(data_root: DataRoot) -> Path:
+    digest = hashlib.sha1(str(data_root.path).encode()).hexdigest()[:12]
+    return cache_dir() / "roots" / digest
+
+
+def is_prepared(name: str, data_root: DataRoot) -> bool:
+    """Whether the dataset's loader has processed it into the cache before (PyG's and OGB's
+    loaders write ``processed*`` folders there; the mirror never creates one), so the next
+    load reads it instead of processing it first."""
+    folder = _shadow(data_root) / DATASETS.get(name).subdir
+    return folder.is_dir() and any(path.is_dir() for path in folder.rglob("processed*"))
 
 
 def _mirror(source: Path, target: Path) -> None:

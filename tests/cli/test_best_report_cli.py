@@ -29,9 +29,17 @@ def run_cli(capsys, *args: str) -> tuple[int, str, str]:
 def test_best_prints_a_table_of_winners(real_store, capsys):
     code, out, _ = run_cli(capsys, "best", "--store", real_store.uri)
     assert code == 0
-    lines = out.splitlines()
+    table, verdicts = out.split("\n\n", 1)
+    lines = table.splitlines()
     assert lines[0].split()[:6] == ["dataset", "setting", "backbone", "depth", "variant", "arm"]
     assert len(lines) == 1 + 4 and all("texas" in line for line in lines[1:])
+    # then one verdict line per pair (depths 2 and 4) and the warnings (one trial or two per cell)
+    lines = verdicts.splitlines()
+    assert lines[0].startswith("verdict per pair")
+    assert [line.split(":")[0] for line in lines[1:3]] == ["  texas full gcn depth 2 (default)",
+                                                          "  texas full gcn depth 4 (default)"]
+    assert all("95% CI" in line and "Holm p" in line for line in lines[1:3])
+    assert any(line.startswith("warning: 4 of 4 cells chose their winner among fewer than 20") for line in lines)
 
 
 def test_best_json_reruns_exactly_with_train_config(real_store, capsys, tmp_path):

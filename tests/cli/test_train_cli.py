@@ -34,3 +34,61 @@ def test_bad_input_is_one_line_and_nonzero(args, message):
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and message in lines[0], proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_train_says_when_it_prepares_a_dataset_and_shows_progress(capsys, tmp_path, monkeypatch):
+    """A fresh cache: one line says the dataset is processed into it (once); then a line every
+    tenth of the epochs, at the trainer's sync cadence (25), over the repeats; stdout keeps
+    the JSON result alone."""
+    from orthotune.training._run import task_data
+
+    monkeypatch.setenv("ORTHOTUNE_CACHE", str(tmp_path / "cache"))
+    task_data.cache_clear()  # another test of this process may hold texas in memory (one CLI run: one process)
+    args = ["train", "--dataset", "texas", "--depth", "2", "--split", "0", "1", "2", "--epochs", "50",
+            "--patience", "50", "--json"]
+    assert main(args) == 0
+    captured = capsys.readouterr()
+    summary = json.loads(captured.out)
+    assert summary["epochs"] == [50, 50, 50]
+    err = captured.err.splitlines()
+    preparing = [line for line in err if line.startswith("preparing texas for the first time")]
+    assert len(preparing) == 1 and str(tmp_path / "cache") in preparing[0]
+    progress = [line for line in err if line.startswith("epoch ")]
+    assert [line.split(":")[0] for line in progress] == ["epoch 25/50", "epoch 50/50"]
+    assert all("3 of 3 repeats training" in line and "best val_acc" in line for line in progress)
+    assert main(args) == 0  # prepared now: read from the cache without a word
+    assert not [line for line in capsys.readouterr().err.splitlines() if line.startswith("preparing")]
+
+
+def test_progress_counts_the_repeats_early_stopping_ended(capsys, tmp_path):
+    """patience 5: repeats whose validation stalls stop before the cap; the last line says how
+    many still train."""
+    assert main(["train", "--dataset", "texas", "--depth", "2", "--split", "0", "1", "2", "--epochs", "100",
+                 "--patience", "5", "--lr", "0.5", "--json"]) == 0
+    captured = capsys.readouterr()
+    epochs = json.loads(captured.out)["epochs"]
+    progress = [line for line in captured.err.splitlines() if line.startswith("epoch ")]
+    last = progress[-1]
+    at = int(last.split()[1].split("/")[0])
+    assert at < 100  # every repeat stopped early: the trainer ended at its next sync
+    assert f"{sum(1 for e in epochs if e >= at)} of 3 repeats training" in last
+    assert max(epochs) < at and "0 of 3 repeats training" in last
+
+
+def test_plain_progress_speaks_at_least_every_few_seconds():
+    """Between tenths of a long run (150 epochs of 1500 may take minutes) a line still comes
+    every ``every_s`` seconds: with 0 s, one per report; with an hour, only at the tenths."""
+    import io
+
+    from orthotune.cli.train import TrainProgress
+    from orthotune.core import EpochReport, RunResult, TrainConfig
+
+    config = TrainConfig(dataset="cora", depth=2, epochs=1500)
+    reports = [EpochReport(e, [[0.1]], [[0.5]], [[0.5]], [0.5], [True], [[RunResult(0, 0, epochs=e)]])
+               for e in (25, 50, 75, 175)]
+    for every_s, expected in ((0.0, [25, 50, 75, 175]), (3600.0, [25, 175])):
+        out = io.StringIO()
+        progress = TrainProgress(config, out, every_s=every_s)
+        for report in reports:
+            progress(report)
+        assert [int(line.split()[1].split("/")[0]) for line in out.getvalue().splitlines()] == expected

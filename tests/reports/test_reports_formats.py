@@ -96,6 +96,8 @@ def test_empty_selection_still_gives_a_report(tmp_path):
 
 #: Browsers the check can drive headless, in the order it looks for them on PATH.
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+#: The page width the report must fit (issue 25: a 1400 px window).
+PAGE_PX = 1400
 
 
 def find_browser() -> str:
@@ -117,7 +119,8 @@ def render_in_browser(page: Path, tmp_path: Path) -> tuple[str, list[str]]:
     proc = subprocess.run(
         [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
          "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}",
-         "--enable-logging=stderr", "--v=0", "--virtual-time-budget=10000", "--dump-dom", page.as_uri()],
+         "--enable-logging=stderr", "--v=0", "--virtual-time-budget=10000", f"--window-size={PAGE_PX},900",
+         "--dump-dom", page.as_uri()],
         capture_output=True, text=True, timeout=60,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -140,6 +143,8 @@ def test_html_report_renders_offline_in_a_real_browser(real_report, tmp_path):
     assert console == []
     assert loaded_images(dom) == (len(FIGURE_KINDS), len(FIGURE_KINDS))
     assert '<table class="paper">' in dom and '<td class="name">texas</td>' in dom
+    width = re.search(r'data-page-width="(\d+)"', dom)
+    assert width and int(width.group(1)) <= PAGE_PX, "a table runs off a 1400 px page"
     for figure in real_report.figures:
         assert f'<figure id="{figure.name}">' in dom
 

@@ -344,3 +344,32 @@ def test_a_record_from_another_version_is_refused_in_one_line_and_a_current_one_
         LaunchOptions.from_meta({**meta, "gpu_budget": 4}, again.space)
     with pytest.raises(OrthotuneError, match="no space"):
         LaunchOptions.from_meta({k: v for k, v in meta.items() if k != "space"}, again.space)
+
+
+def test_repeated_proposals_are_marked_in_the_cells_optuna_study():
+    """A finite cell (two configs) under a random sampler that repeats itself: the study holds
+    one trial per proposal, and exactly those beyond the two trained are marked repeats, each
+    with the result of the config it repeats."""
+    import optuna
+    from ray.tune.search.optuna import OptunaSearch
+
+    from orthotune.search._cells import REPEAT_ATTR
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    inner = OptunaSearch(space={"lr": optuna.distributions.CategoricalDistribution([0.1, 0.2])}, metric=OBJECTIVE,
+                         mode="max", sampler=optuna.samplers.RandomSampler(seed=3))
+    searcher = CellSearcher({"cora": inner}, samples=5, sizes={"cora": 2}, metric=OBJECTIVE, mode="max")
+    values = {0.1: 0.6, 0.2: 0.7}
+    trained = []
+    for index in range(5):
+        config = searcher.suggest(f"t{index}")
+        if config == Searcher.FINISHED:
+            break
+        trained.append(config["lr"])
+        searcher.on_trial_complete(f"t{index}", {OBJECTIVE: values[config["lr"]]})
+    assert sorted(trained) == [0.1, 0.2]  # each config trained once
+    trials = inner._ot_study.get_trials()
+    repeats = [t for t in trials if REPEAT_ATTR in t.user_attrs]
+    assert searcher.answered >= 1 and len(repeats) == searcher.answered
+    assert len(trials) - len(repeats) == 2
+    assert all(t.value == values[t.params["lr"]] for t in repeats)

@@ -4,6 +4,7 @@ the TensorBoard writer, each checked on what it leaves (rows, lines, event files
 import io
 import os
 import struct
+from collections import Counter
 from dataclasses import asdict
 from datetime import timedelta
 
@@ -233,17 +234,22 @@ def test_tensorboard_gets_per_epoch_curves_and_steadiness_per_config(tmp_path):
                                                "runs": [[run(0, 0.2, m_sig=float("nan")), run(1, 0.2)]]})
     done = final([[run(0, 0.4, m_sig=0.8, grad_norms=(1.0, 3.0)), run(1, 0.6, m_sig=0.6, grad_norms=(3.0, 5.0))]],
                  [0.5])
-    logger.on_trial_result(0, [trial], trial, {**done, "history": history([3, 4])})
+    with_grads = [[*row, [0.5, 0.25]] for row in history([3, 4])]  # per-layer norms at report epochs
+    logger.on_trial_result(0, [trial], trial, {**done, "history": with_grads})
     logger.on_trial_complete(0, [trial], trial)
     scalars = read_events(tmp_path / "tb" / "cora-gcn-2-ortho" / "t1")
     val = sorted((step, value) for tag, step, value in scalars if tag == "val_acc/repeat1")
     assert val == [(e, pytest.approx(0.1 * e)) for e in (1, 2, 3, 4)]
     assert {tag for tag, _, _ in scalars} >= {"train_loss/repeat0", "test_acc/repeat0", "val_loss/repeat1",
                                               "objective/val_acc",
-                                              "steadiness/m_sig", "grad_norm/layer00", "grad_norm/layer01"}
+                                              "steadiness/m_sig", "grad_norm/layer01", "grad_norm/layer02",
+                                              "grad_norm_epoch/layer01/repeat0", "grad_norm_epoch/layer02/repeat1"}
+    # both families count layers from 1, with the same names
+    layers = {tag.split("/")[1] for tag, _, _ in scalars if tag.startswith("grad_norm")}
+    assert layers == {"layer01", "layer02"}
     m_sig = [(step, value) for tag, step, value in scalars if tag == "steadiness/m_sig"]
     assert m_sig == [(2, pytest.approx(0.9)), (4, pytest.approx(0.7))]  # NaN repeats left out
-    assert (4, pytest.approx(4.0)) in [(s, v) for t, s, v in scalars if t == "grad_norm/layer01"]
+    assert (4, pytest.approx(4.0)) in [(s, v) for t, s, v in scalars if t == "grad_norm/layer02"]
 
 
 def test_optuna_storage_defaults_beside_a_local_store_and_can_be_turned_off(store):
@@ -271,3 +277,23 @@ def test_tune_settings_live_only_while_a_search_runs(monkeypatch):
         assert os.environ["RAY_AIR_NEW_OUTPUT"] == TUNE_SETTINGS["RAY_AIR_NEW_OUTPUT"]
         assert os.environ["TUNE_GLOBAL_CHECKPOINT_S"] == "1"
     assert "RAY_AIR_NEW_OUTPUT" not in os.environ and os.environ["TUNE_GLOBAL_CHECKPOINT_S"] == "1"
+
+
+def test_after_resume_the_counter_goes_on_from_the_store_and_the_eta_from_trial_times():
+    """An earlier session stored 2 configs (1 completed, 1 stopped; 10 s and 4 s): the counter
+    reads 2/24, not 0/22; the ETA is the configs left times the mean measured trial time over
+    the configs running at once."""
+    out = io.StringIO()
+    progress = SearchProgress(total=24, mode="plain", stream=out, elapsed_before=60,
+                              earlier=Counter({"completed": 1, "stopped": 1}), earlier_seconds=[10.0, 4.0])
+    progress._start = 0.0
+    progress.update(snapshot([]), now=5.0)
+    assert "[1m05s] 2/24 configs done: 1 completed, 1 stopped, 0 failed; 0 running, 22 queued" in out.getvalue()
+    assert "ETA 2m34s" in out.getvalue()  # 22 configs x 7 s, one at a time
+    ended = FakeTrial("e", ORTHO, "TERMINATED", {**final([[run(0, 0.8), run(1, 0.8)]], [0.8]), "time_total_s": 16.0})
+    running = FakeTrial("f", ORTHO, "RUNNING", {})
+    progress.on_trial_complete(0, [ended, running], ended)
+    progress.update(snapshot([ended, running]), now=30.0)
+    last = out.getvalue().strip().splitlines()[-1]
+    assert "3/24 configs done: 2 completed, 1 stopped" in last and "1 running, 20 queued" in last
+    assert "ETA 3m30s" in last  # 21 configs x mean(10, 4, 16) = 10 s, one running

@@ -79,6 +79,18 @@ def test_asha_and_optuna_search_completes_and_stores_every_trial(finished_search
     assert "best val_acc cora/gcn/2/ortho" in out and f"/{TOTAL} configs done:" in out  # progress lines
 
 
+def test_launch_ends_with_the_verdict_of_each_pair(finished_search):
+    """The last lines: one verdict per pair (one pair here) and the warnings on it."""
+    _, out = finished_search
+    lines = out.rstrip().splitlines()
+    start = max(i for i, line in enumerate(lines) if line.startswith("verdict per pair"))
+    assert lines[start + 1].startswith("  cora full gcn depth 2 (default): ")
+    assert "pts" in lines[start + 1]
+    warnings = lines[start + 2:]
+    assert warnings and all(line.startswith("warning: ") for line in warnings)
+    assert any("cells chose their winner among fewer than 20 trials" in w for w in warnings)
+
+
 def test_live_views_hold_each_trials_curves_and_each_cells_study(finished_search):
     import optuna
     from optuna.storages import JournalStorage

@@ -109,6 +109,11 @@ def test_a_signal_interrupts_the_search_with_the_resume_command_and_resume_finis
     assert not (store / "leases" / f"{name}.json").exists()
     finished = resume(store, name)
     assert finished.returncode == 0, finished.stderr
+    # the resumed counter goes on from the store's counts (len(kept)/TOTAL), not from 0/remaining
+    counters = [re.search(r"(\d+)/(\d+) configs done", line) for line in finished.stdout.splitlines()]
+    counters = [(int(m[1]), int(m[2])) for m in counters if m]
+    assert counters and all(total == TOTAL for _, total in counters), finished.stdout
+    assert counters[0][0] >= len(kept) and counters[-1] == (TOTAL, TOTAL), finished.stdout
     trials = assert_every_trial_once(store, name)
     before = {t["trial_id"]: t["finished_at"] for t in kept}
     assert all(t["finished_at"] == before[t["trial_id"]] for t in trials if t["trial_id"] in before)

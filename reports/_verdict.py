@@ -1,0 +1,110 @@
+"""The verdict where people look: one line per pair, and the warnings that say when the
+verdicts mean little. Derived from the report's tables (the summary, the winners, the missing
+cells) and the searches' records, here and nowhere else: ``launch`` ends with these lines,
+``best`` prints them and the report opens with them.
+
+Warnings, each from the data:
+
+- a smoke-test space (``smoke_test: true`` in the space file, as in the ``quick`` preset): short training and a
+  small budget to show the tool runs; not evidence for or against Ortho-GConv;
+- few trials: a winner chosen among fewer than :data:`FEW_TRIALS` trials of its cell;
+- still improving: a winner whose validation-best epoch is its epoch cap (``best_epoch ==
+  max_epochs``): more epochs might have changed the result;
+- cells without a winner (no trials, or all failed): their pairs have no test.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+#: Fewer trials than this in a cell and its winner is flagged. Why 20: the default searcher
+#: is Optuna's TPE, whose first ``n_startup_trials`` (10) proposals are random; below 20
+#: trials fewer than half the budget was guided by the model, so the winner is close to the
+#: best of a few random draws and an arm can lose by being under-tuned.
+FEW_TRIALS = 20
+
+
+@dataclass(frozen=True)
+class Verdicts:
+    """One line per pair (``lines``) and the warnings that qualify them (``warnings``)."""
+
+    lines: tuple[str, ...]
+    warnings: tuple[str, ...]
+
+    def text(self) -> str:
+        """The lines and the warnings as the terminal shows them."""
+        out = ["verdict per pair (Ortho-GConv − original test accuracy, selected on validation):",
+               *(f"  {line}" for line in self.lines)]
+        out += [f"warning: {w}" for w in self.warnings]
+        return "\n".join(out)
+
+
+def pair_label(row: Mapping[str, Any]) -> str:
+    """``cora full gcn depth 2 (default)``: the pair a summary row is about."""
+    return f"{row['dataset']} {row['setting']} {row['backbone']} depth {int(row['depth'])} ({row['variant']})"
+
+
+def verdicts(summary: pd.DataFrame, winners: pd.DataFrame, missing: pd.DataFrame,
+             smoke_searches: Iterable[str] = ()) -> Verdicts:
+    """The verdict lines of ``summary`` (one per row, in its order) and the warnings."""
+    lines = tuple(f"{pair_label(row)}: {row['verdict']}" for _, row in summary.iterrows())
+    return Verdicts(lines, tuple(warnings(winners, missing, smoke_searches)))
+
+
+def warnings(winners: pd.DataFrame, missing: pd.DataFrame, smoke_searches: Iterable[str] = ()) -> list[str]:
+    """What makes the verdicts weak, in words (see the module doc); empty when nothing does."""
+    out = []
+    smoke = sorted(set(smoke_searches))
+    if smoke:
+        out.append(f"{', '.join(smoke)}: a smoke-test space (short training, a small budget): it shows that the "
+                   f"tool runs, its verdicts are not evidence for or against Ortho-GConv (the paper-full preset "
+                   f"follows the paper's protocol)")
+    if len(winners):
+        few = winners[winners["candidates"].astype(int) < FEW_TRIALS]
+        if len(few):
+            out.append(f"{len(few)} of {len(winners)} cells chose their winner among fewer than {FEW_TRIALS} "
+                       f"trials (fewest: {int(few['candidates'].min())}); TPE's first 10 proposals are random, "
+                       f"so these winners are barely tuned")
+        capped = [pair_label(_cell_row(r)) + f" {r['arm']}" for _, r in winners.iterrows() if _at_cap(r)]
+        if capped:
+            out.append(f"{len(capped)} of {len(winners)} winners were still improving at their epoch cap (best "
+                       f"epoch = max_epochs): {'; '.join(capped)}; more epochs might change the verdict")
+    if len(missing):
+        cells = [pair_label(_cell_row(r)) + f" {r['arm']} ({r['reason']})" for _, r in missing.iterrows()]
+        out.append(f"{len(missing)} cells have no winner, so their pairs have no test: {'; '.join(cells)}")
+    return out
+
+
+def _cell_row(row: pd.Series) -> dict[str, Any]:
+    variant = row["variant_name"] if "variant_name" in row else row["variant"]
+    return {**{c: row[c] for c in ("dataset", "setting", "backbone", "depth")}, "variant": variant}
+
+
+def _at_cap(winner: pd.Series) -> bool:
+    best, cap = winner.get("best_epoch"), winner.get("max_epochs")
+    if best is None or cap is None or not all(isinstance(v, (int, float)) for v in (best, cap)):
+        return False
+    return math.isfinite(float(best)) and math.isfinite(float(cap)) and int(best) >= int(cap)
+
+
+def smoke_searches(records: Mapping[str, Mapping[str, Any]], names: Iterable[str]) -> list[str]:
+    """The searches among ``names`` whose space (as their records hold it) is marked a smoke
+    test; a record without a space this version reads counts as not marked."""
+    from orthotune.core import OrthotuneError
+    from orthotune.spaces import parse_space
+
+    found = []
+    for name in names:
+        options = (records.get(name) or {}).get("options")
+        space = options.get("space") if isinstance(options, Mapping) else None
+        try:
+            if isinstance(space, Mapping) and parse_space(dict(space)).smoke_test:
+                found.append(name)
+        except OrthotuneError:
+            continue
+    return found
