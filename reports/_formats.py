@@ -14,6 +14,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -22,6 +23,9 @@ from orthotune.core import SETTINGS, OrthotuneError, Registry
 from orthotune.reports._load import ORIGINAL, ORTHO
 from orthotune.reports._report import Report
 from orthotune.reports._verdict import FEW_TRIALS
+
+if TYPE_CHECKING:
+    from orthotune.reports._plots import Figure
 
 ARMS = ((ORIGINAL, "orig"), (ORTHO, "ortho"))
 
@@ -345,44 +349,52 @@ def tex(text: object) -> str:
     return "".join(_TEX.get(c, c) for c in str(text))
 
 
+def _latex_table(caption: str, header: list[str], rows: list[list[str]], size: str = "\\small") -> list[str]:
+    """A booktabs table of left-aligned columns (already escaped caption, raw cells)."""
+    return ["\\begin{table}[t]", "\\centering", size, f"\\caption{{{caption}}}",
+            "\\begin{tabular}{" + "l" * len(header) + "}", "\\toprule",
+            " & ".join(tex(h) for h in header) + " \\\\", "\\midrule",
+            *(" & ".join(tex(c) for c in row) + " \\\\" for row in rows),
+            "\\bottomrule", "\\end{tabular}", "\\end{table}", ""]
+
+
+def _latex_accuracy(report: Report, setting: str, variant: str | None) -> list[str]:
+    """One paper-style table: a row per dataset and backbone, a column pair per depth."""
+    depths, rows = paper_grid(report, setting, variant)
+    label = setting_title(setting) + (f", variant {variant}" if variant else "")
+    out = ["\\begin{table}[t]", "\\centering", "\\small",
+           f"\\caption{{Test accuracy (\\%), {tex(label)}: mean $\\pm$ std (ddof = 1) over "
+           f"repeats of the validation-selected config; bold: better of the pair.}}",
+           "\\begin{tabular}{ll" + "cc" * len(depths) + "}", "\\toprule",
+           " & & " + " & ".join(f"\\multicolumn{{2}}{{c}}{{depth {d}}}" for d in depths) + " \\\\",
+           " & ".join(["dataset", "backbone"] + [tex(arm) for _ in depths for arm, _ in ARMS]) + " \\\\",
+           "\\midrule"]
+    for dataset, backbone, cells in rows:
+        texts = [(f"\\textbf{{{tex(t)}}}" if better else tex(t)) if t else "--" for t, better in cells]
+        out.append(" & ".join([tex(dataset), tex(backbone), *texts]) + " \\\\")
+    return out + ["\\bottomrule", "\\end{tabular}", "\\end{table}", ""]
+
+
+def _latex_figure(figure: Figure, link: str) -> list[str]:
+    return ["\\begin{figure}[t]", "\\centering", f"\\includegraphics[width=\\linewidth]{{{link}}}",
+            f"\\caption{{{tex(figure.title)}. {tex(figure.caption)}}}", "\\end{figure}", ""]
+
+
 def render_latex(report: Report, links: Links) -> str:
     out = ["% orthotune report: needs \\usepackage{booktabs} and \\usepackage{graphicx}",
-           *(f"% {line}" for line in _heading(report)), ""]
-    out += [*(f"% verdict: {line}" for line in report.verdicts.lines),
-            *(f"% warning: {w}" for w in report.verdicts.warnings), ""]
+           *(f"% {line}" for line in _heading(report)), "",
+           *(f"% verdict: {line}" for line in report.verdicts.lines),
+           *(f"% warning: {w}" for w in report.verdicts.warnings), ""]
     for setting, variant, _title in sections(report):
-        depths, rows = paper_grid(report, setting, variant)
-        label = setting_title(setting) + (f", variant {variant}" if variant else "")
-        out += ["\\begin{table}[t]", "\\centering", "\\small",
-                f"\\caption{{Test accuracy (\\%), {tex(label)}: mean $\\pm$ std (ddof = 1) over "
-                f"repeats of the validation-selected config; bold: better of the pair.}}",
-                "\\begin{tabular}{ll" + "cc" * len(depths) + "}", "\\toprule",
-                " & & " + " & ".join(f"\\multicolumn{{2}}{{c}}{{depth {d}}}" for d in depths) + " \\\\",
-                " & ".join(["dataset", "backbone"] + [tex(arm) for _ in depths for arm, _ in ARMS]) + " \\\\",
-                "\\midrule"]
-        for dataset, backbone, cells in rows:
-            texts = [(f"\\textbf{{{tex(t)}}}" if better else tex(t)) if t else "--" for t, better in cells]
-            out.append(" & ".join([tex(dataset), tex(backbone), *texts]) + " \\\\")
-        out += ["\\bottomrule", "\\end{tabular}", "\\end{table}", ""]
+        out += _latex_accuracy(report, setting, variant)
     if not report.summary.empty:
-        out += ["\\begin{table}[t]", "\\centering", "\\small",
-                f"\\caption{{{tex(_pair_note(report))}}}",
-                "\\begin{tabular}{" + "l" * len(PAIR_HEADER) + "}", "\\toprule",
-                " & ".join(tex(h) for h in PAIR_HEADER) + " \\\\", "\\midrule",
-                *(" & ".join(tex(c) for c in row) + " \\\\" for row in _pair_rows(report)),
-                "\\bottomrule", "\\end{tabular}", "\\end{table}", ""]
+        out += _latex_table(tex(_pair_note(report)), PAIR_HEADER, _pair_rows(report))
     for title, header, rows, note in _extra_tables(report):
-        out += ["\\begin{table}[t]", "\\centering", "\\scriptsize", f"\\caption{{{tex(title)}. {tex(note)}}}",
-                "\\begin{tabular}{" + "l" * len(header) + "}", "\\toprule",
-                " & ".join(tex(h) for h in header) + " \\\\", "\\midrule",
-                *(" & ".join(tex(c) for c in row) + " \\\\" for row in rows),
-                "\\bottomrule", "\\end{tabular}", "\\end{table}", ""]
+        out += _latex_table(f"{tex(title)}. {tex(note)}", header, rows, "\\scriptsize")
     if len(report.missing):
         out += ["% Missing cells:", *(f"% {' / '.join(row)}" for row in _missing_rows(report)), ""]
     for figure in report.figures if links else []:
-        out += ["\\begin{figure}[t]", "\\centering",
-                f"\\includegraphics[width=\\linewidth]{{{links[figure.name]}}}",
-                f"\\caption{{{tex(figure.title)}. {tex(figure.caption)}}}", "\\end{figure}", ""]
+        out += _latex_figure(figure, links[figure.name])
     return "\n".join(out)
 
 
@@ -439,46 +451,64 @@ def _numeric(text: str) -> bool:
     return True
 
 
-def render_html(report: Report, links: Links) -> str:
-    parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-             "<title>orthotune report</title>", f"<style>{_CSS}</style>",
-             f"<script>{_SCRIPT}</script></head><body>", "<h1>orthotune report</h1>",
-             *(f"<p>{html.escape(line)}</p>" for line in _heading(report))]
+def _html_summary(report: Report) -> list[str]:
+    """The verdict lines and the warnings on what they mean, first on the page."""
+    parts = []
     if report.verdicts.lines:
         items = "".join(f"<li>{html.escape(line)}</li>" for line in report.verdicts.lines)
-        parts += ['<h2>Summary</h2>', f'<ul class="verdicts">{items}</ul>']
-    parts += [f'<p class="warning"><b>Warning:</b> {html.escape(w)}</p>' for w in report.verdicts.warnings]
-    if report.summary.empty:
-        parts.append("<p>No trials match: nothing to report.</p>")
-    for setting, variant, title in sections(report):
-        depths, rows = paper_grid(report, setting, variant)
-        header = ["dataset", "backbone"] + [f"depth {d} {arm}" for d in depths for arm, _ in ARMS]
-        body = [[_td(d, True), _td(b, True)] + [_td(t or "—", bold=better) for t, better in cells]
-                for d, b, cells in rows]
-        parts += [f"<h2>{html.escape(title)}</h2>", _html_table(header, body, "paper")]
-    if not report.summary.empty:
-        pair_rows = [[_td(c, i < PAIR_NAMES or i >= len(row) - 2) for i, c in enumerate(row)]
-                     for row in _pair_rows(report)]
-        parts += [f'<p class="note">{html.escape(ACC_NOTE)}</p>',
-                  "<h2>Paired comparison: Ortho-GConv − original</h2>",
-                  _html_table(PAIR_HEADER, pair_rows, "paired"),
-                  f'<p class="note">{html.escape(_pair_note(report))}</p>']
-    for title, header, rows, note in _extra_tables(report):
-        body = [[_td(c, not _numeric(c)) for c in row] for row in rows]
-        parts += [f"<h2>{html.escape(title)}</h2>", _html_table(header, body),
-                  f'<p class="note">{html.escape(note)}</p>']
-    parts.append("<h2>Missing cells</h2>")
+        parts += ["<h2>Summary</h2>", f'<ul class="verdicts">{items}</ul>']
+    return parts + [f'<p class="warning"><b>Warning:</b> {html.escape(w)}</p>' for w in report.verdicts.warnings]
+
+
+def _html_accuracy(report: Report, setting: str, variant: str | None, title: str) -> list[str]:
+    depths, rows = paper_grid(report, setting, variant)
+    header = ["dataset", "backbone"] + [f"depth {d} {arm}" for d in depths for arm, _ in ARMS]
+    body = [[_td(d, True), _td(b, True)] + [_td(t or "—", bold=better) for t, better in cells]
+            for d, b, cells in rows]
+    return [f"<h2>{html.escape(title)}</h2>", _html_table(header, body, "paper")]
+
+
+def _html_pairs(report: Report) -> list[str]:
+    rows = [[_td(c, i < PAIR_NAMES or i >= len(row) - 2) for i, c in enumerate(row)] for row in _pair_rows(report)]
+    return [f'<p class="note">{html.escape(ACC_NOTE)}</p>', "<h2>Paired comparison: Ortho-GConv − original</h2>",
+            _html_table(PAIR_HEADER, rows, "paired"), f'<p class="note">{html.escape(_pair_note(report))}</p>']
+
+
+def _html_extra(title: str, header: list[str], rows: list[list[str]], note: str) -> list[str]:
+    body = [[_td(c, not _numeric(c)) for c in row] for row in rows]
+    return [f"<h2>{html.escape(title)}</h2>", _html_table(header, body), f'<p class="note">{html.escape(note)}</p>']
+
+
+def _html_missing(report: Report) -> list[str]:
     missing = [[_td(c, True) for c in row] for row in _missing_rows(report)]
-    parts.append(_html_table(MISSING_HEADER, missing, "missing") if missing else "<p>None.</p>")
-    parts.append("<h2>Plots</h2>")
-    if not report.figures:
-        parts.append(f"<p>{html.escape(_no_plots(report))}</p>")
+    return ["<h2>Missing cells</h2>", _html_table(MISSING_HEADER, missing, "missing") if missing else "<p>None.</p>"]
+
+
+def _html_figures(report: Report) -> list[str]:
+    """The plots, embedded as data URIs (the page is one self-contained file)."""
+    parts = ["<h2>Plots</h2>"] + ([] if report.figures else [f"<p>{html.escape(_no_plots(report))}</p>"])
     for figure in report.figures:
         data = base64.b64encode(figure.png).decode("ascii")
         parts.append(f'<figure id="{html.escape(figure.name)}"><img alt="{html.escape(figure.title)}" '
                      f'src="data:image/png;base64,{data}"><figcaption>{html.escape(figure.title)}. '
                      f"{html.escape(figure.caption)}</figcaption></figure>")
-    parts.append("</body></html>")
+    return parts
+
+
+def render_html(report: Report, links: Links) -> str:
+    parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+             "<title>orthotune report</title>", f"<style>{_CSS}</style>",
+             f"<script>{_SCRIPT}</script></head><body>", "<h1>orthotune report</h1>",
+             *(f"<p>{html.escape(line)}</p>" for line in _heading(report)), *_html_summary(report)]
+    if report.summary.empty:
+        parts.append("<p>No trials match: nothing to report.</p>")
+    for setting, variant, title in sections(report):
+        parts += _html_accuracy(report, setting, variant, title)
+    if not report.summary.empty:
+        parts += _html_pairs(report)
+    for extra in _extra_tables(report):
+        parts += _html_extra(*extra)
+    parts += [*_html_missing(report), *_html_figures(report), "</body></html>"]
     return "\n".join(parts)
 
 
