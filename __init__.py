@@ -6,5 +6,5 @@ from those below it (see the README's architecture section): ``core`` -> ``model
 ``orthotune`` itself loads nothing else, so the CLI starts fast.
 """
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 __all__ = ["__version__"]
