@@ -58,9 +58,11 @@ def run(args: argparse.Namespace) -> int:
     import yaml
 
     from orthotune.reports import best_configs, config_dict, pair_verdicts
+    from orthotune.store import Store
 
     filters = filters_from_args(args)
-    winners = best_configs(args.store, filters)
+    store = Store.open(args.store)  # once: an unreadable file is then named once, not once per table read
+    winners = best_configs(store, filters)
     if winners.empty:
         raise OrthotuneError(f"no trial in store {args.store!r} can win with filters {filters.describe()} "
                              f"(none match, or all failed)")
@@ -72,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(format_table(winners))
         print()
-        print(pair_verdicts(args.store, filters).text())
+        print(pair_verdicts(store, filters).text())
     return 0
 
 

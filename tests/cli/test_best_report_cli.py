@@ -130,3 +130,15 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, args, message):
     lines = [line for line in err.splitlines() if line.strip()]
     assert code == 2 and len(lines) == 1 and message in lines[0], err
 
+
+
+@pytest.mark.parametrize("command", [["best"], ["report", "--format", "csv"]])
+def test_a_torn_trial_file_is_named_once_and_the_rest_still_answers(tmp_path, capsys, command):
+    store = hand_store(tmp_path / "s", [hand_row("a", val=[0.9] * 3), hand_row("b", ortho=True, val=[0.8] * 3)])
+    torn = next(Path(store.root, "trials").rglob("trial-*.parquet"))
+    torn.write_bytes(torn.read_bytes()[:200])  # a file cut short, as a full disk or a bad copy leaves it
+    code, out, err = run_cli(capsys, *command, "--store", store.uri)
+    warnings = [line for line in err.splitlines() if line.strip()]
+    assert code == 0 and out and len(warnings) == 1, err
+    assert "skipping unreadable file" in warnings[0] and torn.name in warnings[0]
+    assert "orthotune store check" in warnings[0]

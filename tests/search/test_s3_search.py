@@ -122,7 +122,7 @@ def test_searches_on_s3(s3, s3_server, tmp_path):
         sink.write(torn)
     best = subprocess.run([*cli, "best", "--search", "alpha", "--store", s3], env=env, capture_output=True,
                           text=True)
-    assert best.returncode == 0 and len(best.stderr.strip().splitlines()) == 1 and victim in best.stderr
+    assert best.returncode == 0 and len(best.stderr.strip().splitlines()) == 1 and victim in best.stderr, best.stderr
     check = subprocess.run([*cli, "store", "check", "--store", s3], env=env, capture_output=True, text=True)
     assert check.returncode == 1 and victim.split("/store/", 1)[1] in check.stdout, check.stdout
 
