@@ -19,6 +19,8 @@ environment (for the processes Ray starts) and in the already imported constant.
 from __future__ import annotations
 
 import os
+import socket
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -40,12 +42,33 @@ def local_ray_options() -> dict[str, Any]:
 def starts_local_ray(address: str | None) -> bool:
     """Whether ``ray.init(address=address)`` starts a new local Ray rather than joining one
     ($RAY_ADDRESS, or a ``ray start`` cluster on this machine): only a new one may be bound to
-    loopback; a node joining a cluster keeps the cluster's address."""
+    loopback; a node joining a cluster keeps the cluster's address.
+
+    A cluster known only from Ray's ``ray_current_cluster`` file (no address given, no
+    $RAY_ADDRESS) is joined only if it answers: a ``ray start`` head that was killed leaves
+    the file behind, and joining it retries for about fifteen minutes before failing."""
     if address not in (None, "local"):
         return False  # an address (ray://, auto, HOST:PORT) always joins a running Ray
-    from ray._private.services import canonicalize_bootstrap_address  # Ray's own rule
+    from ray._private.services import canonicalize_bootstrap_address, find_bootstrap_address  # Ray's own rule
 
-    return canonicalize_bootstrap_address(address) is None
+    if canonicalize_bootstrap_address(address) is None:
+        return True
+    found = find_bootstrap_address(None)  # the file's address as written (Ray may swap a loopback host)
+    if address is None and not os.environ.get("RAY_ADDRESS") and found and not answers(found):
+        print(f"orthotune: note: the Ray recorded on this machine at {found} does not answer (a stopped "
+              f"`ray start`?); starting a local Ray instead", file=sys.stderr)
+        return True
+    return False
+
+
+def answers(address: str, timeout: float = 2.0) -> bool:
+    """Whether something accepts TCP connections at ``HOST:PORT`` (a Ray GCS that is up)."""
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+            return True
+    except (OSError, ValueError):
+        return False
 
 
 def is_loopback_address(address: str | None) -> bool:

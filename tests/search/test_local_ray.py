@@ -80,6 +80,24 @@ def test_only_a_new_local_ray_is_bound_to_loopback(monkeypatch, tmp_path):
     assert not starts_local_ray(None)
 
 
+def test_a_ray_recorded_by_a_killed_ray_start_is_not_joined(monkeypatch, tmp_path, capsys):
+    """Ray's ``ray_current_cluster`` file outlives a killed ``ray start`` head: a cluster it
+    names is joined only while something answers there."""
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setenv("RAY_TMPDIR", str(tmp_path))
+    with socket.socket() as head:
+        head.bind(("127.0.0.1", 0))
+        head.listen()
+        address = f"127.0.0.1:{head.getsockname()[1]}"
+        (tmp_path / "ray" / "ray_current_cluster").parent.mkdir()
+        (tmp_path / "ray" / "ray_current_cluster").write_text(address)
+        assert not starts_local_ray(None)  # a live head: Ray's rule, join it
+        assert capsys.readouterr().err == ""
+    assert starts_local_ray(None)  # the head is gone, its file stays
+    note = capsys.readouterr().err.strip()
+    assert note.count("\n") == 0 and address in note and "does not answer" in note
+
+
 @pytest.mark.slow
 def test_a_launched_search_listens_on_loopback_only(tmp_path):
     """A real search through `orthotune launch`: the sockets of the driver and every process
