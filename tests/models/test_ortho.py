@@ -1,9 +1,10 @@
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from orthotune.core import ConfigError, OrthoSettings
 from orthotune.models._layers import PackedLinear
-from orthotune.models._ortho import distance_to_orthogonality, hybrid_init_, newton_orthogonalise
+from orthotune.models._ortho import _newton_inverse_sqrt, distance_to_orthogonality, hybrid_init_, newton_orthogonalise
 
 
 def exact_reference(q: torch.Tensor) -> torch.Tensor:
@@ -40,6 +41,49 @@ def test_per_matrix_steps_equal_separate_iterations():
     batched = newton_orthogonalise(q, torch.tensor([1, 3, 5]))
     for p, t in enumerate((1, 3, 5)):
         torch.testing.assert_close(batched[p], newton_orthogonalise(q[p], t))
+
+
+def coupled_reference(m: torch.Tensor, steps: int) -> torch.Tensor:
+    """The coupled Newton-Schulz iteration written out in full: three products a step."""
+    eye = torch.eye(m.shape[-1], dtype=m.dtype)
+    y, z = m, eye.expand_as(m)
+    for _ in range(steps):
+        s = 1.5 * eye - 0.5 * (z @ y)
+        y, z = y @ s, s @ z
+    return z
+
+
+class MatmulCounter(TorchDispatchMode):
+    """Counts the matrix products torch runs (forward and backward)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.products = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func.overloadpacket in (torch.ops.aten.mm, torch.ops.aten.bmm):
+            self.products += 1
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("steps", [0, 1, 2, 4, 7])
+def test_skipped_products_change_no_bit_of_the_iteration(steps):
+    torch.manual_seed(steps)
+    q = torch.randn(5, 2, 16, 16)
+    m = q @ q.mT / torch.linalg.matrix_norm(q @ q.mT).unsqueeze(-1).unsqueeze(-1)
+    assert torch.equal(_newton_inverse_sqrt(m, steps), coupled_reference(m, steps))
+    per_pack = _newton_inverse_sqrt(m, torch.tensor([steps, max(steps - 2, 0)]), steps)
+    assert torch.equal(per_pack[:, 0], coupled_reference(m[:, 0], steps))
+    assert torch.equal(per_pack[:, 1], coupled_reference(m[:, 1], max(steps - 2, 0)))
+
+
+def test_the_iteration_runs_3T_minus_3_products_forward():
+    m = torch.eye(8).expand(3, 8, 8).clone().requires_grad_()
+    with MatmulCounter() as forward:
+        z = _newton_inverse_sqrt(m, 4)
+    with MatmulCounter() as backward:
+        z.sum().backward()
+    assert forward.products == 9 and 0 < backward.products <= 2 * 9
 
 
 def test_centred_variant_is_rank_deficient_and_groups_orthogonalise_separately():
