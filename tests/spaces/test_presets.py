@@ -157,3 +157,18 @@ def test_bad_variants_are_rejected_in_one_line(variants, message):
     with pytest.raises(ConfigError) as error:
         parse_space({**BASE, "variants": variants})
     assert message in str(error.value) and "\n" not in str(error.value)
+
+
+def test_the_bench_reduction_of_paper_semi_changes_only_what_it_says():
+    """bench/semi-cpu.yaml is paper-semi with fewer datasets, backbones, depths, trials and
+    epochs (its header says which); every searched value is paper-semi's."""
+    from pathlib import Path
+
+    reduced = resolve_space(str(Path(__file__).resolve().parents[2] / "bench" / "semi-cpu.yaml"))
+    paper = resolve_space("paper-semi")
+    assert reduced.datasets == ("cora",) and reduced.backbones == ("gcn",) and reduced.depths == (2, 4)
+    assert (reduced.samples, reduced.max_epochs()) == (8, 400) and reduced.setting == paper.setting
+    assert reduced.ortho == paper.ortho
+    assert {k: v for k, v in reduced.train.items() if k not in ("epochs", "patience")} == \
+        {k: v for k, v in paper.train.items() if k not in ("epochs", "patience")}
+    assert (reduced.grace_period, reduced.reduction_factor) == (paper.grace_period, paper.reduction_factor)
