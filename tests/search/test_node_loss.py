@@ -74,6 +74,8 @@ def wait_until(condition, driver, deadline_s: float, what: str) -> None:
 
 
 def test_a_lost_node_is_retried_and_no_node_left_ends_the_search_with_its_resume_command(cluster, tmp_path):
+    # --retries 5: until Ray marks a killed raylet's node dead (seconds, more on a loaded
+    # machine) Tune may place a retry there, and each such attempt counts as a failure
     first, second = add_worker(cluster), add_worker(cluster)
     space, store, name = tmp_path / "space.yaml", tmp_path / "store", "nodes"
     space.write_text(yaml.safe_dump(SPACE))
@@ -83,7 +85,7 @@ def test_a_lost_node_is_retried_and_no_node_left_ends_the_search_with_its_resume
     driver = subprocess.Popen(
         [sys.executable, "-m", "orthotune.cli", "launch", "--space", str(space), "--store", str(store), "--name", name,
          "--address", cluster.address, "--concurrency", "2", "--scheduler", "fifo", "--report-every", "5",
-         "--progress", "plain"], env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+         "--progress", "plain", "--retries", "5"], env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         start_new_session=True)
     try:
         wait_until(lambda: training_on(first), driver, 240, "a trial training on the first worker node")
