@@ -18,7 +18,11 @@ $(BIN)/orthotune: pyproject.toml
 setup: $(BIN)/orthotune
 
 STORE ?= runs/store
-SEARCH ?= quick-$(shell date +%Y%m%d-%H%M%S)
+# Expanded once (`:=`): a recursive variable would call date on every use, and a recipe that
+# crosses a second boundary wrote the two reports into different folders.
+ifndef SEARCH
+SEARCH := quick-$(shell date +%Y%m%d-%H%M%S)
+endif
 
 # A real search (the quick preset) on the local embedded Ray; prints the best config and
 # writes the report (Markdown with its plots, and one self-contained HTML file).
