@@ -208,8 +208,8 @@ class OrthoGNN(nn.Module):
         self.graph_input, self.graph_output = self.layouts[layout]
         self.hidden_layers = self.hidden_layers_of(depth, layout)
         self.ortho = tuple(ortho) if ortho is not None else None
-        self.register_buffer(
-            "lam", torch.tensor([s.lam for s in self.ortho] if self.ortho else [0.0] * self.packs)
+        self.register_buffer(  # a setting, not state (see PackedLinear's steps)
+            "lam", torch.tensor([s.lam for s in self.ortho] if self.ortho else [0.0] * self.packs), persistent=False
         )
         self.input = self.init_input()
         count = self.hidden_layers if feature_transform else 0

@@ -323,8 +323,11 @@ class _PackAdam:
             if not uniform:
                 self.decay.append((params, torch.tensor(decays, device=device)))
         self.scale = None if len(set(lrs)) == 1 else torch.tensor(lrs, device=device) / lrs[0]
-        # fused: one kernel for all parameters on a GPU (its step counter stays there too)
-        self.adam = torch.optim.Adam(groups, lr=lrs[0], fused=True if device.type == "cuda" else None)
+        # fused: one kernel for all parameters on a GPU (its step counter stays there too);
+        # foreach elsewhere: one call per operation for all parameters instead of one per
+        # parameter (torch's CPU default), the same arithmetic
+        cuda = device.type == "cuda"
+        self.adam = torch.optim.Adam(groups, lr=lrs[0], fused=True if cuda else None, foreach=None if cuda else True)
 
     def zero_grad(self) -> None:
         self.adam.zero_grad(set_to_none=True)

@@ -89,3 +89,36 @@ def test_the_regulariser_still_trains_with_weights_computed_ahead(cora):
     small = train_node(_config(lam=0.0), cora, CPU)[0].runs[0]
     large = train_node(_config(lam=1.0), cora, CPU)[0].runs[0]
     assert not math.isclose(small.m_sig, large.m_sig, rel_tol=1e-6)
+
+
+def test_selected_state_holds_what_training_changes_not_settings(cora):
+    """T, beta and lambda are settings: a model built for a run has its own, so a pack
+    neither keeps nor copies them each epoch, and a compacted pack keeps each run's."""
+    from orthotune.training._loop import runs_of
+    from orthotune.training._node import _NodeTask
+
+    configs = [_config(T=2, beta=0.3, lam=1e-3, seeds=(0,)), _config(T=5, beta=0.7, lam=1e-2, seeds=(1,))]
+    pack = _NodePack(_NodeTask(cora, CPU), runs_of(configs), [0, 1])
+    assert not [k for k in pack.best if k.rsplit(".", 1)[-1] in ("steps", "betas", "lam")]
+    assert any(k.endswith(".c") for k in pack.best)  # the trainable target is state
+    pack.drop([1])
+    layer = pack.model.transforms[0]
+    assert layer.steps.tolist() == [5] and layer.betas.tolist() == [0.7]
+    assert pack.model.lam.tolist() == pytest.approx([1e-2])
+
+
+def test_foreach_adam_steps_as_torchs_default(cora, monkeypatch):
+    """The pack's Adam runs torch's foreach implementation on the CPU: the same arithmetic."""
+    config = _config(seeds=(0,), lr=0.02)
+    foreach, _ = _train(config, cora)
+    original = torch.optim.Adam.__init__
+
+    def per_parameter(self, *args, **kwargs):
+        original(self, *args, **{**kwargs, "foreach": False})
+
+    monkeypatch.setattr(torch.optim.Adam, "__init__", per_parameter)
+    default, _ = _train(config, cora)
+    a, b = foreach.runs[0], default.runs[0]
+    assert (a.best_epoch, a.epochs) == (b.best_epoch, b.epochs)
+    assert math.isclose(a.m_sig, b.m_sig, rel_tol=1e-5)
+    assert math.isclose(a.val_loss, b.val_loss, rel_tol=1e-5)
