@@ -184,8 +184,9 @@ class _NewtonBackward(torch.autograd.Function):
 
     Reverse of ``X_t = Z_{t-1} Y_{t-1}``, ``S_t = 1.5 I - 0.5 X_t``, ``Z_t = S_t Z_{t-1}``,
     ``Y_t = Y_{t-1} S_t`` from ``t = T`` down to 1 (``Z_0 = I``, ``Y_0 = M``, no ``Y_T``):
-    two products per forward product, sums of two products as one ``baddbmm``. The
-    matrices run as one flat batch ``[-1, d, d]`` (batched products see the same matrices).
+    two products per forward product, each as autograd computes it, and every gradient a
+    sum of at most two terms (addition commutes), so the gradient is autograd's to the bit.
+    The matrices run as one flat batch ``[-1, d, d]`` (batched products see the same matrices).
     """
 
     @staticmethod
@@ -201,14 +202,14 @@ class _NewtonBackward(torch.autograd.Function):
         for z, y, s in reversed(ctx.iterates):
             grad_s = grad_z if z is None else grad_z @ z.mT  # Z_t = S_t Z_{t-1} (S_1 itself)
             if grad_y is not None:  # Y_t = Y_{t-1} S_t (no Y_T)
-                grad_s = torch.baddbmm(grad_s, y.mT, grad_y)
+                grad_s = grad_s + y.mT @ grad_y
                 grad_y = grad_y @ s.mT
             grad_x = grad_s * -0.5  # S_t = 1.5 I - 0.5 X_t
             if z is None:  # X_1 = Y_0 = M
                 grad_y = grad_x if grad_y is None else grad_y + grad_x
                 break
-            grad_z = torch.baddbmm(s.mT @ grad_z, grad_x, y.mT)  # X_t = Z_{t-1} Y_{t-1}
-            grad_y = z.mT @ grad_x if grad_y is None else torch.baddbmm(grad_y, z.mT, grad_x)
+            grad_z = s.mT @ grad_z + grad_x @ y.mT  # X_t = Z_{t-1} Y_{t-1}
+            grad_y = z.mT @ grad_x if grad_y is None else grad_y + z.mT @ grad_x
         return grad_y.view(shape), None
 
 
@@ -251,15 +252,7 @@ def orthogonality_penalty(w: Tensor, c: Tensor, squared: bool = False) -> Tensor
 
     ``c`` is a scalar per matrix (shape ``w.shape[:-2]``; target ``c I``) or a matrix per
     matrix (shape ``w.shape``; target ``c`` itself, as the authors' ``W^T W - gama``).
-    With a gradient to compute, :class:`_PenaltyBackward` gives it.
     """
-    if torch.is_grad_enabled() and (w.requires_grad or c.requires_grad):
-        return _PenaltyBackward.apply(w, c, squared)
-    return _penalty(w, c, squared)[0]
-
-
-def _penalty(w: Tensor, c: Tensor, squared: bool) -> tuple[Tensor, Tensor]:
-    """The penalty and ``W W^T - target``."""
     gram = w @ w.mT
     if c.dim() == w.dim():
         gap = gram - c
@@ -267,36 +260,7 @@ def _penalty(w: Tensor, c: Tensor, squared: bool) -> tuple[Tensor, Tensor]:
         eye = torch.eye(w.shape[-2], dtype=w.dtype, device=w.device)
         gap = gram - c.unsqueeze(-1).unsqueeze(-1) * eye
     norm = torch.linalg.matrix_norm(gap)
-    return (norm.square() if squared else norm), gap
-
-
-class _PenaltyBackward(torch.autograd.Function):
-    """:func:`_penalty` with its backward pass written out: with ``G`` the gradient of the
-    gap ``W W^T - target`` (``2 g gap``, or ``g gap / ||gap||`` and 0 where the gap is 0,
-    as autograd's norm), ``dW = (G + G^T) W`` (one product where autograd runs two),
-    ``dc = -trace(G)`` for ``c I`` and ``-G`` for a matrix target."""
-
-    @staticmethod
-    def forward(ctx, w: Tensor, c: Tensor, squared: bool) -> Tensor:
-        penalty, gap = _penalty(w, c, squared)
-        ctx.save_for_backward(w, gap, penalty)
-        ctx.squared, ctx.matrix_target = squared, c.dim() == w.dim()
-        return penalty
-
-    @staticmethod
-    def backward(ctx, grad: Tensor) -> tuple[Tensor | None, Tensor | None, None]:
-        w, gap, penalty = ctx.saved_tensors
-        if ctx.squared:
-            scale = 2.0 * grad
-        else:
-            scale = torch.where(penalty == 0, 0.0, grad / penalty)
-        grad_gap = scale.unsqueeze(-1).unsqueeze(-1) * gap
-        grad_w = grad_c = None
-        if ctx.needs_input_grad[0]:
-            grad_w = (grad_gap + grad_gap.mT) @ w
-        if ctx.needs_input_grad[1]:
-            grad_c = -grad_gap if ctx.matrix_target else -grad_gap.diagonal(dim1=-2, dim2=-1).sum(-1)
-        return grad_w, grad_c, None
+    return norm.square() if squared else norm
 
 
 def distance_to_orthogonality(w: Tensor) -> float:

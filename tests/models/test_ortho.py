@@ -7,11 +7,9 @@ from orthotune.models._layers import PackedLinear
 from orthotune.models._ortho import (
     _newton_inverse_sqrt,
     _newton_iterates,
-    _penalty,
     distance_to_orthogonality,
     hybrid_init_,
     newton_orthogonalise,
-    orthogonality_penalty,
 )
 
 
@@ -142,9 +140,9 @@ def _bounded_covariance(shape, dtype, seed):
     return m / torch.linalg.matrix_norm(m).unsqueeze(-1).unsqueeze(-1)
 
 
-@pytest.mark.parametrize("dtype, rtol", [(torch.float64, 1e-12), (torch.float32, 1e-5)])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 @pytest.mark.parametrize("steps", [1, 2, 4, 7])
-def test_written_out_newton_backward_equals_autograds(steps, dtype, rtol):
+def test_written_out_newton_backward_is_autograds_to_the_bit(steps, dtype):
     m0 = _bounded_covariance((3, 2, 16, 16), dtype, steps)
     grad = torch.randn_like(m0)
     written, plain = m0.clone().requires_grad_(), m0.clone().requires_grad_()
@@ -153,7 +151,7 @@ def test_written_out_newton_backward_equals_autograds(steps, dtype, rtol):
     assert torch.equal(out, reference)
     (out * grad).sum().backward()
     (reference * grad).sum().backward()
-    torch.testing.assert_close(written.grad, plain.grad, rtol=rtol, atol=rtol * float(plain.grad.abs().max()))
+    assert torch.equal(written.grad, plain.grad)
 
 
 def test_written_out_newton_backward_passes_gradcheck():
@@ -176,42 +174,3 @@ def test_the_iteration_is_one_autograd_node():
     """Autograd's bookkeeping per operation was most of the iteration's backward cost."""
     m = _bounded_covariance((3, 8, 8), torch.float32, 1).requires_grad_()
     assert _graph_nodes(_newton_inverse_sqrt(m, 4)) == 2  # the iteration and m's leaf
-
-
-@pytest.mark.parametrize("squared", [False, True])
-@pytest.mark.parametrize("target", ["cI", "ones"])
-@pytest.mark.parametrize("trainable", [True, False])
-def test_written_out_penalty_backward_equals_autograds(squared, target, trainable):
-    torch.manual_seed(4)
-    w0 = torch.randn(3, 2, 8, 8) / 3
-    c0 = torch.rand(3, 2, 8, 8) if target == "ones" else torch.rand(3, 2)
-    grad = torch.randn(3, 2)
-    results = []
-    for penalty in (orthogonality_penalty, lambda w, c, s: _penalty(w, c, s)[0]):
-        w, c = w0.clone().requires_grad_(), c0.clone().requires_grad_(trainable)
-        value = penalty(w, c, squared)
-        (value * grad).sum().backward()
-        results.append((value, w.grad, c.grad))
-    (value, w_grad, c_grad), (ref_value, ref_w, ref_c) = results
-    assert torch.equal(value, ref_value)
-    torch.testing.assert_close(w_grad, ref_w)
-    if trainable:
-        torch.testing.assert_close(c_grad, ref_c)
-    else:
-        assert c_grad is None and ref_c is None
-
-
-def test_penalty_gradient_of_a_zero_gap_is_zero_as_autograds():
-    w = torch.eye(4).expand(2, 4, 4).clone().requires_grad_()
-    c = torch.ones(2, requires_grad=True)
-    orthogonality_penalty(w, c).sum().backward()
-    assert torch.equal(w.grad, torch.zeros_like(w)) and torch.equal(c.grad.abs(), torch.zeros(2))
-
-
-def test_penalty_backward_runs_one_product():
-    """``dW = (G + G^T) W``: autograd's ``W W^T`` backward runs two."""
-    w = torch.randn(3, 8, 8, requires_grad=True)
-    penalty = orthogonality_penalty(w, torch.ones(3, requires_grad=True))
-    with MatmulCounter() as backward:
-        penalty.sum().backward()
-    assert backward.products == 1

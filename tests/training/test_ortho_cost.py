@@ -8,7 +8,7 @@ import torch
 
 import orthotune.models._layers as layers
 from orthotune.core import TrainConfig
-from orthotune.training import train_node
+from orthotune.training import TrainOptions, train_node
 from orthotune.training._node import _NodePack
 
 CPU = torch.device("cpu")
@@ -19,11 +19,12 @@ def _config(**values) -> TrainConfig:
     return TrainConfig(dataset="cora", depth=4, epochs=EPOCHS, patience=EPOCHS, **values)
 
 
-def _train(config: TrainConfig, cora):
-    """The result and every epoch's training loss, validation loss and accuracies."""
+def _train(config: TrainConfig, cora, options: TrainOptions | None = None):
+    """The result and every epoch's losses, accuracies and recorded gradient norms."""
     seen = []
-    result = train_node(config, cora, CPU, seen.append)[0]
-    history = [(v.train_loss, v.val_loss, v.val_acc, v.test_acc) for report in seen for v in report.history]
+    result = train_node(config, cora, CPU, seen.append, options or TrainOptions())[0]
+    history = [(v.train_loss, v.val_loss, v.val_acc, v.test_acc, v.grad_norms)
+               for report in seen for v in report.history]
     return result, history
 
 
@@ -43,12 +44,13 @@ def _counting(monkeypatch, name: str) -> list[int]:
 @pytest.mark.parametrize("extra", [{}, {"T": 3, "lam": 1e-2, "target": "ones"}])
 def test_weights_computed_ahead_change_no_bit_of_training(cora, monkeypatch, extra):
     config = _config(seeds=(0, 1), **extra)
-    ahead, ahead_history = _train(config, cora)
+    options = TrainOptions(grad_norms_every=3)  # dL/dW(l) read through the weights computed ahead
+    ahead, ahead_history = _train(config, cora, options)
     # the reference: every forward pass orthogonalises its own weights
     monkeypatch.setattr(_NodePack, "_weights_ahead", lambda self: None)
-    alone, alone_history = _train(config, cora)
+    alone, alone_history = _train(config, cora, options)
     assert ahead_history == alone_history
-    assert len(ahead_history) == EPOCHS
+    assert len(ahead_history) == EPOCHS and sum(bool(h[-1][0][0]) for h in ahead_history) == EPOCHS // 3
     for a, b in zip(ahead.runs, alone.runs):
         assert (a.val_acc, a.test_acc, a.val_loss, a.best_epoch, a.m_sig, a.grad_norms) == (
             b.val_acc, b.test_acc, b.val_loss, b.best_epoch, b.m_sig, b.grad_norms)
