@@ -5,9 +5,11 @@ Both arms train the same config (Cora, full-supervised, split 0, GCN at ``--dept
 ``T = --T``) through the node trainer, as ``orthotune train`` does (a report callback at
 the trainer's sync cadence). They alternate in short runs of ``--epochs`` epochs in this
 one process, ``--rounds`` times, the first arm swapping each round, so a busy machine
-slows both alike. Printed: each arm's median and fastest ms per epoch over the rounds,
-the Ortho/original ratio of the medians and of the fastest, then the torch profiler's
-top operators (share of self CPU time) over one more short run of the Ortho arm.
+slows both alike. Printed: each arm's median and fastest ms per epoch over the rounds;
+the Ortho/original ratio of the medians, of the fastest and of each round (a round's two
+runs ran back to back; the median of the rounds' ratios is the least disturbed figure);
+then the torch profiler's top operators (share of self CPU time) over one more short run
+of the Ortho arm.
 Single-threaded unless ``--threads`` says otherwise (a Ray worker trains on one thread).
 Cora comes from ``ORTHOTUNE_DATA_ROOT`` (e.g. ``../shared/data``).
 
@@ -76,8 +78,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--depth", type=int, default=8)
     parser.add_argument("--T", type=int, default=4)
-    parser.add_argument("--epochs", type=int, default=40, help="epochs per short run")
-    parser.add_argument("--rounds", type=int, default=6, help="short runs per arm (timed)")
+    parser.add_argument("--epochs", type=int, default=25, help="epochs per short run")
+    parser.add_argument("--rounds", type=int, default=12, help="short runs per arm (timed)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--top", type=int, default=12, help="operators listed from the profile")
     args = parser.parse_args()
@@ -95,7 +97,8 @@ def main() -> None:
     ortho, original = times["ortho"], times["original"]
     paired = [o / p for o, p in zip(ortho, original)]
     print(f"ratio ortho/original: medians {statistics.median(ortho) / statistics.median(original):.3f}, "
-          f"fastest {min(ortho) / min(original):.3f}, per round {', '.join(f'{r:.3f}' for r in paired)}")
+          f"fastest {min(ortho) / min(original):.3f}, median of the rounds' {statistics.median(paired):.3f} "
+          f"(per round {', '.join(f'{r:.3f}' for r in paired)})")
     print(f"profile of one ortho run ({args.epochs} epochs), top {args.top} operators by self CPU time:")
     for name, share, calls in profile_shares(arms["ortho"], args.top):
         print(f"  {share * 100:6.2f}%  {calls:6d} calls  {name}")
