@@ -208,8 +208,8 @@ class OrthoGNN(nn.Module):
         self.graph_input, self.graph_output = self.layouts[layout]
         self.hidden_layers = self.hidden_layers_of(depth, layout)
         self.ortho = tuple(ortho) if ortho is not None else None
-        self.register_buffer(
-            "lam", torch.tensor([s.lam for s in self.ortho] if self.ortho else [0.0] * self.packs)
+        self.register_buffer(  # a setting, not state (see PackedLinear's steps)
+            "lam", torch.tensor([s.lam for s in self.ortho] if self.ortho else [0.0] * self.packs), persistent=False
         )
         self.input = self.init_input()
         count = self.hidden_layers if feature_transform else 0
@@ -405,9 +405,14 @@ class OrthoGNN(nn.Module):
         return effective_weights(layers) if layers else [None] * self.hidden_layers
 
     def run(
-        self, x: Tensor | SparseFeatures, edge_index: Adj, edge_weight: OptTensor = None
+        self, x: Tensor | SparseFeatures, edge_index: Adj, edge_weight: OptTensor = None,
+        weights: Sequence[Tensor | None] | None = None, penalty: bool = True,
     ) -> Pass:
-        weights = self.effective_weights()
+        """One forward pass. ``weights``: :meth:`effective_weights` of the current
+        parameters, computed beforehand (a trainer computes them once for an evaluation and
+        the next training step); ``penalty=False`` skips the regulariser (an evaluation
+        never reads it; the pass's penalty is then zero)."""
+        weights = self.effective_weights() if weights is None else list(weights)
         h = self.first_layer(x, edge_index, edge_weight)
         states = [h]
         for layer in range(self.hidden_layers):
@@ -416,10 +421,10 @@ class OrthoGNN(nn.Module):
         head = dropout(self.readout(states), self.dropout, self.training)
         logits = self.head(head, edge_index, edge_weight)
         layers = self.ortho_layers()
-        penalty = regularisation(layers, weights) if layers else self.lam.new_zeros(self.packs)
+        total = regularisation(layers, weights) if layers and penalty else self.lam.new_zeros(self.packs)
         hidden = [w for w in weights[: self.hidden_layers] if w is not None]
         return Pass(logits.transpose(0, 1), states[0].transpose(0, 1), h.transpose(0, 1), hidden,
-                    self.lam * penalty)
+                    self.lam * total)
 
     def forward(self, x: Tensor | SparseFeatures, edge_index: Adj, edge_weight: OptTensor = None) -> Tensor:
         return self.run(x, edge_index, edge_weight).logits

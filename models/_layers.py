@@ -240,9 +240,12 @@ class PackedLinear(nn.Module):
             check(len(self.ortho) == packs, f"{len(self.ortho)} ortho settings for {packs} packs")
             check(in_channels == out_channels, "Ortho-GConv needs a square transformation")
             check_packable(self.ortho)
-            self.register_buffer("steps", torch.tensor([s.T for s in self.ortho]))
+            # settings, not state: outside the state dict, so a trainer neither keeps nor
+            # copies them (a model built for other runs has its own)
+            self.register_buffer("steps", torch.tensor([s.T for s in self.ortho]), persistent=False)
             # float64 so that a double-precision model mixes with the exact beta
-            self.register_buffer("betas", torch.tensor([s.beta for s in self.ortho], dtype=torch.float64))
+            self.register_buffer("betas", torch.tensor([s.beta for s in self.ortho], dtype=torch.float64),
+                                 persistent=False)
             target = ortho_target(self.ortho[0], packs, out_channels)
             if self.ortho[0].target_trainable:
                 self.c = nn.Parameter(target)

@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 import torch
 
-DATA_ROOT = Path(__file__).resolve().parents[2] / "shared" / "data"
+# beside the repository unless ORTHOTUNE_DATA_ROOT names it (a git worktree sits one folder deeper)
+BESIDE = Path(__file__).resolve().parents[2] / "shared" / "data"
+DATA_ROOT = Path(os.environ.get("ORTHOTUNE_DATA_ROOT") or BESIDE).resolve()
 
 
 @pytest.fixture(scope="session", autouse=True)

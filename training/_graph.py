@@ -32,7 +32,6 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from filelock import FileLock
-from sklearn.model_selection import StratifiedKFold, train_test_split
 from torch import Tensor
 from torch_geometric.data import Batch
 from torch_geometric.loader import DataLoader
@@ -91,6 +90,10 @@ class Fold:
 def make_folds(labels: Tensor, folds: int = NUM_FOLDS, seed: int = FOLD_SEED,
                val_fraction: float = VAL_FRACTION) -> list[Fold]:
     """Stratified ``folds``-fold split; a stratified ``val_fraction`` of each training part."""
+    # imported here: scikit-learn (and the SciPy it loads, about a second) serves only the
+    # first split of a graph dataset, and every Ray worker imports this module
+    from sklearn.model_selection import StratifiedKFold, train_test_split
+
     y = labels.cpu().numpy()
     outer = StratifiedKFold(n_splits=folds, shuffle=True, random_state=seed)
     result = []

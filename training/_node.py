@@ -37,6 +37,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import partial
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -172,6 +173,7 @@ class _NodePack:
         self.optimizer = _PackAdam(self.model, members)
         self.masks = task.data.masks([r.split for r in members])
         self.best = {k: v.detach().clone() for k, v in self._packed_state(self.model).items()}
+        self.ahead: _Weights | None = None  # effective weights of the current parameters
 
     def members(self, slots: Sequence[int] | None = None) -> list[Run]:
         chosen = self.runs if slots is None else [self.runs[s] for s in slots]
@@ -191,7 +193,7 @@ class _NodePack:
     def _train(self, active: Tensor, record_grads: bool) -> tuple[Tensor, Tensor, Tensor | None]:
         self.model.train()
         self.optimizer.zero_grad()
-        out = self.model.run(self.task.x, *self.task.adj)
+        out = self.model.run(self.task.x, *self.task.adj, weights=self._weights_ahead())
         loss = self.task.losses(out.logits, self.masks[0]) + out.penalty
         finite = torch.isfinite(loss)
         fault = fault_codes(~finite, faults_of(out.weights, len(self.runs)), LOSS)
@@ -210,7 +212,7 @@ class _NodePack:
     @torch.no_grad()
     def _evaluate(self) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         self.model.eval()
-        out = self.model.run(self.task.x, *self.task.adj)
+        out = self.model.run(self.task.x, *self.task.adj, weights=self._compute_ahead(), penalty=False)
         _, val_mask, test_mask = self.masks
         bad = ~torch.isfinite(out.logits).all(dim=(0, 2))
         fault = fault_codes(bad, faults_of(out.weights, len(self.runs)), OUTPUT)
@@ -218,6 +220,28 @@ class _NodePack:
         # equals OGB's Evaluator for ogbn-arxiv (accuracy over the split's nodes), on the device
         return (accuracy(correct, val_mask), self.task.losses(out.logits, val_mask),
                 accuracy(correct, test_mask), fault)
+
+    def _compute_ahead(self) -> list[Tensor | None] | None:
+        """The effective weights of the current parameters, with their autograd graph.
+
+        The evaluation after a step and the next training step see the same parameters:
+        Ortho-GConv's Newton iteration runs once for both (the same operations on the same
+        values, so the same bits), and the training step's backward pass goes through the
+        graph built here. None for the original arm (nothing to compute)."""
+        if self.model.ortho is None:
+            return None
+        with torch.enable_grad():
+            weights = self.model.effective_weights()
+        self.ahead = _Weights(weights, _versions(self.model))
+        return weights
+
+    def _weights_ahead(self) -> list[Tensor | None] | None:
+        """:meth:`_compute_ahead`'s weights if the parameters are still those it saw (an
+        optimiser step or a load bumps a parameter's version counter), else None."""
+        ahead, self.ahead = self.ahead, None  # used once: its graph is freed by backward
+        if ahead is None or ahead.versions != _versions(self.model):
+            return None
+        return ahead.weights
 
     @torch.no_grad()
     def keep_best(self, improved: Tensor) -> None:
@@ -247,7 +271,7 @@ class _NodePack:
         optimizer.take_state(self.optimizer, keep)
         self.best = {k: v[list(keep)] for k, v in self.best.items()}
         self.masks = tuple(m[:, list(keep)] for m in self.masks)
-        self.model, self.optimizer = model, optimizer
+        self.model, self.optimizer, self.ahead = model, optimizer, None
 
     def _sliced(self, state: dict[str, Tensor], override: dict[str, Tensor], slots: Sequence[int],
                 target: nn.Module) -> dict[str, Tensor]:
@@ -259,6 +283,18 @@ class _NodePack:
             value = override.get(key, value)
             out[key] = value if value.shape == shapes[key] else value.index_select(0, index)
         return out
+
+
+class _Weights(NamedTuple):
+    """Effective weights computed ahead, and the parameter versions they were computed from."""
+
+    weights: list[Tensor | None]
+    versions: tuple[int, ...]
+
+
+def _versions(model: nn.Module) -> tuple[int, ...]:
+    """Every parameter's version counter (bumped by each in-place change, e.g. Adam's)."""
+    return tuple(p._version for p in model.parameters())
 
 
 class _PackAdam:
@@ -287,8 +323,11 @@ class _PackAdam:
             if not uniform:
                 self.decay.append((params, torch.tensor(decays, device=device)))
         self.scale = None if len(set(lrs)) == 1 else torch.tensor(lrs, device=device) / lrs[0]
-        # fused: one kernel for all parameters on a GPU (its step counter stays there too)
-        self.adam = torch.optim.Adam(groups, lr=lrs[0], fused=True if device.type == "cuda" else None)
+        # fused: one kernel for all parameters on a GPU (its step counter stays there too);
+        # foreach elsewhere: one call per operation for all parameters instead of one per
+        # parameter (torch's CPU default), the same arithmetic
+        cuda = device.type == "cuda"
+        self.adam = torch.optim.Adam(groups, lr=lrs[0], fused=True if cuda else None, foreach=None if cuda else True)
 
     def zero_grad(self) -> None:
         self.adam.zero_grad(set_to_none=True)
