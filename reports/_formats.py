@@ -406,7 +406,7 @@ table { border-collapse: collapse; margin: 1em 0; font-size: 0.9em; max-width: 1
 table.wide { font-size: 0.75em; width: 100%; }
 th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; }
 table.wide th, table.wide td { padding: 0.2em 0.3em; }
-table.wide th { overflow-wrap: anywhere; } table.wide td { overflow-wrap: break-word; }
+table.wide td { overflow-wrap: break-word; } table.widest th { overflow-wrap: anywhere; }
 th { background: #f3f3f3; } td.name { text-align: left; }
 b { color: #000; } figure { margin: 1.5em 0; } figure img { max-width: 100%; }
 figcaption, p.note { color: #555; font-size: 0.9em; }
@@ -426,14 +426,26 @@ window.addEventListener('load', function () {
 
 
 #: Tables with more columns than this wrap their cells to the page's width (72em, about
-#: 1150 px) in a smaller font instead of running off a 1400 px page.
+#: 1150 px) in a smaller font instead of running off a 1400 px page; their headers wrap at
+#: spaces and underscores only.
 WIDE_COLUMNS = 10
+#: Beyond this many columns (the winners' hyperparameters) headers may also break inside a
+#: word: whole words would not fit the page.
+WIDEST_COLUMNS = 20
+
+
+def _breakable(name: str) -> str:
+    """A header that may wrap after each underscore (``weight_decay_`` / ``output``) and at
+    spaces, never inside a word: breaking anywhere made ``setting`` read ``setti`` / ``ng``."""
+    return html.escape(name).replace("_", "_<wbr>")
 
 
 def _html_table(header: list[str], rows: list[list[str]], classes: str = "") -> str:
     if len(header) > WIDE_COLUMNS:
         classes = f"{classes} wide".strip()
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    if len(header) > WIDEST_COLUMNS:
+        classes = f"{classes} widest"
+    head = "".join(f"<th>{_breakable(h)}</th>" for h in header)
     body = "".join("<tr>" + "".join(rows_cell for rows_cell in row) + "</tr>" for row in rows)
     return f'<table class="{classes}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 

@@ -158,3 +158,15 @@ def test_browser_check_catches_a_broken_image_and_console_errors(real_report, tm
     dom, console = render_in_browser(page, tmp_path)
     assert loaded_images(dom) == (len(FIGURE_KINDS), len(FIGURE_KINDS) - 1)
     assert any("boom" in line for line in console)
+
+
+def test_wide_tables_wrap_headers_between_words_and_only_the_widest_inside_them():
+    from orthotune.reports._formats import WIDE_COLUMNS, WIDEST_COLUMNS, _html_table
+
+    def table(columns: int) -> str:
+        return _html_table(["setting", "weight_decay_output", *(f"c{i}" for i in range(columns - 2))], [])
+
+    wide, widest = table(WIDE_COLUMNS + 5), table(WIDEST_COLUMNS + 1)
+    assert '<table class="wide">' in wide  # the paired table: "setting" stays one word
+    assert "<th>weight_<wbr>decay_<wbr>output</th>" in wide
+    assert '<table class="wide widest">' in widest and '<table class="">' in table(WIDE_COLUMNS)
