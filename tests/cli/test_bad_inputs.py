@@ -290,6 +290,7 @@ def test_an_interrupted_search_exits_with_128_plus_its_signal(monkeypatch, capsy
     assert err == ["orthotune launch: search quick-1 interrupted; continue it with `orthotune launch --resume quick-1`"]
 
 
+@pytest.mark.slow
 def test_the_installed_command_prints_one_line_for_a_binary_space(tmp_path):
     """The real entry point (a subprocess): the traceback of the issue is gone."""
     space = tmp_path / "space.yaml"

@@ -41,6 +41,7 @@ def test_a_folder_becomes_an_absolute_file_uri(tmp_path, monkeypatch):
     assert mlflow_uri("file:///x/mlruns") == "file:///x/mlruns"
 
 
+@pytest.mark.slow
 def test_nothing_is_imported_unless_asked():
     code = ("import sys\n"
             "from orthotune.cli import main\n"

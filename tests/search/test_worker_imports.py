@@ -11,6 +11,7 @@ import pytest
 NOT_ON_WORKERS = ("sklearn", "scipy", "optuna", "matplotlib")
 
 
+@pytest.mark.slow  # a fresh interpreter per module (seconds each)
 @pytest.mark.parametrize("module", ["orthotune.search._trainable", "orthotune.training"])
 def test_the_worker_path_loads_no_library_it_does_not_train_with(module):
     code = (f"import sys\nimport {module}\n"

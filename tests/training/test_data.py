@@ -31,7 +31,7 @@ def test_counts_match_the_real_files(data_root, name, setting):
     assert data.num_splits == (10 if setting == "full" else 1)
 
 
-@pytest.mark.parametrize("name, graphs", [("proteins", 1113), ("dd", 1178)])
+@pytest.mark.parametrize("name, graphs", [("proteins", 1113), pytest.param("dd", 1178, marks=pytest.mark.slow)])
 def test_tu_datasets_load(data_root, name, graphs):
     dataset = load_dataset(name, None, data_root)
     assert len(dataset) == graphs

@@ -64,6 +64,7 @@ def test_graph_task_is_registered_and_configs_check_backbones():
         TrainConfig.from_dict({"dataset": "proteins", "ratio": 0.5})
 
 
+@pytest.mark.slow
 def test_run_configs_trains_folds_and_reports_every_epoch():
     seen = []
     config = TrainConfig(dataset="proteins", splits=(0, 1), epochs=2, **QUICK)

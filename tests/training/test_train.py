@@ -1,5 +1,6 @@
 import math
 
+import pytest
 import torch
 
 from orthotune.core import TrainConfig
@@ -51,6 +52,7 @@ def test_callback_sees_every_epoch(cora):
     assert all(0.0 <= r.best_val[0] <= 1.0 for r in seen)
 
 
+@pytest.mark.slow
 def test_ortho_gcn_8_learns_on_cora_at_default_settings(cora):
     """Issue 13's first symptom: at its defaults (covariance bounding, T 4, beta 0.4, weight
     decay 5e-5) Ortho-GCN-8 leaves the majority class (27.8% test on split 0) far behind
