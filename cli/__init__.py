@@ -96,15 +96,12 @@ def chosen_command(argv: Sequence[str]) -> str | None:
     return next((word for word in argv if not word.startswith("-")), None)
 
 
-#: OpenMP's wait policy for torch's threads unless the user chose one. Its default lets idle
-#: threads spin; on cores shared with other jobs a spinning thread holds the core its peer
-#: needs, and a Cora GCN-8 epoch of `train` took 0.43-1.28 s instead of 0.045-0.046 s
-#: (2 cores at load 5). Read when torch first loads, which the commands do after this.
-OMP_WAIT_POLICY = ("OMP_WAIT_POLICY", "PASSIVE")
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    os.environ.setdefault(*OMP_WAIT_POLICY)
+    # OpenMP's wait policy for torch's threads unless the user chose one. Its default lets
+    # idle threads spin; on cores shared with other jobs a spinning thread holds the core its
+    # peer needs, and a Cora GCN-8 epoch of `train` took 0.43-1.28 s instead of 0.045-0.046 s
+    # (2 cores at load 5). Read when torch first loads, which the commands do after this.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     argv = list(sys.argv[1:] if argv is None else argv)
     command = chosen_command(argv)
     try:
