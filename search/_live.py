@@ -22,6 +22,8 @@ from __future__ import annotations
 import json
 import math
 import os
+import socket
+import time
 from pathlib import Path
 from typing import Any
 
@@ -94,30 +96,53 @@ def drop_torn_tail(journal: Path) -> None:
         return
 
 
-#: Failures of tensorboardX's writer threads (a full or read-only disk), raised in the driver.
-_WRITER_FAILURES: list[BaseException] = []
+class _EventFile:
+    """One config's TensorBoard event file, written on the driver's own thread.
 
+    tensorboardX's ``SummaryWriter`` writes on a thread of its own behind a bounded queue: when
+    a write fails there (a full disk) the thread dies and the driver's next event can wait
+    forever for room in the queue. Written here, a failing write raises ``OSError`` in the
+    driver, as its other writes to the store do. The framing and the protos are tensorboardX's.
+    """
 
-def _record_writer_failures() -> None:
-    """tensorboardX writes event files on a thread of its own; when a write fails there (a full
-    disk) the thread dies with a traceback on stderr and every later event waits forever for
-    it. Its failures are kept here instead, and :func:`_scalar` raises them in the driver."""
-    import threading
+    def __init__(self, folder: Path, flush_s: float) -> None:
+        from tensorboardX.proto import event_pb2
+        from tensorboardX.record_writer import RecordWriter
 
-    from tensorboardX import event_file_writer
+        folder.mkdir(parents=True, exist_ok=True)
+        self._event = event_pb2.Event
+        # the name TensorBoard looks for: events.out.tfevents.<seconds>.<host>
+        self._records = RecordWriter(str(folder / f"events.out.tfevents.{int(time.time())}.{socket.gethostname()}"))
+        self._flush_s, self._flushed = flush_s, time.monotonic()
+        self._write(self._event(wall_time=time.time(), file_version="brain.Event:2"))
 
-    previous = threading.excepthook
-    if getattr(previous, "orthotune_tensorboard", False):
-        return
+    def text(self, tag: str, text: str) -> None:
+        from tensorboardX import summary
 
-    def hook(args: threading.ExceptHookArgs) -> None:
-        if isinstance(args.thread, event_file_writer._EventLoggerThread) and args.exc_value is not None:
-            _WRITER_FAILURES.append(args.exc_value)
-        else:
-            previous(args)
+        self._write(self._event(wall_time=time.time(), step=0, summary=summary.text(tag, text)))
 
-    hook.orthotune_tensorboard = True  # type: ignore[attr-defined]
-    threading.excepthook = hook
+    def scalar(self, tag: str, value: float, step: int) -> None:
+        from tensorboardX import summary
+
+        self._write(self._event(wall_time=time.time(), step=step, summary=summary.scalar(tag, value)))
+
+    def close(self) -> None:
+        """Flush and close; on a disk that takes no more, the file is closed all the same (the
+        buffered events are lost, the store keeps the record)."""
+        try:
+            self._records.flush()
+        except OSError:
+            pass
+        try:
+            self._records.close()  # closes the file even where its last flush fails
+        except OSError:
+            pass
+
+    def _write(self, event: Any) -> None:
+        self._records.write(event.SerializeToString())
+        if time.monotonic() - self._flushed >= self._flush_s:
+            self._records.flush()
+            self._flushed = time.monotonic()
 
 
 class TensorBoardLogger(Callback):
@@ -125,8 +150,7 @@ class TensorBoardLogger(Callback):
 
     def __init__(self, folder: str, flush_s: int = 5) -> None:
         self.folder, self.flush_s = folder, flush_s
-        self._writers: dict[tuple[str, int], Any] = {}
-        _WRITER_FAILURES.clear()  # a new search's writers start afresh
+        self._writers: dict[tuple[str, int], _EventFile] = {}
 
     def __getstate__(self) -> dict[str, Any]:  # Tune pickles callbacks; writers are files
         return {"folder": self.folder, "flush_s": self.flush_s, "_writers": {}}
@@ -160,29 +184,26 @@ class TensorBoardLogger(Callback):
 
     def on_experiment_end(self, trials, **info) -> None:
         for writer in self._writers.values():
-            _close(writer)
+            writer.close()
         self._writers.clear()
 
-    def _writer(self, trial, member: int, members: list[dict[str, Any]]):
+    def _writer(self, trial, member: int, members: list[dict[str, Any]]) -> _EventFile:
         key = (trial.trial_id, member)
         if key not in self._writers:
-            from tensorboardX import SummaryWriter
-
             config = members[member]
             folder = Path(self.folder, cell_key(config).replace("/", "-"),
                           member_trial_id(trial.trial_id, member, len(members)))
             # a trial that starts again after --resume trains from epoch 0: its curves restart
             for old in folder.glob("events.out.tfevents.*") if folder.is_dir() else []:
                 old.unlink()
-            _record_writer_failures()
-            writer = SummaryWriter(logdir=str(folder), flush_secs=self.flush_s)
-            writer.add_text("config", json.dumps(config, sort_keys=True, default=str))
+            writer = _EventFile(folder, self.flush_s)
+            writer.text("config", json.dumps(config, sort_keys=True, default=str))
             self._writers[key] = writer
         return self._writers[key]
 
     def _close(self, trial) -> None:
         for key in [k for k in self._writers if k[0] == trial.trial_id]:
-            _close(self._writers.pop(key))
+            self._writers.pop(key).close()
 
 
 def _runs(result: dict[str, Any]) -> list[list[dict[str, Any]]]:
@@ -210,24 +231,9 @@ def layer_tag(index: int) -> str:
     return f"layer{index + 1:02d}"
 
 
-def _scalar(writer, tag: str, value: Any, step: int) -> None:
-    if _WRITER_FAILURES:  # checked before each event: one more could wait for a dead writer
-        failure = _WRITER_FAILURES[0]  # OSError(errno, why, what) as the driver's own writes raise it
-        raise OSError(getattr(failure, "errno", None), getattr(failure, "strerror", None) or str(failure),
-                      "TensorBoard event files")
+def _scalar(writer: _EventFile, tag: str, value: Any, step: int) -> None:
     if _finite(value):
-        writer.add_scalar(tag, float(value), step)
-
-
-def _close(writer) -> None:
-    """Close a writer; once a writer thread has failed, none is closed (closing waits for the
-    thread to take the last events; the store keeps the record)."""
-    if _WRITER_FAILURES:
-        return
-    try:
-        writer.close()
-    except OSError:
-        pass
+        writer.scalar(tag, float(value), step)
 
 
 def _finite(value: Any) -> bool:

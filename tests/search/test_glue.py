@@ -252,6 +252,44 @@ def test_tensorboard_gets_per_epoch_curves_and_steadiness_per_config(tmp_path):
     assert (4, pytest.approx(4.0)) in [(s, v) for t, s, v in scalars if t == "grad_norm/layer02"]
 
 
+#: A driver whose disk takes 8 KiB of event files (RLIMIT_FSIZE; SIGXFSZ ignored, so a write
+#: past it fails with EFBIG as a full disk's fails with ENOSPC) feeding the logger epochs.
+DISK_REFUSES = """
+import errno, json, resource, signal, sys
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (8192, 8192))
+from orthotune.search._live import TensorBoardLogger
+class Trial:
+    trial_id, config = "t1", json.loads(sys.argv[2])
+logger, trial = TensorBoardLogger(sys.argv[1], flush_s=0), Trial()
+for epoch in range(1, 10_000):
+    rows = [[0, r, epoch, 1.0 / epoch, 0.5, 0.5, 1.0] for r in range(2)]
+    try:
+        logger.on_trial_result(0, [trial], trial, {"history": rows, "member_val_acc": [0.5], "epoch": epoch})
+    except OSError as failure:
+        assert failure.errno == errno.EFBIG, failure
+        logger.on_trial_error(0, [trial], trial)
+        logger.on_experiment_end([trial])
+        print("raised at epoch", epoch)
+        break
+"""
+
+
+def test_an_event_the_disk_refuses_raises_in_the_driver_and_nothing_waits(tmp_path):
+    """The write that fails raises in the callback that made it (the launch turns it into its
+    one line); closing afterwards neither raises nor waits, and nothing else reaches stderr."""
+    import json
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", DISK_REFUSES, str(tmp_path / "tb"), json.dumps(ORTHO)],
+                          capture_output=True, text=True, timeout=60)  # the old writer hung here
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    assert done.stdout.startswith("raised at epoch")
+    written = next((tmp_path / "tb").rglob("events.out.tfevents.*"))
+    assert written.stat().st_size == 8192  # filled to the limit, then refused
+
+
 def test_optuna_storage_defaults_beside_a_local_store_and_can_be_turned_off(store):
     assert optuna_storage_location(None, store, "s") == f"{store.root}/optuna/s.journal"
     assert optuna_storage_location(NO_STORAGE, store, "s") is None
