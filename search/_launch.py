@@ -74,6 +74,7 @@ from orthotune.search._replay import (
     replay_rungs,
     stored_trials,
 )
+from orthotune.search._requeue import Requeue, RetryLedger
 from orthotune.search._space import Space
 from orthotune.search._trackers import check_trackers, tracker_callbacks
 from orthotune.search._trainable import TrialContext, error_line, train_trial
@@ -345,10 +346,11 @@ def outcome_from_store(store: Store, name: str) -> SearchOutcome:
     return outcome
 
 
-def _callbacks(options: LaunchOptions, store: Store, progress: bool | str, configs: int,
+def _callbacks(options: LaunchOptions, store: Store, progress: bool | str, configs: int, ledger: RetryLedger,
                elapsed_before: float = 0.0, stored: list[StoredTrial] | None = None) -> list:
-    """The recorder (the store), the live views, the progress display and the trackers."""
-    callbacks: list = [StoreRecorder(options.store, options.name), NodeWatch(node_wait_s())]
+    """The retry ledger, the recorder (the store), the live views, the progress display and
+    the trackers."""
+    callbacks: list = [ledger, StoreRecorder(options.store, options.name, ledger), NodeWatch(node_wait_s())]
     folder = tensorboard_folder(store, options.name) if options.tensorboard else None
     if folder is not None:
         callbacks.append(TensorBoardLogger(folder))
@@ -356,7 +358,7 @@ def _callbacks(options: LaunchOptions, store: Store, progress: bool | str, confi
         mode = "auto" if progress is True else str(progress)
         check(mode in MODES, f"progress={progress!r} must be one of {', '.join(MODES)} or true/false")
         stored = stored or []  # an earlier session's configs: the counter goes on from them
-        callbacks.append(SearchProgress(configs + len(stored), mode=mode, elapsed_before=elapsed_before,
+        callbacks.append(SearchProgress(configs + len(stored), mode=mode, elapsed_before=elapsed_before, ledger=ledger,
                                         earlier=Counter(str(t.status) for t in stored),
                                         earlier_seconds=[t.seconds for t in stored if t.seconds is not None]))
     return callbacks + tracker_callbacks(options)
@@ -377,11 +379,15 @@ def _tuner(options: LaunchOptions, store: Store, progress: bool | str, concurren
     curves = objective_curves(store, options.name, stored, options.report_every) \
         if stored and options.scheduler == "asha" else None
     planned = plan(options, storage, stored, curves)
-    callbacks = _callbacks(options, store, progress, planned.configs, elapsed_before, stored)
+    ledger = RetryLedger(options.retries)
+    callbacks = _callbacks(options, store, progress, planned.configs, ledger, elapsed_before, stored)
     tuner = tune.Tuner(
         _trainable(options, stored, curves),
         tune_config=tune.TuneConfig(
-            search_alg=planned.search_alg, scheduler=planned.scheduler, num_samples=max(1, planned.num_samples),
+            # a config whose worker died before its trial ran is trained again (``Requeue``):
+            # each Tune trial may come back up to ``retries`` times
+            search_alg=Requeue(planned.search_alg, ledger, metric=OBJECTIVE, mode="max"),
+            scheduler=planned.scheduler, num_samples=max(1, planned.num_samples * (1 + options.retries)),
             max_concurrent_trials=concurrency,
             reuse_actors=True,  # a fresh worker spends seconds importing torch and PyG
         ),

@@ -35,6 +35,7 @@ from ray.tune import Callback
 from orthotune.core import Status
 from orthotune.search._objective import OBJECTIVE
 from orthotune.search._recorder import trial_statuses
+from orthotune.search._requeue import RetryLedger
 from orthotune.search._space import cell_key
 from orthotune.search._trainable import member_configs
 
@@ -101,8 +102,9 @@ class SearchProgress(Callback):
 
     def __init__(self, total: int, mode: str = "auto", every_s: float = 2.0, plain_every_s: float = 15.0,
                  elapsed_before: float = 0.0, stream: TextIO | None = None, earlier: Counter | None = None,
-                 earlier_seconds: list[float] | None = None) -> None:
+                 earlier_seconds: list[float] | None = None, ledger: RetryLedger | None = None) -> None:
         self.total, self.mode, self.every_s, self.plain_every_s = total, mode, every_s, plain_every_s
+        self.ledger = ledger
         self.elapsed_before, self.stream = elapsed_before, stream
         self.earlier = Counter(earlier or {})
         self.earlier_seconds = [float(s) for s in earlier_seconds or [] if s is not None and math.isfinite(s)]
@@ -121,7 +123,7 @@ class SearchProgress(Callback):
     def __getstate__(self) -> dict[str, Any]:  # Tune pickles callbacks with its state
         return {"total": self.total, "mode": self.mode, "every_s": self.every_s,
                 "plain_every_s": self.plain_every_s, "elapsed_before": self.elapsed_before, "stream": None,
-                "earlier": self.earlier, "earlier_seconds": self.earlier_seconds}
+                "earlier": self.earlier, "earlier_seconds": self.earlier_seconds, "ledger": None}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
@@ -136,13 +138,18 @@ class SearchProgress(Callback):
             return bool(getattr(self.out, "isatty", lambda: False)())
         return self.mode == "bar"
 
+    def _counted(self, trials: list) -> list:
+        """The trials that stand for a config: not one whose config trains again (``Requeue``)."""
+        requeued = self.ledger.requeued if self.ledger is not None else set()
+        return [trial for trial in trials if trial.trial_id not in requeued]
+
     # -- Tune's callback hooks --------------------------------------------------------------
 
     def on_step_end(self, iteration, trials, **info) -> None:
         now = time.monotonic()
         if now - self._last_draw < self.every_s:
             return
-        self.update(snapshot(trials, self._ended), now)
+        self.update(snapshot(self._counted(trials), self._ended), now)
 
     def on_trial_complete(self, iteration, trials, trial, **info) -> None:
         self._ended.add(trial.trial_id)
@@ -154,7 +161,7 @@ class SearchProgress(Callback):
         self._ended.add(trial.trial_id)
 
     def on_experiment_end(self, trials, **info) -> None:
-        self.update(snapshot(trials, self._ended), time.monotonic(), force=True)
+        self.update(snapshot(self._counted(trials), self._ended), time.monotonic(), force=True)
         if self._bar is not None:
             self._bar.close()
             self._bar = None

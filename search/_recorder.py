@@ -15,6 +15,7 @@ from typing import Any
 from ray.tune import Callback
 
 from orthotune.core import ConfigResult, RunResult, Status, TrainConfig
+from orthotune.search._requeue import RetryLedger
 from orthotune.search._trainable import member_configs, member_trial_id
 from orthotune.store import Store, epoch_rows, trial_row
 
@@ -22,13 +23,13 @@ from orthotune.store import Store, epoch_rows, trial_row
 class StoreRecorder(Callback):
     """Writes each trial's ``trials`` row(s) and ``epochs`` rows when the trial ends."""
 
-    def __init__(self, store_uri: str, search: str) -> None:
-        self.store_uri, self.search = store_uri, search
+    def __init__(self, store_uri: str, search: str, ledger: RetryLedger | None = None) -> None:
+        self.store_uri, self.search, self.ledger = store_uri, search, ledger
         self._history: dict[str, dict[tuple[int, int, int], dict[str, float]]] = {}
         self._store: Store | None = None
 
     def __getstate__(self) -> dict[str, Any]:  # Tune pickles callbacks with its state
-        return {"store_uri": self.store_uri, "search": self.search, "_history": {}, "_store": None}
+        return {"store_uri": self.store_uri, "search": self.search, "ledger": None, "_history": {}, "_store": None}
 
     @property
     def store(self) -> Store:
@@ -48,6 +49,9 @@ class StoreRecorder(Callback):
         self._write(trial, error=None)
 
     def on_trial_error(self, iteration, trials, trial, **info) -> None:
+        if self.ledger is not None and trial.trial_id in self.ledger.requeued:
+            self._history.pop(trial.trial_id, None)  # its config trains again as a new trial
+            return
         self._write(trial, error=_error_line(trial))
 
     def on_trial_recover(self, iteration, trials, trial, **info) -> None:
