@@ -1,13 +1,22 @@
-"""Ortho-GConv models: the orthogonalisation module, the backbones and the metrics."""
+"""Ortho-GConv models: the orthogonalisation module, the backbones, the metrics, and Ortho-GConv as a
+parametrization of any module's weights (:func:`orthogonalize`)."""
 
 from orthotune.models._backbones import BACKBONES, OrthoGNN, adjacency, build_node_model, readout_width
 from orthotune.models._graph_unet import GRAPH_BACKBONES, OrthoGraphNet
 from orthotune.models._layers import node_features
 from orthotune.models._metrics import feature_norms, issued_ops, layer_gradient_norms, signal_magnification, smoothness
+from orthotune.models._parametrize import (
+    OrthoGConvWeight,
+    orthogonality_regulariser,
+    orthogonalize,
+    orthogonalized_weights,
+    square_conv_weights,
+)
 
 __all__ = [
     "BACKBONES",
     "GRAPH_BACKBONES",
+    "OrthoGConvWeight",
     "OrthoGNN",
     "OrthoGraphNet",
     "adjacency",
@@ -16,7 +25,11 @@ __all__ = [
     "issued_ops",
     "layer_gradient_norms",
     "node_features",
+    "orthogonality_regulariser",
+    "orthogonalize",
+    "orthogonalized_weights",
     "readout_width",
     "signal_magnification",
     "smoothness",
+    "square_conv_weights",
 ]
