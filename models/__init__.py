@@ -1,5 +1,5 @@
 """Ortho-GConv models: the orthogonalisation module, the backbones, the metrics, and Ortho-GConv as a
-parametrization of any module's weights (:func:`orthogonalize`)."""
+parametrization of any module's weights (:func:`orthogonalise`)."""
 
 from orthotune.models._backbones import BACKBONES, OrthoGNN, adjacency, build_node_model, readout_width
 from orthotune.models._graph_unet import GRAPH_BACKBONES, OrthoGraphNet
@@ -7,9 +7,9 @@ from orthotune.models._layers import node_features
 from orthotune.models._metrics import feature_norms, issued_ops, layer_gradient_norms, signal_magnification, smoothness
 from orthotune.models._parametrize import (
     OrthoGConvWeight,
+    orthogonalise,
+    orthogonalised_weights,
     orthogonality_regulariser,
-    orthogonalize,
-    orthogonalized_weights,
     square_conv_weights,
 )
 
@@ -26,8 +26,8 @@ __all__ = [
     "layer_gradient_norms",
     "node_features",
     "orthogonality_regulariser",
-    "orthogonalize",
-    "orthogonalized_weights",
+    "orthogonalise",
+    "orthogonalised_weights",
     "readout_width",
     "signal_magnification",
     "smoothness",

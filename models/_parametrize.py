@@ -1,6 +1,6 @@
 """Ortho-GConv on any module's weights, as a ``torch.nn.utils.parametrize`` parametrization.
 
-:func:`orthogonalize` puts the transform of orthotune's own Ortho-GConv layers on chosen
+:func:`orthogonalise` puts the transform of orthotune's own Ortho-GConv layers on chosen
 weights of any ``nn.Module`` (a PyG model included): the raw weight is the trained
 parameter, and every read of ``owner.weight`` returns ``W``, computed by the functions of
 ``models/_ortho.py`` (the one implementation), exactly as :class:`~models._layers.PackedLinear`
@@ -45,7 +45,7 @@ from orthotune.models._ortho import (
 #: ``select(module_name, module, parameter_name, weight)``: parametrize this weight?
 Selector = Callable[[str, nn.Module, str, Tensor], bool]
 
-#: The keyword overrides :func:`orthogonalize` takes: :class:`OrthoSettings`' fields.
+#: The keyword overrides :func:`orthogonalise` takes: :class:`OrthoSettings`' fields.
 ORTHO_FIELDS = tuple(f.name for f in dataclasses.fields(OrthoSettings))
 
 #: What the default selector looks for, as its error message says it.
@@ -57,7 +57,7 @@ class OrthoGConvWeight(nn.Module):
     """The parametrization ``W = Ortho(Q)`` of one square weight, and its regulariser target.
 
     ``c`` is the target: a scalar (``cI``, one per weight) or a ``d x d`` matrix (``ones``,
-    one per width, shared by the weights of one :func:`orthogonalize` call as the backbones
+    one per width, shared by the weights of one :func:`orthogonalise` call as the backbones
     share the authors' ``gama``); a buffer when ``target_trainable`` is false.
     """
 
@@ -87,7 +87,7 @@ class OrthoGConvWeight(nn.Module):
         return f"T={s.T}, beta={s.beta}, lam={s.lam}, structure={s.structure()}"
 
 
-def orthogonalize(
+def orthogonalise(
     module: nn.Module,
     settings: OrthoSettings | None = None,
     select: Selector | None = None,
@@ -107,14 +107,14 @@ def orthogonalize(
     Each chosen weight is hybrid-initialised once (``init_ortho_weight_``: ``beta Glorot +
     (1 - beta) I``, or ``P`` for ``reparam``), overwriting its values; ``generator`` draws it.
     Undo with ``torch.nn.utils.parametrize.remove_parametrizations``. A state dict of the
-    result loads into a module orthogonalized the same way. A later ``reset_parameters``
-    (PyG's) fills the transformed copy, not the raw weight: orthogonalize again instead.
+    result loads into a module orthogonalised the same way. A later ``reset_parameters``
+    (PyG's) fills the transformed copy, not the raw weight: orthogonalise again instead.
     """
     settings = _settings(settings, profile, overrides)
     chosen = list(_chosen(module, select or square_conv_weights(module)))
     if not chosen:
         rule = "select chose none" if select is not None else f"the default selector takes {DEFAULT_RULE}"
-        raise ConfigError(f"orthogonalize found no weight to transform in {type(module).__name__}: {rule}; "
+        raise ConfigError(f"orthogonalise found no weight to transform in {type(module).__name__}: {rule}; "
                           f"pass select= to choose weights (lazy ones need a forward pass first)")
     shared: dict[int, nn.Parameter | Tensor] = {}  # the ``ones`` target per width
     names = []
@@ -148,7 +148,7 @@ def square_conv_weights(module: nn.Module) -> Selector:
     return select
 
 
-def orthogonalized_weights(module: nn.Module) -> dict[str, Tensor]:
+def orthogonalised_weights(module: nn.Module) -> dict[str, Tensor]:
     """The transformed ``W`` of every Ortho-GConv weight of ``module``, by qualified name."""
     return {name: getattr(owner, attr) for name, owner, attr, _ in _parametrized(module)}
 
@@ -159,10 +159,10 @@ def orthogonality_regulariser(module: nn.Module) -> Tensor:
     As the backbones compute it: one term per weight (squared with ``squared_norm``),
     summed, then scaled by ``lam`` (weights parametrized with different ``lam`` are summed
     per ``lam``). Refused for a module without any: a loss that silently adds zero hides
-    a forgotten :func:`orthogonalize`.
+    a forgotten :func:`orthogonalise`.
     """
     found = list(_parametrized(module))
-    check(bool(found), f"{type(module).__name__} has no Ortho-GConv weights: call orthogonalize on it first")
+    check(bool(found), f"{type(module).__name__} has no Ortho-GConv weights: call orthogonalise on it first")
     by_lam: dict[float, list[Tensor]] = {}
     for _, owner, attr, parametrization in found:
         by_lam.setdefault(parametrization.settings.lam, []).append(parametrization.penalty(getattr(owner, attr)))

@@ -1,4 +1,4 @@
-"""Ortho-GConv as a parametrization of any module's weights (``orthotune.models.orthogonalize``):
+"""Ortho-GConv as a parametrization of any module's weights (``orthotune.models.orthogonalise``):
 the weights it picks on PyG's models, the same transform and regulariser as the built-in
 layers, its refusals, and a few training steps of a parametrized PyG GCN on Cora."""
 
@@ -13,9 +13,9 @@ from torch_geometric.nn.models import GAT, GCN, GIN, GraphSAGE
 from orthotune.core import ConfigError, OrthoSettings
 from orthotune.models import (
     BACKBONES,
+    orthogonalise,
+    orthogonalised_weights,
     orthogonality_regulariser,
-    orthogonalize,
-    orthogonalized_weights,
     square_conv_weights,
 )
 from orthotune.models._layers import regularisation
@@ -42,28 +42,28 @@ def raw(owner: nn.Module, name: str = "weight") -> torch.Tensor:
 ])
 def test_the_default_selector_picks_the_hidden_square_conv_weights(build, expected):
     model = build()
-    assert orthogonalize(model) == expected
+    assert orthogonalise(model) == expected
     parametrized = {f"{prefix}.weight" for prefix, m in model.named_modules()
                     if parametrize.is_parametrized(m, "weight")}
     assert parametrized == set(expected)  # the input and output layers' weights stay plain
-    assert set(orthogonalized_weights(model)) == set(expected)
+    assert set(orthogonalised_weights(model)) == set(expected)
 
 
 def test_the_transform_is_the_built_in_newton_iteration_and_near_orthogonal_at_T4():
     model = GAT(IN, HIDDEN, 3, OUT, heads=8)
-    orthogonalize(model, T=4, bound="covariance", generator=seeded())
+    orthogonalise(model, T=4, bound="covariance", generator=seeded())
     lin = model.convs[1].lin
     w = lin.weight.detach()
     assert torch.equal(w, newton_orthogonalise(raw(lin).detach(), 4, False, 1, "covariance"))
     # the hybrid start beta Glorot + (1 - beta) I is 0.59 from orthogonal; T = 4 halves it
     assert distance_to_orthogonality(w) < 0.35 < distance_to_orthogonality(raw(lin).detach()) - 0.2
-    orthogonalize(more := GAT(IN, HIDDEN, 3, OUT, heads=8), T=8, generator=seeded())
+    orthogonalise(more := GAT(IN, HIDDEN, 3, OUT, heads=8), T=8, generator=seeded())
     assert distance_to_orthogonality(more.convs[1].lin.weight.detach()) < 0.02
 
 
 def test_the_reparam_hybrid_mixes_in_the_identity_every_pass():
     model = GCN(IN, HIDDEN, 3, OUT)
-    orthogonalize(model, profile="official", beta=0.3)  # reparam, centred rows, ones target
+    orthogonalise(model, profile="official", beta=0.3)  # reparam, centred rows, ones target
     lin = model.convs[1].lin
     p = raw(lin).detach()
     expected = newton_orthogonalise(mix_identity(p, torch.tensor(0.3, dtype=torch.float64)), 4, True, 1,
@@ -80,7 +80,7 @@ def test_a_built_in_backbone_and_a_parametrized_module_agree():
     gnn = BACKBONES.get("gcn")(IN, HIDDEN, OUT, 4, ortho=[settings])
     built_in = gnn.effective_weights()  # four hidden transforms, one batched iteration
     plain = nn.ModuleList(nn.Linear(HIDDEN, HIDDEN) for _ in gnn.transforms)
-    orthogonalize(plain, settings, select=lambda module, owner, name, weight: name == "weight")
+    orthogonalise(plain, settings, select=lambda module, owner, name, weight: name == "weight")
     with torch.no_grad():
         for lin, transform in zip(plain, gnn.transforms):
             raw(lin).copy_(transform.weight[0])
@@ -94,7 +94,7 @@ def test_a_built_in_backbone_and_a_parametrized_module_agree():
 @pytest.mark.parametrize("target, squared", [("cI", False), ("ones", True)])
 def test_the_regulariser_is_lambda_times_the_summed_penalties_and_trains_weights_and_target(target, squared):
     model = GraphSAGE(IN, HIDDEN, 3, OUT)
-    orthogonalize(model, lam=0.01, target=target, squared_norm=squared)
+    orthogonalise(model, lam=0.01, target=target, squared_norm=squared)
     conv = model.convs[1]
     targets = [conv.lin_l.parametrizations.weight[0].c, conv.lin_r.parametrizations.weight[0].c]
     if target == "ones":  # one d x d matrix per model, as the authors' gama
@@ -117,22 +117,22 @@ def test_the_regulariser_is_lambda_times_the_summed_penalties_and_trains_weights
 
 def test_a_custom_selector_chooses_any_square_weights():
     model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 16), nn.Linear(16, 16), nn.Linear(16, 3))
-    names = orthogonalize(model, select=lambda module, owner, name, weight: (module, name) == ("3", "weight"))
+    names = orthogonalise(model, select=lambda module, owner, name, weight: (module, name) == ("3", "weight"))
     assert names == ["3.weight"] and not parametrize.is_parametrized(model[2])
     gin = GIN(IN, HIDDEN, 3, OUT)
     default = square_conv_weights(gin)
-    with_output = orthogonalize(gin, select=lambda *a: default(*a) or a[::2] == ("convs.2.nn.lins.1", "weight"))
+    with_output = orthogonalise(gin, select=lambda *a: default(*a) or a[::2] == ("convs.2.nn.lins.1", "weight"))
     assert with_output[-1] == "convs.2.nn.lins.1.weight" and len(with_output) == 4
 
 
 @pytest.mark.parametrize("call, message", [
-    (lambda: orthogonalize(APPNP(K=10, alpha=0.1)), "no weight to transform in APPNP"),
-    (lambda: orthogonalize(GCN(IN, HIDDEN, 3, OUT), select=lambda *a: a[2] == "weight"),
+    (lambda: orthogonalise(APPNP(K=10, alpha=0.1)), "no weight to transform in APPNP"),
+    (lambda: orthogonalise(GCN(IN, HIDDEN, 3, OUT), select=lambda *a: a[2] == "weight"),
      "convs.0.lin.weight is 64x1433: Ortho-GConv needs a square 2-D weight"),
-    (lambda: orthogonalize(GCN(IN, HIDDEN, 3, OUT), beta=2), "beta=2 must be a number in [0, 1]"),
-    (lambda: orthogonalize(GCN(IN, HIDDEN, 3, OUT), OrthoSettings(), steps=4), "unknown Ortho-GConv setting 'steps'"),
-    (lambda: orthogonalize(GCN(IN, HIDDEN, 3, OUT), norm_groups=3), "norm_groups=3 must divide the width 64"),
-    (lambda: orthogonalize(GCN(IN, HIDDEN, 3, OUT), profile="fast"), "unknown profile 'fast'"),
+    (lambda: orthogonalise(GCN(IN, HIDDEN, 3, OUT), beta=2), "beta=2 must be a number in [0, 1]"),
+    (lambda: orthogonalise(GCN(IN, HIDDEN, 3, OUT), OrthoSettings(), steps=4), "unknown Ortho-GConv setting 'steps'"),
+    (lambda: orthogonalise(GCN(IN, HIDDEN, 3, OUT), norm_groups=3), "norm_groups=3 must divide the width 64"),
+    (lambda: orthogonalise(GCN(IN, HIDDEN, 3, OUT), profile="fast"), "unknown profile 'fast'"),
     (lambda: orthogonality_regulariser(GCN(IN, HIDDEN, 3, OUT)), "GCN has no Ortho-GConv weights"),
 ])
 def test_bad_inputs_get_a_one_line_config_error(call, message):
@@ -143,16 +143,16 @@ def test_bad_inputs_get_a_one_line_config_error(call, message):
 
 def test_a_second_call_stacks_no_second_transform():
     model = GCN(IN, HIDDEN, 3, OUT)
-    orthogonalize(model)
+    orthogonalise(model)
     with pytest.raises(ConfigError, match="no weight to transform in GCN"):
-        orthogonalize(model)
+        orthogonalise(model)
     assert len(model.convs[1].lin.parametrizations.weight) == 1
 
 
 def test_a_parametrized_pyg_gcn_trains_on_cora(cora):
     torch.manual_seed(0)
     model = GCN(IN, HIDDEN, 3, OUT, dropout=0.0, normalize=False)  # Cora's A_hat is already normalised
-    orthogonalize(model, lam=0.01)
+    orthogonalise(model, lam=0.01)
     coo = cora.adj.to_sparse_coo().coalesce()
     train = cora.train_mask[:, 0].bool()
     optimiser = torch.optim.Adam(model.parameters(), lr=0.01)
