@@ -12,6 +12,7 @@ depth, T/beta/lambda/lr drawn from a seeded generator, own seeds, a fixed number
 and ``patience >= epochs`` (no early stopping), so every part does the same work.
 
     .venv/bin/python bench/throughput.py --data-root ../shared/data [--quick] [--json]
+    .venv/bin/python bench/throughput.py --data-root ../shared/data --breakdown   # where (c)'s wall goes
 """
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ def run_plain_ray(configs: list[TrainConfig], args: argparse.Namespace) -> float
     from ray import tune
 
     data_root = str(DataRoot.resolve(args.data_root).path) if args.data_root else None
-    ray.init(num_cpus=args.cores, include_dashboard=False)
+    ray.init(address="local", num_cpus=args.cores, include_dashboard=False)
     try:
         with tempfile.TemporaryDirectory(prefix="throughput-") as storage:
             tuner = tune.Tuner(
@@ -102,9 +103,11 @@ def run_plain_ray(configs: list[TrainConfig], args: argparse.Namespace) -> float
     return wall
 
 
-def run_orthotune(configs: list[TrainConfig], args: argparse.Namespace) -> tuple[float, list[float]]:
+def run_orthotune(configs: list[TrainConfig], args: argparse.Namespace,
+                  breakdown: Breakdown | None = None) -> tuple[float, list[float]]:
     """(c) The same configs through orthotune's launch path (grid over exactly these
-    points, FIFO, packs of ``--pack`` configs, reused workers); the wall of the search."""
+    points, FIFO, packs of ``--pack`` configs, reused workers); the wall of the search.
+    With ``breakdown``, its timers run and the progress prints as ``orthotune launch``'s does."""
     import ray
 
     from orthotune.search import LaunchOptions, launch
@@ -113,24 +116,173 @@ def run_orthotune(configs: list[TrainConfig], args: argparse.Namespace) -> tuple
 
     space = parse_space({"datasets": ["cora"], "backbones": [args.backbone], "depths": [args.depth]})
     pack = args.pack or -(-len(configs) // args.cores)  # one pack per core by default
-    ray.init(num_cpus=args.cores, include_dashboard=False, log_to_driver=False)
-    try:
-        with tempfile.TemporaryDirectory(prefix="throughput-") as store:
-            options = LaunchOptions(
-                store=f"{store}/store", name="throughput", space=space, searcher="grid",
-                scheduler="fifo", data_root=args.data_root, configs_per_trial=pack, report_every=args.epochs,
-                points=tuple(c.to_dict() for c in configs),
-            )
-            start = time.perf_counter()
-            with contextlib.redirect_stdout(sys.stderr):
-                outcome = launch(options, progress=False)
-            wall = time.perf_counter() - start
-            accuracies = Store.open(f"{store}/store").read("trials")["test_acc"].to_pylist()
-    finally:
-        ray.shutdown()
+    timers = breakdown.timers() if breakdown is not None else contextlib.nullcontext()
+    with timers:
+        started = time.perf_counter()
+        ray.init(address="local", num_cpus=args.cores, include_dashboard=False, log_to_driver=False)
+        if breakdown is not None:
+            breakdown.before["Ray start (ray.init)"] = time.perf_counter() - started
+        try:
+            with tempfile.TemporaryDirectory(prefix="throughput-") as store:
+                options = LaunchOptions(
+                    store=f"{store}/store", name="throughput", space=space, searcher="grid",
+                    scheduler="fifo", data_root=args.data_root, configs_per_trial=pack,
+                    report_every=args.report_every or args.epochs, points=tuple(c.to_dict() for c in configs),
+                )
+                start = time.perf_counter()
+                if breakdown is not None:
+                    breakdown.launch_started = start
+                with contextlib.redirect_stdout(sys.stderr):
+                    outcome = launch(options, progress="plain" if breakdown is not None else False)
+                wall = time.perf_counter() - start
+                accuracies = Store.open(f"{store}/store").read("trials")["test_acc"].to_pylist()
+        finally:
+            stopping = time.perf_counter()
+            ray.shutdown()
+            if breakdown is not None:
+                breakdown.after["Ray shutdown"] = time.perf_counter() - stopping
+                breakdown.launch_s = wall
     if outcome.counts.get("completed", 0) != len(configs):
         raise RuntimeError(f"orthotune: {outcome.counts} for {len(configs)} configs")
     return wall, accuracies
+
+
+class Breakdown:
+    """Where the launch path's wall goes (``--breakdown``).
+
+    The driver runs in this process: its parts are timed by wrapping orthotune's and Ray's
+    own methods for the run (searcher, scheduler, the recorder's store writes and history,
+    TensorBoard, the Optuna journal, the progress display, ``Tuner.fit``). The workers' parts
+    come from each trial's final report, which says where its worker's time went when
+    ``ORTHOTUNE_TIMINGS=1`` (set here before Ray starts, so the workers inherit it)."""
+
+    DRIVER = {
+        "searcher": [("orthotune.search._requeue", "Requeue", ("suggest", "on_trial_result", "on_trial_complete"))],
+        "scheduler": [("ray.tune.schedulers", "FIFOScheduler",
+                       ("on_trial_add", "on_trial_result", "on_trial_complete", "choose_trial_to_run"))],
+        "store writes (recorder)": [("orthotune.search._recorder", "StoreRecorder", ("_write",))],
+        "history kept per report (recorder)": [("orthotune.search._recorder", "StoreRecorder", ("on_trial_result",))],
+        "TensorBoard event files": [("orthotune.search._live", "TensorBoardLogger",
+                                     ("on_trial_result", "on_trial_complete", "on_trial_error",
+                                      "on_experiment_end"))],
+        "Optuna journal": [("optuna.storages.journal", "JournalFileBackend", ("append_logs", "read_logs"))],
+        "progress display": [("orthotune.search._progress", "SearchProgress",
+                              ("on_step_end", "on_trial_complete", "on_trial_error", "on_experiment_end"))],
+    }
+
+    def __init__(self) -> None:
+        self.driver: dict[str, float] = dict.fromkeys(self.DRIVER, 0.0)
+        self.before: dict[str, float] = {}
+        self.after: dict[str, float] = {}
+        self.workers: list[dict[str, float]] = []
+        self.launch_started = self.fit_started = 0.0  # perf_counter readings
+        self.fit_clock = 0.0  # time.time() when Tune's run began
+        self.fit_s = self.launch_s = 0.0
+
+    @contextlib.contextmanager
+    def timers(self):
+        import importlib
+
+        from orthotune.search._recorder import StoreRecorder
+        from orthotune.search._trainable import TIMINGS_ENV
+
+        patched: list[tuple[Any, str, Any]] = []
+        for part, targets in self.DRIVER.items():
+            for module, owner, methods in targets:
+                cls = getattr(importlib.import_module(module), owner)
+                for name in methods:
+                    patched.append((cls, name, getattr(cls, name)))
+                    setattr(cls, name, self._timed(getattr(cls, name), part))
+        from ray import tune
+
+        patched.append((tune.Tuner, "fit", tune.Tuner.fit))
+        tune.Tuner.fit = self._timed_fit(tune.Tuner.fit)
+        patched.append((StoreRecorder, "on_trial_complete", StoreRecorder.on_trial_complete))
+        StoreRecorder.on_trial_complete = self._collecting(StoreRecorder.on_trial_complete)
+        os.environ[TIMINGS_ENV] = "1"
+        try:
+            yield self
+        finally:
+            os.environ.pop(TIMINGS_ENV, None)
+            for cls, name, original in reversed(patched):
+                setattr(cls, name, original)
+
+    def _timed(self, method, part: str):
+        def timed(*args, **kwargs):
+            start = time.perf_counter()
+            try:
+                return method(*args, **kwargs)
+            finally:
+                self.driver[part] += time.perf_counter() - start
+        return timed
+
+    def _timed_fit(self, fit):
+        def timed(tuner, *args, **kwargs):
+            self.fit_started, self.fit_clock = time.perf_counter(), time.time()
+            try:
+                return fit(tuner, *args, **kwargs)
+            finally:
+                self.fit_s = time.perf_counter() - self.fit_started
+        return timed
+
+    def _collecting(self, on_trial_complete):
+        def collect(recorder, iteration, trials, trial, **info):
+            timings = (trial.last_result or {}).get("timings")
+            if timings:
+                self.workers.append(timings)
+            return on_trial_complete(recorder, iteration, trials, trial, **info)
+        return collect
+
+    def rows(self, cores: int) -> list[tuple[str, float]]:
+        """(part, core-seconds); the parts add up to cores x (Ray start + launch + shutdown)."""
+        def total(key: str) -> float:
+            return sum(w.get(key, 0.0) for w in self.workers)
+
+        # a worker's start: from Tune's run beginning (Ray prestarts idle workers at
+        # ray.init) or the process's birth, whichever is later, to its first trial's entry
+        starts = sum(w["entered"] - max(w["process_started"], self.fit_clock)
+                     for w in self.workers if w.get("process_started") is not None)
+        busy = starts + total("trial_s")
+        inside = total("trial_s") - total("data_s") - total("train_s") - total("report_s")
+        setup = self.fit_started - self.launch_started
+        rows = [(name, cores * seconds) for name, seconds in self.before.items()]
+        rows += [("launch before Tune runs (checks, store, lease, planning)", cores * setup),
+                 ("worker start and imports, to each worker's first trial", starts),
+                 ("data loading (once per worker)", total("data_s")),
+                 ("training (run_configs)", total("train_s")),
+                 ("per-epoch bookkeeping and reports to Tune (trainable)", total("report_s")),
+                 ("rest of the trainable (configs, final result)", inside),
+                 ("cores without a trial during Tune's run", cores * self.fit_s - busy),
+                 ("launch after Tune's run (record, outcome)", cores * (self.launch_s - self.fit_s - setup))]
+        rows += [(name, cores * seconds) for name, seconds in self.after.items()]
+        return rows
+
+    def markdown(self, args: argparse.Namespace, floor: float | None) -> str:
+        cores = args.cores
+        rows = self.rows(cores)
+        whole = sum(value for _, value in rows)
+        lines = [f"Breakdown of orthotune's launch path: Cora full, {args.configs} configs x {args.epochs} epochs, "
+                 f"{args.backbone} depth {args.depth}, {cores} cores, {len(self.workers)} trials; "
+                 f"Ray start to shutdown {whole / cores:.2f} s",
+                 "", "| part | core-seconds | share |", "|---|---|---|"]
+        lines += [f"| {name} | {value:.2f} | {100 * value / whole:.1f}% |" for name, value in rows]
+        lines.append(f"| all (cores x wall) | {whole:.2f} | 100% |")
+        if floor is not None:
+            lines.append(f"\ncompute floor (each config alone, no Ray): {floor * cores:.2f} core-seconds; "
+                         f"training inside the launch path / floor: {self._training() / (floor * cores):.2f}; "
+                         f"launch wall / floor: {self.launch_s / floor:.2f}")
+        lines += ["", "Driver work during Tune's run (this process, on the same cores as the trials):", "",
+                  "| part | seconds |", "|---|---|"]
+        lines += [f"| {name} | {value:.3f} |" for name, value in self.driver.items()]
+        return "\n".join(lines)
+
+    def summary(self, args: argparse.Namespace, floor: float | None) -> dict[str, Any]:
+        return {"configs": args.configs, "epochs": args.epochs, "cores": args.cores, "trials": len(self.workers),
+                "floor_s": floor, "launch_s": self.launch_s, "fit_s": self.fit_s,
+                "core_seconds": dict(self.rows(args.cores)), "driver_s": self.driver}
+
+    def _training(self) -> float:
+        return sum(w.get("train_s", 0.0) for w in self.workers)
 
 
 def summarise(args: argparse.Namespace, floor: float | None, plain: float | None,
@@ -198,6 +350,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--pack", type=int, help="(c): configs per Ray trial (default: configs / cores)")
     parser.add_argument("--parts", nargs="+", choices=["a", "b", "c"], default=["a", "b", "c"])
+    parser.add_argument("--report-every", type=int, help="(c): epochs between reports (default: one, at the end)")
+    parser.add_argument("--breakdown", action="store_true",
+                        help="time (c)'s parts (driver, workers, idle cores) and print where its wall goes; "
+                             "runs (a) and (c) only")
     parser.add_argument("--quick", action="store_true", help="few configs and epochs")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
@@ -210,6 +366,11 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     configs = make_configs(args.configs, args.epochs, args.depth, args.backbone, args.seed)
     floor, unpacked = run_floor(configs, args) if "a" in args.parts else (None, [])
+    if args.breakdown:
+        breakdown = Breakdown()
+        run_orthotune(configs, args, breakdown)
+        print(json.dumps(breakdown.summary(args, floor)) if args.json else breakdown.markdown(args, floor))
+        return
     plain = run_plain_ray(configs, args) if "b" in args.parts else None
     ours, packed = run_orthotune(configs, args) if "c" in args.parts else (None, [])
     summary = summarise(args, floor, plain, ours, unpacked, packed)

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 TRACKERS = {"mlflow": "mlflow", "wandb": "wandb"}
 #: Report keys that are not metrics (per-epoch history, per-member lists, the final results):
 #: W&B would log them as tables or histograms; MLflow keeps only numbers on its own.
-NOT_METRICS = ["history", "member_val_acc", "results", "runs", "final"]
+NOT_METRICS = ["history", "member_val_acc", "results", "runs", "final", "timings"]
 #: MLflow 3 refuses its file store ("maintenance mode") unless this is true; a user who gives
 #: ``--mlflow FOLDER`` asks for that store, so it is set (a value the user set wins).
 FILE_STORE_SWITCH = "MLFLOW_ALLOW_FILE_STORE"

@@ -11,7 +11,9 @@ the objective.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+import os
+import time
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import torch
@@ -20,7 +22,7 @@ from ray import tune
 from orthotune.core import ConfigResult, EpochReport, RunResult, Status, TrainConfig
 from orthotune.search._objective import OBJECTIVE, RUNG_SCORE, TIME_ATTR, rung_score
 from orthotune.search._space import cell_key
-from orthotune.training import TrainOptions, choose_device, retain_freed_memory, run_configs
+from orthotune.training import TrainOptions, choose_device, retain_freed_memory, run_configs, task_data
 
 
 @dataclass(frozen=True)
@@ -35,12 +37,53 @@ class TrialContext:
     download: bool = False  # the loaders may fetch missing files into data_root (--download)
 
 
+#: ``ORTHOTUNE_TIMINGS=1`` in a search's environment: each trial's final report also says
+#: where its worker's time went (``timings``; ``bench/throughput.py --breakdown`` reads it).
+TIMINGS_ENV = "ORTHOTUNE_TIMINGS"
+
+
+@dataclass
+class WorkerTimings:
+    """Seconds of one trial on its worker: loading the data (once per process), training, and
+    the per-epoch bookkeeping and reports to Tune; ``trial_s`` from entering the trainable to
+    its last report. ``entered`` and, on the first trial a worker process runs,
+    ``process_started`` are clock times (``time.time()``): the driver, which knows when its
+    Tune run began, works out how long starting that worker and its imports took."""
+
+    entered: float = 0.0
+    process_started: float | None = None
+    data_s: float = 0.0
+    train_s: float = 0.0
+    report_s: float = 0.0
+    trial_s: float = 0.0
+    started: float = field(default=0.0, repr=False)  # perf_counter at entry
+
+    def to_dict(self) -> dict[str, float | None]:
+        return {name: value for name, value in asdict(self).items() if name != "started"}
+
+
+_WORKER_STARTED: list[bool] = []  # whether this process has run a trial before
+
+
+def _timings() -> WorkerTimings | None:
+    if os.environ.get(TIMINGS_ENV, "") in ("", "0"):
+        return None
+    import psutil
+
+    timings = WorkerTimings(entered=time.time(), started=time.perf_counter())
+    if not _WORKER_STARTED:
+        timings.process_started = psutil.Process().create_time()
+        _WORKER_STARTED.append(True)
+    return timings
+
+
 def member_configs(config: dict[str, Any]) -> list[dict[str, Any]]:
     """The configs a trial trains: ``config["group"]`` when packed, else the config itself."""
     return list(config["group"]) if "group" in config else [config]
 
 
 def train_trial(config: dict[str, Any], context: TrialContext) -> None:
+    timings = _timings()
     torch.set_num_threads(context.threads)
     configs = [TrainConfig.from_dict(values) for values in member_configs(config)]
     ids = [member_trial_id(tune.get_context().get_trial_id() or "trial", k, len(configs))
@@ -53,15 +96,23 @@ def train_trial(config: dict[str, Any], context: TrialContext) -> None:
     # The callback runs at the report cadence; each call carries every epoch since the last,
     # and the per-layer gradient norms of the report epochs (the epochs table, Figure 1(b, c)).
     options = TrainOptions(report_every=context.report_every, grad_norms_every=context.report_every)
+    device = choose_device(context.device)
     try:
-        results = run_configs(configs, choose_device(context.device), context.data_root, reporter, options,
-                              context.download)
+        if timings is not None:  # loaded here to be timed; run_configs finds it in the process's cache
+            first = configs[0]
+            loading = time.perf_counter()
+            task_data(first.dataset, first.setting, context.data_root, str(device), first.directed, context.download)
+            timings.data_s = time.perf_counter() - loading
+        training = time.perf_counter()
+        results = run_configs(configs, device, context.data_root, reporter, options, context.download)
+        if timings is not None:
+            timings.train_s = time.perf_counter() - training - reporter.seconds
     except Exception as error:  # noqa: BLE001  (any error of this trial is this trial's failure)
         # Stored as failed with its reason, and the search goes on. Raising would make Tune
         # retry it (its FailureConfig is for dead workers: an error would only repeat) and
         # lose the reason. Tune's own stop (SystemExit) and Ctrl-C pass through.
         results = failed_results(configs, error_line(error))
-    tune.report(reporter.final_metrics(results))
+    tune.report(reporter.final_metrics(results, timings))
 
 
 def error_line(error: BaseException) -> str:
@@ -92,9 +143,17 @@ class _Reporter:
         self.objective = [0.0]
         self.min_val_loss: dict[int, dict[int, float]] = {}  # member -> repeat -> lowest so far
         self.epoch = 0
+        self.seconds = 0.0  # spent here: the per-epoch bookkeeping and the reports to Tune
 
     def __call__(self, report: EpochReport) -> list[int]:
         """Returns the configs to stop now (ASHA's per-config verdicts inside a pack)."""
+        start = time.perf_counter()
+        try:
+            return self._take(report)
+        finally:
+            self.seconds += time.perf_counter() - start
+
+    def _take(self, report: EpochReport) -> list[int]:
         self.epoch = report.epoch
         self.objective = report.best_val
         for values in report.history:  # rows of the epochs table: each run in each epoch it trained
@@ -140,9 +199,15 @@ class _Reporter:
         return {OBJECTIVE: max(members), RUNG_SCORE: max(self.scores(list(members))), TIME_ATTR: self.epoch,
                 "member_val_acc": list(members), "history": history, "final": final, **(extra or {})}
 
-    def final_metrics(self, results: list[ConfigResult]) -> dict[str, Any]:
+    def final_metrics(self, results: list[ConfigResult], timings: WorkerTimings | None = None) -> dict[str, Any]:
+        start = time.perf_counter()
         objectives = [_objective(r) for r in results]
-        return self._metrics(True, objectives, {"results": [result_to_dict(r) for r in results]})
+        extra: dict[str, Any] = {"results": [result_to_dict(r) for r in results]}
+        if timings is not None:
+            timings.report_s = self.seconds + time.perf_counter() - start
+            timings.trial_s = time.perf_counter() - timings.started
+            extra["timings"] = timings.to_dict()
+        return self._metrics(True, objectives, extra)
 
 
 

@@ -13,7 +13,7 @@ from orthotune.training._data import (
 from orthotune.training._loop import TrainOptions
 from orthotune.training._memory import retain_freed_memory
 from orthotune.training._node import choose_device, pack_key, train_node
-from orthotune.training._run import run_configs
+from orthotune.training._run import run_configs, task_data
 
 __all__ = [
     "CellCost",
@@ -31,6 +31,7 @@ __all__ = [
     "pack_key",
     "retain_freed_memory",
     "run_configs",
+    "task_data",
     "timed",
     "train_node",
 ]

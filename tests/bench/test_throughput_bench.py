@@ -23,3 +23,24 @@ def test_throughput_bench_floor_and_orthotune_parts_run():
     assert summary["configs"] == 4
     for key in ("unpacked_test_acc", "packed_test_acc"):
         assert 0.0 <= summary[key]["mean"] <= 1.0
+
+
+@pytest.mark.slow  # starts a real Ray
+def test_the_breakdown_accounts_for_the_launch_paths_wall_from_driver_and_worker_timers():
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "throughput.py"), "--configs", "4", "--epochs", "3", "--cores", "2",
+         "--pack", "2", "--report-every", "1", "--breakdown", "--json"],
+        capture_output=True, text=True, timeout=600, cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    summary = json.loads(proc.stdout)
+    parts, driver = summary["core_seconds"], summary["driver_s"]
+    assert summary["trials"] == 2  # every trial's worker sent its timings with its final report
+    for part in ("Ray start (ray.init)", "worker start and imports, to each worker's first trial",
+                 "data loading (once per worker)", "training (run_configs)",
+                 "per-epoch bookkeeping and reports to Tune (trainable)"):
+        assert parts[part] > 0, part
+    # workers Ray prestarted before the run are not charged for the time they waited
+    assert parts["cores without a trial during Tune's run"] >= 0
+    assert driver["store writes (recorder)"] > 0 and driver["TensorBoard event files"] > 0
+    assert driver["Optuna journal"] == 0  # the grid has no study
