@@ -156,22 +156,15 @@ class Breakdown:
     come from each trial's final report, which says where its worker's time went when
     ``ORTHOTUNE_TIMINGS=1`` (set here before Ray starts, so the workers inherit it)."""
 
-    DRIVER = {
-        "searcher": [("orthotune.search._requeue", "Requeue", ("suggest", "on_trial_result", "on_trial_complete"))],
-        "scheduler": [("ray.tune.schedulers", "FIFOScheduler",
-                       ("on_trial_add", "on_trial_result", "on_trial_complete", "choose_trial_to_run"))],
-        "store writes (recorder)": [("orthotune.search._recorder", "StoreRecorder", ("_write",))],
-        "history kept per report (recorder)": [("orthotune.search._recorder", "StoreRecorder", ("on_trial_result",))],
-        "TensorBoard event files": [("orthotune.search._live", "TensorBoardLogger",
-                                     ("on_trial_result", "on_trial_complete", "on_trial_error",
-                                      "on_experiment_end"))],
-        "Optuna journal": [("optuna.storages.journal", "JournalFileBackend", ("append_logs", "read_logs"))],
-        "progress display": [("orthotune.search._progress", "SearchProgress",
-                              ("on_step_end", "on_trial_complete", "on_trial_error", "on_experiment_end"))],
+    #: Ray's and Optuna's own parts of the driver (orthotune's come from ``DRIVER_PARTS``).
+    LIBRARIES = {
+        "scheduler": ("ray.tune.schedulers", "FIFOScheduler",
+                      ("on_trial_add", "on_trial_result", "on_trial_complete", "choose_trial_to_run")),
+        "Optuna journal": ("optuna.storages.journal", "JournalFileBackend", ("append_logs", "read_logs")),
     }
 
     def __init__(self) -> None:
-        self.driver: dict[str, float] = dict.fromkeys(self.DRIVER, 0.0)
+        self.driver: dict[str, float] = {}
         self.before: dict[str, float] = {}
         self.after: dict[str, float] = {}
         self.workers: list[dict[str, float]] = []
@@ -179,26 +172,32 @@ class Breakdown:
         self.fit_clock = 0.0  # time.time() when Tune's run began
         self.fit_s = self.launch_s = 0.0
 
-    @contextlib.contextmanager
-    def timers(self):
+    def _parts(self) -> dict[str, tuple[type, tuple[str, ...]]]:
         import importlib
 
-        from orthotune.search._recorder import StoreRecorder
-        from orthotune.search._trainable import TIMINGS_ENV
+        from orthotune.search import DRIVER_PARTS
 
-        patched: list[tuple[Any, str, Any]] = []
-        for part, targets in self.DRIVER.items():
-            for module, owner, methods in targets:
-                cls = getattr(importlib.import_module(module), owner)
-                for name in methods:
-                    patched.append((cls, name, getattr(cls, name)))
-                    setattr(cls, name, self._timed(getattr(cls, name), part))
+        libraries = {part: (getattr(importlib.import_module(module), owner), methods)
+                     for part, (module, owner, methods) in self.LIBRARIES.items()}
+        return {**DRIVER_PARTS, **libraries}
+
+    @contextlib.contextmanager
+    def timers(self):
         from ray import tune
 
+        from orthotune.search import TIMINGS_ENV, TRIAL_END
+
+        patched: list[tuple[Any, str, Any]] = []
+        for part, (cls, methods) in self._parts().items():
+            self.driver[part] = 0.0
+            for name in methods:
+                patched.append((cls, name, getattr(cls, name)))
+                setattr(cls, name, self._timed(getattr(cls, name), part))
         patched.append((tune.Tuner, "fit", tune.Tuner.fit))
         tune.Tuner.fit = self._timed_fit(tune.Tuner.fit)
-        patched.append((StoreRecorder, "on_trial_complete", StoreRecorder.on_trial_complete))
-        StoreRecorder.on_trial_complete = self._collecting(StoreRecorder.on_trial_complete)
+        owner, name = TRIAL_END
+        patched.append((owner, name, getattr(owner, name)))
+        setattr(owner, name, self._collecting(getattr(owner, name)))
         os.environ[TIMINGS_ENV] = "1"
         try:
             yield self

@@ -15,8 +15,11 @@ from orthotune.search._options import MODES, SECTIONS, LaunchOptions, SearchOutc
 from orthotune.search._space import Space, cell_key
 
 __all__ = [
+    "DRIVER_PARTS",
     "MODES",
     "SECTIONS",
+    "TIMINGS_ENV",
+    "TRIAL_END",
     "LaunchOptions",
     "SearchOutcome",
     "Space",

@@ -77,6 +77,7 @@ from orthotune.search._replay import (
 from orthotune.search._requeue import Requeue, RetryLedger
 from orthotune.search._space import Space
 from orthotune.search._trackers import check_trackers, tracker_callbacks
+from orthotune.search._trainable import TIMINGS_ENV as TIMINGS_ENV  # public through orthotune.search
 from orthotune.search._trainable import TrialContext, error_line, train_trial
 from orthotune.store import Lease, Store, now
 from orthotune.training import DataRoot, check_dataset_files
@@ -85,6 +86,21 @@ log = logging.getLogger(__name__)
 
 #: Stored trials' objective curves: trial id -> [(epoch, objective)] (``objective_curves``).
 Curves = dict[str, list[tuple[int, float]]]
+
+
+#: For ``bench/throughput.py --breakdown``: the driver's parts of a search, each with the
+#: class and the methods that do it (the benchmark times around them); ``TRIAL_END``: the
+#: callback every ended trial passes through (its last result holds the worker's timings
+#: when ``TIMINGS_ENV`` is set, ``train_trial``).
+DRIVER_PARTS: dict[str, tuple[type, tuple[str, ...]]] = {
+    "searcher": (Requeue, ("suggest", "on_trial_result", "on_trial_complete")),
+    "store writes (recorder)": (StoreRecorder, ("_write",)),
+    "history kept per report (recorder)": (StoreRecorder, ("on_trial_result",)),
+    "TensorBoard event files": (TensorBoardLogger,
+                                ("on_trial_result", "on_trial_complete", "on_trial_error", "on_experiment_end")),
+    "progress display": (SearchProgress, ("on_step_end", "on_trial_complete", "on_trial_error", "on_experiment_end")),
+}
+TRIAL_END = (StoreRecorder, "on_trial_complete")
 
 
 @dataclass
