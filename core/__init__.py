@@ -1,7 +1,7 @@
 """The ground floor: errors, registries, the catalogue of names and defaults, the config
 type and the result types. Imports nothing of orthotune's other layers, and no torch."""
 
-from orthotune.core._catalogue import DATASETS, SETTINGS, DatasetInfo, all_backbones, defaults_for
+from orthotune.core._catalogue import DATASETS, SETTINGS, DatasetInfo, all_backbones, defaults_for, is_dynamic
 from orthotune.core._config import PROFILES, OrthoSettings, TrainConfig, check_memory, profile_values
 from orthotune.core._errors import ConfigError, OrthotuneError, SearchCrashed, SearchInterrupted, check
 from orthotune.core._fields import Group, by_group, column_name, declared
@@ -49,6 +49,7 @@ __all__ = [
     "column_name",
     "declared",
     "defaults_for",
+    "is_dynamic",
     "mean",
     "mean_or_zero",
     "profile_values",
