@@ -60,6 +60,7 @@ from orthotune.core import (
     all_backbones,
     by_group,
     defaults_for,
+    is_dynamic,
     profile_values,
     standard_form,
 )
@@ -477,7 +478,8 @@ def _names(key: str, values: Any, *registries: Any) -> tuple[str, ...]:
         if not any(value in registry for registry in registries):
             valid = sorted({n for registry in registries for n in registry})
             raise ConfigError(f"space: unknown {key[:-1]} {value!r} in {key}; valid: {', '.join(valid)}")
-        names.append(str(value).lower())
+        # a pyg:/file: name keeps its spelling (class names and paths are case-sensitive)
+        names.append(DATASETS.get(value).name if is_dynamic(value) else str(value).lower())
     return tuple(dict.fromkeys(names))
 
 
