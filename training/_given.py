@@ -118,7 +118,9 @@ def file_path(info: DatasetInfo, data_root: Path) -> Path:
 
 def read_graph_file(path: Path, name: str) -> Data:
     """The graph a ``.pt`` or ``.npz`` file holds, validated (:func:`validate_graph`)."""
-    check(path.is_file(), f"dataset {name!r}: file {str(path)!r} does not exist")
+    relative = "" if Path(name.partition(":")[2]).expanduser().is_absolute() else \
+        " (a relative PATH is read below the data root)"
+    check(path.is_file(), f"dataset {name!r}: file {str(path)!r} does not exist{relative}")
     arrays = _read_npz(path) if path.suffix.lower() == ".npz" else _read_pt(path)
     return validate_graph(arrays, str(path))
 
