@@ -189,3 +189,20 @@ def test_train_a_file_dataset_through_the_cli(cora_files):
     assert proc.returncode == 0, proc.stderr
     summary = json.loads(proc.stdout)
     assert 0.3 < summary["test_acc"] <= 1
+
+
+def test_launch_checks_a_file_dataset_before_the_store_and_ray(tmp_path, monkeypatch):
+    """A space's file dataset goes through launch's file check: a broken file fails in one
+    line before the store is made or Ray starts."""
+    import ray
+
+    from orthotune.search import LaunchOptions, launch
+
+    monkeypatch.setattr(ray, "init", lambda *args, **kwargs: pytest.fail("Ray started"))
+    name = _write(tmp_path, "bad.npz", x=np.ones((3, 2), np.float32), y=np.array([0, 1, 5]),
+                  edge_index=np.array([[0], [1]]), num_classes=np.array(3))
+    space = parse_space({"datasets": [name], "backbones": ["gcn"], "depths": [2]})
+    options = LaunchOptions(store=str(tmp_path / "store"), name="api", space=space, scheduler="fifo")
+    with pytest.raises(ConfigError, match=r"label 5 is outside 0\.\.2"):
+        launch(options, progress=False)
+    assert not (tmp_path / "store").exists()
