@@ -206,3 +206,29 @@ def test_launch_checks_a_file_dataset_before_the_store_and_ray(tmp_path, monkeyp
     with pytest.raises(ConfigError, match=r"label 5 is outside 0\.\.2"):
         launch(options, progress=False)
     assert not (tmp_path / "store").exists()
+
+
+def test_best_report_and_verdict_read_file_cells(cora_files, tmp_path, capsys):
+    """Both arms of a file dataset on random splits 0-2, stored as a search would: each row
+    holds its split rule (setting, split_* fields, repeat_split); ``best`` and ``report``
+    show the cell under the name given, with the paired verdict."""
+    from orthotune.cli import main
+    from orthotune.store import Store, epoch_rows, trial_row
+
+    name = cora_files["npz"]
+    store = Store.open(str(tmp_path / "store"), create=True)
+    for number, ortho in enumerate((False, True)):
+        config = TrainConfig(dataset=name, ortho=ortho, splits=(0, 1, 2), **QUICK)
+        result = run_configs([config], CPU)[0]
+        store.write_trial(trial_row("given", f"t{number}", result, result.status, result.reason),
+                          epoch_rows({}, result.runs))
+    rows = store.read("trials").to_pylist()
+    assert {(r["dataset"], r["setting"], r["split_train"], r["split_val"], r["split_per_class"]) for r in rows} == {
+        (name, "random", 0.6, 0.2, 0)}
+    assert all(r["repeat_split"] == [0, 1, 2] for r in rows)
+    assert main(["best", "--store", store.uri, "--dataset", name, "--json"]) == 0
+    best = json.loads(capsys.readouterr().out)
+    assert {entry["config"]["dataset"] if "config" in entry else entry["dataset"] for entry in best} == {name}
+    assert main(["report", "--store", store.uri]) == 0
+    report = capsys.readouterr().out
+    assert name in report and "random" in report
