@@ -226,22 +226,29 @@ def _check_given(info: DatasetInfo, setting: str | None, root: DataRoot) -> None
     root), then, with ``download``, fetched by the class itself."""
     split = _split(info, setting)[1]
     if info.loader == "file":
-        data = _load_file(root.path, info, split)[0]
-        check(split != "own" or "train_mask" in data, f"dataset {info.name!r} has no train_mask, val_mask and "
-                                                      f"test_mask; use --setting random")
+        _check_masks(_load_file(root.path, info, split)[0], info, split)
         return
     pyg_class(info)
     if not (root.path / info.subdir).is_dir() and not root.download:
         raise ConfigError(f"data root {str(root.path)!r} has no folder {info.subdir}/ for dataset {info.name!r}; "
                           f"put its raw files there as PyG lays them out or add --download to fetch them into it")
     _shadow(root).mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(_shadow(root) / f".{info.subdir}.lock"))
     try:
-        with FileLock(str(_shadow(root) / f".{info.subdir}.lock")):
+        with lock:
             load_pyg(_loader_root(info, root), root.path, info, probe=True)
     except ConfigError:
         if not root.download:
             raise
         _fetch(info.name, setting, root)
+    if split == "own" and info.task == "node":  # whether it ships masks is known once loaded (then cached)
+        with lock:
+            _check_masks(load_pyg(_loader_root(info, root), root.path, info)[0], info, split)
+
+
+def _check_masks(data: Data, info: DatasetInfo, split: str) -> None:
+    check(split != "own" or all(key in data for key in ("train_mask", "val_mask", "test_mask")),
+          f"dataset {info.name!r} has no train_mask, val_mask and test_mask; use --setting random")
 
 
 def _fetch(dataset: str, setting: str | None, root: DataRoot) -> None:
@@ -415,8 +422,7 @@ def _given_masks(data: Data, info: DatasetInfo, split: str) -> tuple[Tensor, Ten
     if split == "random":
         empty = torch.zeros(data.num_nodes, 0, dtype=torch.bool)
         return empty, empty, empty
-    check(all(key in data for key in ("train_mask", "val_mask", "test_mask")),
-          f"dataset {info.name!r} ships no train_mask, val_mask and test_mask; use --setting random")
+    _check_masks(data, info, split)
     return tuple(_as_columns(data[key]) for key in ("train_mask", "val_mask", "test_mask"))
 
 

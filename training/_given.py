@@ -168,8 +168,8 @@ def validate_graph(arrays: dict[str, Any], where: str) -> Data:
     check(not missing, f"file {where!r} lacks {', '.join(missing)} (it needs x, y and edge_index; "
                        f"train_mask, val_mask and test_mask are optional)")
     x, y, edges = (_tensor(arrays[key], key, where) for key in ("x", "y", "edge_index"))
-    check(x.dim() == 2 and x.shape[0] > 0 and x.is_floating_point(),
-          f"file {where!r}: x has shape {tuple(x.shape)} and dtype {x.dtype}; it must be a float [nodes, features]")
+    check(x.dim() == 2 and x.shape[0] > 0 and x.dtype != torch.bool and not x.is_complex(),
+          f"file {where!r}: x has shape {tuple(x.shape)} and dtype {x.dtype}; it must be numbers [nodes, features]")
     bad = int((~torch.isfinite(x)).sum())
     check(bad == 0, f"file {where!r}: x holds {bad} NaN or infinite value(s); features must be finite")
     nodes = x.shape[0]
@@ -198,7 +198,10 @@ def _labels(y: Tensor, nodes: int, num_classes: Any, where: str) -> Tensor:
           f"file {where!r}: y has shape {tuple(y.shape)} and dtype {y.dtype}; it must be integer labels [nodes]")
     check(y.numel() == nodes, f"file {where!r}: y has {y.numel()} labels for {nodes} nodes (x's rows); "
                               f"sizes must agree")
-    classes = int(torch.as_tensor(num_classes)) if num_classes is not None else int(y.max()) + 1
+    given = torch.as_tensor(num_classes) if num_classes is not None else None
+    check(given is None or (given.numel() == 1 and not given.is_floating_point()),
+          f"file {where!r}: num_classes must be one integer")
+    classes = int(given) if given is not None else int(y.max()) + 1
     low, high = int(y.min()), int(y.max())
     check(low >= 0 and high < classes, f"file {where!r}: label {low if low < 0 else high} is outside 0..{classes - 1}; "
                                        f"labels must lie in 0..C-1")
@@ -218,10 +221,11 @@ def _masks(arrays: dict[str, Any], nodes: int, where: str) -> dict[str, Tensor]:
               f"all of one shape")
     columns = {key: mask.view(nodes, -1) for key, mask in masks.items()}
     for first, second in (("train_mask", "val_mask"), ("train_mask", "test_mask"), ("val_mask", "test_mask")):
-        overlap = (columns[first] & columns[second]).sum(0)
-        split = int(overlap.nonzero()[0, 0]) if overlap.any() else -1
-        check(split < 0, f"file {where!r}: {first} and {second} overlap on {int(overlap[split]) if split >= 0 else 0} "
-                         f"node(s) (split {split}); masks must be disjoint")
+        overlap = (columns[first] & columns[second]).sum(0)  # per split column
+        if overlap.any():
+            split = int(overlap.nonzero()[0, 0])
+            raise ConfigError(f"file {where!r}: {first} and {second} overlap on {int(overlap[split])} node(s) "
+                              f"(split {split}); masks must be disjoint")
     return masks
 
 
