@@ -89,7 +89,11 @@ class DatasetInfo:
     """A dataset of the protocol: its task, its settings (the first is the default), the
     loader family that reads it (``orthotune.training``'s loaders) and where its raw files lie
     below the data root (``FOLDER/NAME``, NAME as that loader knows the dataset), its size
-    (what memory estimates need) and its own training defaults over its setting's."""
+    (what memory estimates need) and its own training defaults over its setting's.
+
+    A ``pyg:CLASS/NAME`` record has ``subdir`` CLASS and ``argument`` NAME; a ``file:PATH``
+    record has ``subdir`` PATH (:func:`dynamic_dataset`). Their sizes are unknown (0) until
+    loaded, so memory estimates count their weights only."""
 
     name: str
     task: str  # "node" or "graph"

@@ -51,10 +51,11 @@ def _accuracies(dataset: str, setting: str, **values) -> list[tuple[float, float
 
 def test_a_user_file_with_masks_trains_as_the_catalogue_dataset(cora_files):
     """Both arms, the same public split carried in the file: the same accuracies as the
-    catalogue's Cora (semi), from the .npz and from the .pt."""
+    catalogue's Cora (semi), from the .npz, the .pt and Planetoid by class name."""
     expected = _accuracies("cora", "semi")
     assert _accuracies(cora_files["npz"], "own") == expected
     assert _accuracies(cora_files["pt"], "own") == expected
+    assert _accuracies("pyg:Planetoid/Cora", "own") == expected
     assert all(0.3 < test < 1 for _, test in expected)
 
 
