@@ -1,8 +1,8 @@
 """The ground floor: errors, registries, the catalogue of names and defaults, the config
 type and the result types. Imports nothing of orthotune's other layers, and no torch."""
 
-from orthotune.core._catalogue import DATASETS, SETTINGS, DatasetInfo, all_backbones, defaults_for
-from orthotune.core._config import PROFILES, OrthoSettings, TrainConfig, check_memory, profile_values
+from orthotune.core._catalogue import DATASETS, SETTINGS, DatasetInfo, all_backbones, defaults_for, is_dynamic
+from orthotune.core._config import PROFILES, SPLIT_FIELDS, OrthoSettings, TrainConfig, check_memory, profile_values
 from orthotune.core._errors import ConfigError, OrthotuneError, SearchCrashed, SearchInterrupted, check
 from orthotune.core._fields import Group, by_group, column_name, declared
 from orthotune.core._registry import Registry
@@ -24,6 +24,7 @@ __all__ = [
     "DATASETS",
     "PROFILES",
     "SETTINGS",
+    "SPLIT_FIELDS",
     "STANDARD_FORMS",
     "ConfigError",
     "ConfigResult",
@@ -49,6 +50,7 @@ __all__ = [
     "column_name",
     "declared",
     "defaults_for",
+    "is_dynamic",
     "mean",
     "mean_or_zero",
     "profile_values",

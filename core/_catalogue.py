@@ -8,11 +8,12 @@ checks both registries agree).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from orthotune.core._errors import ConfigError
+from orthotune.core._errors import ConfigError, check
 from orthotune.core._registry import Registry
 
 
@@ -28,7 +29,8 @@ class SettingInfo:
     repeats_field: str  # the config field that holds the repeats: "splits" or "seeds"
     default_repeats: tuple[int, ...]
     # the split the loaders build: "geom-gcn" (Geom-GCN's ten fixed splits), "public"
-    # (Planetoid's public split), "official" (the dataset's own, OGB's) or "folds"
+    # (Planetoid's public split), "official" (the dataset's own, OGB's), "folds", "own" (the
+    # masks a PyG dataset or a user's file ships) or "random" (seeded random splits)
     split: str
     defaults: Mapping[str, Any] = field(default_factory=dict, hash=False)  # training defaults
 
@@ -66,6 +68,20 @@ SETTINGS.add("cv10", SettingInfo(
     "cv10", "10-fold cross-validation", repeat="fold", repeats_field="splits", default_repeats=tuple(range(10)),
     split="folds",
     defaults=dict(depth=3, hidden=64, lr=1e-3, weight_decay=8e-4, dropout=0.3, epochs=200, patience=200)))
+#: The settings of datasets given by PyG class or by file (:func:`dynamic_dataset`), with
+#: full's training defaults: ``own`` trains on the masks the dataset ships (its columns are
+#: the repeats: WikipediaNetwork's and HeterophilousGraphDataset's ten, Planetoid's public
+#: one, a file's), ``random`` on seeded random splits, split ``k`` drawn with seed ``k`` from
+#: the ``split_*`` fields (60/20/20 by default; ``split_per_class`` takes that many training
+#: nodes per class, as Planetoid's random split takes 20).
+_GIVEN_DEFAULTS = SETTINGS.get("full").defaults
+SETTINGS.add("own", SettingInfo(
+    "own", "the dataset's own splits", repeat="split", repeats_field="splits", default_repeats=(0,),
+    split="own", defaults=_GIVEN_DEFAULTS))
+SETTINGS.add("random", SettingInfo(
+    "random", "seeded random splits", repeat="split", repeats_field="splits", default_repeats=tuple(range(5)),
+    split="random",
+    defaults=dict(_GIVEN_DEFAULTS, split_train=0.6, split_val=0.2, split_stratify=False, split_per_class=0)))
 
 
 @dataclass(frozen=True)
@@ -73,7 +89,11 @@ class DatasetInfo:
     """A dataset of the protocol: its task, its settings (the first is the default), the
     loader family that reads it (``orthotune.training``'s loaders) and where its raw files lie
     below the data root (``FOLDER/NAME``, NAME as that loader knows the dataset), its size
-    (what memory estimates need) and its own training defaults over its setting's."""
+    (what memory estimates need) and its own training defaults over its setting's.
+
+    A ``pyg:CLASS/NAME`` record has ``subdir`` CLASS and ``argument`` NAME; a ``file:PATH``
+    record has ``subdir`` PATH (:func:`dynamic_dataset`). Their sizes are unknown (0) until
+    loaded, so memory estimates count their weights only."""
 
     name: str
     task: str  # "node" or "graph"
@@ -81,8 +101,9 @@ class DatasetInfo:
     loader: str  # "planetoid", "webkb", "ogb" or "tudataset"
     subdir: str
     nodes: int  # the graph's nodes (node task) or the mean nodes of one graph (graph task)
-    features: int  # input features per node
+    features: int  # input features per node (0: unknown before loading, a dynamic dataset's)
     defaults: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    argument: str = ""  # a PyG class's name argument (``pyg:CLASS/ARGUMENT``); "" for none
 
     @property
     def default_setting(self) -> str:
@@ -95,9 +116,74 @@ class DatasetInfo:
             )
 
 
+#: The prefixes of dataset names that are not catalogue entries: ``pyg:CLASS[/NAME]`` (a class
+#: of ``torch_geometric.datasets`` with its name argument, raw files below ``DATA_ROOT/CLASS``)
+#: and ``file:PATH`` (a saved PyG ``Data`` as ``.pt`` or arrays as ``.npz``; a relative PATH
+#: lies below the data root, so every worker of a cluster finds the same file). A colon is
+#: in no catalogue name, so the two kinds of names never collide.
+PYG, FILE = "pyg", "file"
+#: PyG classes whose datasets are graph classification (the rest are one graph of nodes).
+GRAPH_CLASSES = ("TUDataset",)
+#: PyG classes that ship train/val/test masks: their default setting is ``own``.
+OWN_SPLIT_CLASSES = ("Planetoid", "WikipediaNetwork", "HeterophilousGraphDataset", "WebKB", "Actor")
+FILE_SUFFIXES = (".pt", ".npz")
+_CLASS = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ARGUMENT = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+SYNTAX = f"{PYG}:CLASS[/NAME] (a torch_geometric.datasets class) or {FILE}:PATH (.pt or .npz)"
+
+
+def is_dynamic(name: object) -> bool:
+    """Whether ``name`` is a ``pyg:`` or ``file:`` name rather than a catalogue entry."""
+    return isinstance(name, str) and name.partition(":")[0].lower() in (PYG, FILE) and ":" in name
+
+
+def dynamic_dataset(name: str) -> DatasetInfo:
+    """The record of a ``pyg:`` or ``file:`` name, built from the name alone (no file is
+    read here: the training layer checks that the class and files exist). The record keeps
+    the name as given (its prefix lowercased): it is what configs, the store and the
+    report's cell key show."""
+    prefix, _, rest = name.partition(":")
+    prefix = prefix.lower()
+    return _pyg_record(f"{prefix}:{rest}", rest) if prefix == PYG else _file_record(f"{prefix}:{rest}", rest)
+
+
+def _pyg_record(name: str, rest: str) -> DatasetInfo:
+    cls, _, argument = rest.partition("/")
+    check(bool(_CLASS.match(cls)) and (argument == "" or bool(_ARGUMENT.match(argument))),
+          f"dataset {name!r} must read {PYG}:CLASS or {PYG}:CLASS/NAME (CLASS a torch_geometric.datasets class, "
+          f"NAME its name argument: letters, digits, '_', '-', '.')")
+    if cls in GRAPH_CLASSES:
+        return DatasetInfo(name, "graph", ("cv10",), PYG, cls, 0, 0, dict(hidden=64, batch_size=64), argument)
+    settings = ("own", "random") if cls in OWN_SPLIT_CLASSES else ("random", "own")
+    return DatasetInfo(name, "node", settings, PYG, cls, 0, 0, {}, argument)
+
+
+def _file_record(name: str, path: str) -> DatasetInfo:
+    check(path.strip() != "" and path.lower().endswith(FILE_SUFFIXES),
+          f"dataset {name!r} must read {FILE}:PATH with PATH a .pt (a saved PyG Data) or .npz file")
+    # random by default: whether the file carries masks is known only once it is read
+    return DatasetInfo(name, "node", ("random", "own"), FILE, path, 0, 0)
+
+
+class DatasetRegistry(Registry[DatasetInfo]):
+    """The catalogue's datasets, and a record built on demand for a ``pyg:`` or ``file:``
+    name (:func:`dynamic_dataset`): every layer's ``DATASETS.get`` answers both."""
+
+    def get(self, name: str) -> DatasetInfo:
+        if is_dynamic(name):
+            return dynamic_dataset(name)
+        try:
+            return super().get(name)
+        except ConfigError as error:
+            raise ConfigError(f"{error}; or {SYNTAX}") from None
+
+    def __contains__(self, name: object) -> bool:
+        return is_dynamic(name) or super().__contains__(name)
+
+
 #: One entry per dataset; sizes as PyG loads the files (tests/training/test_data.py checks
 #: them). Graph U-Nets' per-dataset GCN width (``l_dim``) and batch size go on top of cv10's.
-DATASETS: Registry[DatasetInfo] = Registry("dataset")
+DATASETS: DatasetRegistry = DatasetRegistry("dataset")
 for _info in (
     DatasetInfo("cora", "node", ("full", "semi"), "planetoid", "Planetoid/Cora", 2708, 1433),
     DatasetInfo("citeseer", "node", ("full", "semi"), "planetoid", "Planetoid/CiteSeer", 3327, 3703),

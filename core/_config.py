@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from orthotune.core._catalogue import DATASETS, TASKS, all_backbones, defaults_for
+from orthotune.core._catalogue import DATASETS, SETTINGS, TASKS, all_backbones, defaults_for
 from orthotune.core._errors import ConfigError, OrthotuneError, check
 from orthotune.core._fields import Group, Rule, by_group, declared, option, validate_fields
 
@@ -23,6 +23,8 @@ _O, _V, _C, _T, _R = Group.ORTHO, Group.VARIANT, Group.CELL, Group.TRAIN, Group.
 MAX_DEPTH, MAX_HIDDEN = 1024, 4096
 #: The values of ``layout`` (what each builds: ``orthotune.models.OrthoGNN``).
 LAYOUTS = ("linear", "standard", "official")
+#: The fields of the random setting's split (``orthotune.training`` draws it from them).
+SPLIT_FIELDS = ("split_train", "split_val", "split_stratify", "split_per_class")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -91,7 +93,9 @@ class TrainConfig(_OrthoFields):
     folds. Fields left ``None`` take the dataset's and setting's defaults.
     """
 
-    dataset: str = option(None, Rule("str"), "dataset name", _C)
+    dataset: str = option(None, Rule("str"), "dataset name: a catalogue name, pyg:CLASS[/NAME] (a "
+                           "torch_geometric.datasets class, raw files below DATA_ROOT/CLASS) or file:PATH (a saved "
+                           "PyG Data .pt or an .npz; relative to the data root unless absolute)", _C)
     setting: str | None = option(None, Rule("str"), "protocol setting (default: the dataset's first)", _C)
     backbone: str | None = option(None, Rule("str"), "backbone (default: gcn for node, gunet for graph datasets)", _C)
     # Caps: 16 times the paper's deepest model (GCNII, 64 layers) and widest default (OGB's
@@ -152,6 +156,18 @@ class TrainConfig(_OrthoFields):
     batch_size: int | None = option(None, Rule("int", 1, optional=True), "graphs per mini-batch (graph tasks)", _T)
     splits: tuple[int, ...] = option((0,), Rule("ints", 0), "splits (full) or folds (cv10) of the repeats", _R)
     seeds: tuple[int, ...] = option((0,), Rule("ints", 0), "seeds of the repeats", _R)
+    # the random setting's split (split k is drawn with seed k): stored with every trial, so a
+    # trial's split is known from its row (dataset, setting, these, its splits)
+    split_train: float | None = option(None, Rule("float", 0.0, 1.0, low_open=True, high_open=True, optional=True),
+                                        "random setting: share of each split's nodes for training (ignored "
+                                        "with split_per_class)", _R)
+    split_val: float | None = option(None, Rule("float", 0.0, 1.0, high_open=True, optional=True),
+                                      "random setting: share of the nodes for validation; test takes the rest", _R)
+    split_stratify: bool | None = option(None, Rule("bool", optional=True),
+                                          "random setting: take the shares within each class", _R)
+    split_per_class: int | None = option(None, Rule("int", 0, optional=True),
+                                          "random setting: this many training nodes per class (Planetoid's "
+                                          "random split: 20); 0: split_train of the nodes", _R)
 
     def __post_init__(self) -> None:
         check(self.dataset is not None, "config key 'dataset' is required")
@@ -182,6 +198,18 @@ class TrainConfig(_OrthoFields):
               f"input_dropout={self.input_dropout!r} applies to node backbones only, not {self.backbone}")
         check(info.task == "node" or self.io_bias,
               f"io_bias={self.io_bias!r} applies to node backbones only, not {self.backbone}")
+        self._check_split_fields()
+
+    def _check_split_fields(self) -> None:
+        """The ``split_*`` fields belong to the random setting (its defaults fill them);
+        elsewhere they are refused rather than ignored."""
+        fields = {name: getattr(self, name) for name in SPLIT_FIELDS}
+        if SETTINGS.get(self.setting).split != "random":
+            given = [f"{k}={v!r}" for k, v in fields.items() if v is not None]
+            check(not given, f"{given[0] if given else ''} applies to the random setting only, not {self.setting}")
+            return
+        check(self.split_per_class > 0 or self.split_train + self.split_val < 1,
+              f"split_train={self.split_train} + split_val={self.split_val} must be below 1 (test takes the rest)")
 
     def ortho_settings(self) -> OrthoSettings | None:
         """The Ortho-GConv settings of this config, or None for the original arm."""

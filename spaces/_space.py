@@ -6,6 +6,8 @@ A space file::
     datasets: [cora]            # required
     setting: full               # optional; each dataset's default otherwise
     repeats: [0, 1, 2, 3, 4]    # optional; splits (full), seeds (semi/official), folds (cv10)
+    split: {train: 0.6, val: 0.2}   # optional: the random setting's split rule (keys train, val,
+                                # stratify, per_class: the config's split_* fields)
     backbones: [gcn, jknet]     # required
     depths: [2, 4, 8]           # required
     original: true              # the original backbone as its own arm (no T/beta/lambda)
@@ -52,6 +54,7 @@ import yaml
 from orthotune.core import (
     DATASETS,
     SETTINGS,
+    SPLIT_FIELDS,
     ConfigError,
     Group,
     OrthoSettings,
@@ -60,14 +63,17 @@ from orthotune.core import (
     all_backbones,
     by_group,
     defaults_for,
+    is_dynamic,
     profile_values,
     standard_form,
 )
 from orthotune.search import Space, cell_key
 from orthotune.spaces._dimension import Dimension
 
-TOP_KEYS = {"name", "datasets", "setting", "repeats", "backbones", "depths", "original", "ortho",
+TOP_KEYS = {"name", "datasets", "setting", "repeats", "split", "backbones", "depths", "original", "ortho",
             "train", "asha", "samples", "variants", "smoke_test"}
+#: Keys of ``split``: the config's split fields (``split_train``, ...) without their prefix.
+SPLIT_KEYS = {name.removeprefix("split_") for name in SPLIT_FIELDS}
 #: Keys of the ``ortho`` arm and of ``train``, derived from the config's declarations: the
 #: Ortho-GConv fields go under ``ortho``, every other training field or switch under ``train``.
 ORTHO_KEYS = {f.name for f in by_group(OrthoSettings, Group.ORTHO, Group.VARIANT)}
@@ -111,6 +117,7 @@ class SearchSpace(Space):
     depths: tuple[int, ...]
     setting: str | None = None
     repeats: tuple[int, ...] | None = None
+    split: Mapping[str, Any] = field(default_factory=dict)  # the random setting's rule (SPLIT_KEYS)
     original: bool = True
     ortho: Mapping[str, Dimension] | None = None
     train: Mapping[str, Dimension] = field(default_factory=dict)
@@ -213,7 +220,8 @@ class SearchSpace(Space):
         """The setting and repeats a config of ``dataset`` trains with."""
         setting = SETTINGS.get(self.setting or DATASETS.get(dataset).default_setting)
         repeats = list(self.repeats if self.repeats is not None else setting.default_repeats)
-        return {"setting": setting.name, setting.repeats_field: repeats}
+        rule = {f"split_{key}": value for key, value in self.split.items()} if setting.split == "random" else {}
+        return {"setting": setting.name, setting.repeats_field: repeats, **rule}
 
     def max_epochs(self) -> int:
         """The longest a trial can train (ASHA's ``max_t``)."""
@@ -317,6 +325,8 @@ class SearchSpace(Space):
             out["setting"] = self.setting
         if self.repeats is not None:
             out["repeats"] = list(self.repeats)
+        if self.split:
+            out["split"] = dict(self.split)
         if self.ortho is not None:
             out["ortho"] = dims(self.ortho)
         if self.variants:
@@ -351,13 +361,14 @@ def parse_space(values: Any, default_name: str = "space") -> SearchSpace:
     variants = values.get("variants") or []
     if not isinstance(variants, list):
         raise ConfigError(f"space: variants must be a list of mappings, got {type(variants).__name__}")
-    return SearchSpace(
+    space = SearchSpace(
         name=str(values.get("name", default_name)),
         datasets=_names("datasets", values["datasets"], DATASETS),
         backbones=_names("backbones", values["backbones"], all_backbones()),
         depths=tuple(_ints("depths", values["depths"], minimum=1)),
         setting=_setting(values.get("setting")),
         repeats=tuple(_ints("repeats", values["repeats"], minimum=0)) if "repeats" in values else None,
+        split=_split_rule(values.get("split")),
         original=_bool("original", values.get("original", True)),
         ortho=None if ortho is None else _dimensions("ortho", ortho),
         train=_dimensions("train", train),
@@ -367,6 +378,20 @@ def parse_space(values: Any, default_name: str = "space") -> SearchSpace:
         variants=tuple(_variant(i, v) for i, v in enumerate(variants)),
         smoke_test=_bool("smoke_test", values.get("smoke_test", False)),
     )
+    if space.split and not any(SETTINGS.get(space.protocol(d)["setting"]).split == "random" for d in space.datasets):
+        raise ConfigError(f"space: split applies to datasets in the random setting; none of "
+                          f"{', '.join(space.datasets)} is (set setting: random)")
+    return space
+
+
+def _split_rule(values: Any) -> dict[str, Any]:
+    """The ``split`` mapping; its values are checked as the configs' ``split_*`` fields."""
+    if values is None:
+        return {}
+    if not isinstance(values, dict):
+        raise ConfigError(f"space: split must be a mapping of {', '.join(sorted(SPLIT_KEYS))}, got {values!r}")
+    _known("split", values, SPLIT_KEYS)
+    return dict(values)
 
 
 def _setting(name: Any) -> str | None:
@@ -477,7 +502,8 @@ def _names(key: str, values: Any, *registries: Any) -> tuple[str, ...]:
         if not any(value in registry for registry in registries):
             valid = sorted({n for registry in registries for n in registry})
             raise ConfigError(f"space: unknown {key[:-1]} {value!r} in {key}; valid: {', '.join(valid)}")
-        names.append(str(value).lower())
+        # a pyg:/file: name keeps its spelling (class names and paths are case-sensitive)
+        names.append(DATASETS.get(value).name if is_dynamic(value) else str(value).lower())
     return tuple(dict.fromkeys(names))
 
 

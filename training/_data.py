@@ -26,7 +26,8 @@ from torch_geometric.data import Data
 from torch_geometric.nn.conv.gcn_conv import gcn_norm
 from torch_geometric.utils import to_torch_csr_tensor
 
-from orthotune.core import DATASETS, SETTINGS, DatasetInfo, OrthotuneError, Registry
+from orthotune.core import DATASETS, SETTINGS, ConfigError, DatasetInfo, OrthotuneError, Registry, TrainConfig, check
+from orthotune.training._given import RandomSplit, build_pyg, file_path, load_pyg, pyg_class, read_graph_file
 
 DATA_ROOT_ENV = "ORTHOTUNE_DATA_ROOT"
 CACHE_ENV = "ORTHOTUNE_CACHE"
@@ -145,13 +146,32 @@ def _ogb_files(info: DatasetInfo, split: str) -> list[str]:
         *(f"split/time/{part}.csv.gz" for part in ("train", "valid", "test"))]
 
 
+def _load_pyg(root: Path, info: DatasetInfo, split: str):
+    """A ``pyg:`` dataset by its own class, which downloads what is missing (``_fetch``; an
+    ordinary load goes through :func:`load_pyg`, which never downloads)."""
+    return build_pyg(pyg_class(info), root, info)
+
+
+def _load_file(root: Path, info: DatasetInfo, split: str):
+    return [read_graph_file(file_path(info, root), info.name)]
+
+
+def _unknown_files(info: DatasetInfo, split: str) -> list[str]:
+    return []  # known only once the class is built or the file read: see _check_given
+
+
 #: The loader families of the catalogue's datasets (``orthotune.core.DATASETS``): a dataset
-#: of a family is one entry there; a new family is one entry here.
+#: of a family is one entry there; a new family is one entry here. ``pyg`` and ``file`` read
+#: the datasets a user names (``pyg:CLASS/NAME``, ``file:PATH``; :mod:`._given`).
 LOADERS: Registry[Loader] = Registry("dataset loader")
 LOADERS.add("planetoid", Loader(_load_planetoid, _planetoid_files))
 LOADERS.add("webkb", Loader(_load_webkb, _webkb_files))
 LOADERS.add("tudataset", Loader(_load_tudataset, _tudataset_files))
 LOADERS.add("ogb", Loader(_load_ogb, _ogb_files))
+LOADERS.add("pyg", Loader(_load_pyg, _unknown_files))
+LOADERS.add("file", Loader(_load_file, _unknown_files))
+#: The families whose files are checked by reading them (:func:`_check_given`).
+GIVEN = ("pyg", "file")
 
 
 def _split(info: DatasetInfo, setting: str | None) -> tuple[str, str]:
@@ -183,6 +203,9 @@ def check_dataset_files(dataset: str, setting: str | None, data_root: DataRoot |
     ``download`` the loader fetches what is missing into it; otherwise a missing file raises
     :class:`OrthotuneError` naming the files and the data root, in one line."""
     root = data_root if isinstance(data_root, DataRoot) else DataRoot.resolve(data_root)
+    if DATASETS.get(dataset).loader in GIVEN:
+        _check_given(DATASETS.get(dataset), setting, root)
+        return
     missing = missing_files(dataset, setting, root)
     if missing and root.download:
         _fetch(dataset, setting, root)
@@ -197,11 +220,42 @@ def check_dataset_files(dataset: str, setting: str | None, data_root: DataRoot |
                              f"{shown}; {hint}")
 
 
+def _check_given(info: DatasetInfo, setting: str | None, root: DataRoot) -> None:
+    """A user's file is read and validated whole; a PyG class is looked up and built just far
+    enough to find its raw files (mirrored into the cache: nothing is written to the data
+    root), then, with ``download``, fetched by the class itself."""
+    split = _split(info, setting)[1]
+    if info.loader == "file":
+        _check_masks(_load_file(root.path, info, split)[0], info, split)
+        return
+    pyg_class(info)
+    if not (root.path / info.subdir).is_dir() and not root.download:
+        raise ConfigError(f"data root {str(root.path)!r} has no folder {info.subdir}/ for dataset {info.name!r}; "
+                          f"put its raw files there as PyG lays them out or add --download to fetch them into it")
+    _shadow(root).mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(_shadow(root) / f".{info.subdir}.lock"))
+    try:
+        with lock:
+            load_pyg(_loader_root(info, root), root.path, info, probe=True)
+    except ConfigError:
+        if not root.download:
+            raise
+        _fetch(info.name, setting, root)
+    if split == "own" and info.task == "node":  # whether it ships masks is known once loaded (then cached)
+        with lock:
+            _check_masks(load_pyg(_loader_root(info, root), root.path, info)[0], info, split)
+
+
+def _check_masks(data: Data, info: DatasetInfo, split: str) -> None:
+    check(split != "own" or all(key in data for key in ("train_mask", "val_mask", "test_mask")),
+          f"dataset {info.name!r} has no train_mask, val_mask and test_mask; use --setting random")
+
+
 def _fetch(dataset: str, setting: str | None, root: DataRoot) -> None:
     """The loader itself, on the data root: it downloads the missing raw files (and writes
     ``processed/`` there)."""
     info = DATASETS.get(dataset)
-    with FileLock(str(root.path / f".{info.name}.lock")):
+    with FileLock(str(root.path / f".{info.name.replace('/', '_').replace(':', '_')}.lock")):
         LOADERS.get(info.loader).load(root.path, info, _split(info, setting)[1])
 
 
@@ -211,8 +265,12 @@ def load_dataset(name: str, setting: str | None = None, data_root: DataRoot | No
     setting, split = _split(info, setting)
     data_root = data_root or DataRoot.resolve()
     check_dataset_files(info.name, setting, data_root)
+    if info.loader == "file":  # read where it lies: nothing is processed
+        return _load_file(data_root.path, info, split)
     root = _loader_root(info, data_root)
-    with FileLock(str(root / f".{info.name}.lock")):
+    with FileLock(str(root / f".{info.subdir if info.loader == 'pyg' else info.name}.lock")):
+        if info.loader == "pyg":
+            return load_pyg(root, data_root.path, info)
         return LOADERS.get(info.loader).load(root, info, split)
 
 
@@ -232,6 +290,8 @@ def is_prepared(name: str, data_root: DataRoot) -> bool:
     """Whether the dataset's loader has processed it into the cache before (PyG's and OGB's
     loaders write ``processed*`` folders there; the mirror never creates one), so the next
     load reads it instead of processing it first."""
+    if DATASETS.get(name).loader == "file":
+        return True  # read as it is, never processed
     folder = _shadow(data_root) / DATASETS.get(name).subdir
     return folder.is_dir() and any(path.is_dir() for path in folder.rglob("processed*"))
 
@@ -253,7 +313,9 @@ class NodeData:
     """One node-classification graph ready for full-batch training.
 
     ``adj`` is ``A_hat = D^-1/2 (A + I) D^-1/2`` of the (by default undirected) graph as a sparse CSR
-    matrix; masks are ``[N, splits]`` (one column for a single official/public split).
+    matrix; masks are ``[N, splits]`` (one column for a single official/public split). In the
+    random setting the masks have no column: ``random`` (set per config by
+    :func:`with_random_split`) draws split ``k`` from seed ``k`` when asked for it.
     """
 
     name: str
@@ -266,6 +328,7 @@ class NodeData:
     test_mask: Tensor
     num_classes: int
     num_edges: int  # directed edges of the loaded graph, before symmetrisation
+    random: RandomSplit | None = None
 
     @property
     def num_nodes(self) -> int:
@@ -277,6 +340,8 @@ class NodeData:
 
     def masks(self, splits: Sequence[int]) -> tuple[Tensor, Tensor, Tensor]:
         """``[N, len(splits)]`` train/val/test masks for the given split columns."""
+        if SETTINGS.get(self.setting).split == "random":
+            return self._random_masks(splits)
         for split in splits:
             if not 0 <= split < self.num_splits:
                 raise OrthotuneError(
@@ -285,6 +350,11 @@ class NodeData:
                 )
         columns = list(splits)
         return self.train_mask[:, columns], self.val_mask[:, columns], self.test_mask[:, columns]
+
+    def _random_masks(self, splits: Sequence[int]) -> tuple[Tensor, Tensor, Tensor]:
+        check(self.random is not None, f"{self.name} ({self.setting}) needs the split_* fields of a config")
+        parts = [self.random.masks(self.y, split, self.name) for split in splits]
+        return tuple(torch.stack([part[i] for part in parts], 1).to(self.y.device) for i in range(3))
 
     def to(self, device: torch.device) -> NodeData:
         moved = {
@@ -306,13 +376,15 @@ def load_node_data(
     dataset = load_dataset(name, setting, data_root)
     data: Data = dataset[0]
     num_edges = data.num_edges
-    if SETTINGS.get(setting).split == "official":  # the dataset's own split (OGB's), unnormalised features
+    split = SETTINGS.get(setting).split
+    check(data.x is not None and data.y is not None, f"dataset {info.name!r} has no node features x or labels y")
+    if split == "official":  # the dataset's own split (OGB's), unnormalised features
         train, val, test = _official_masks(dataset, data.num_nodes)
         y = data.y.view(-1)
     else:
         data = T.NormalizeFeatures()(data)
-        train, val, test = (_as_columns(m) for m in (data.train_mask, data.val_mask, data.test_mask))
-        y = data.y
+        y = data.y.view(-1) if data.y.dim() == 2 and data.y.shape[1] == 1 else data.y
+        train, val, test = _given_masks(data, info, split)
     return NodeData(
         name=info.name,
         setting=setting,
@@ -343,6 +415,21 @@ def normalised_adjacency(edge_index: Tensor, num_nodes: int, directed: bool = Fa
     with warnings.catch_warnings():  # torch flags sparse CSR as beta on every construction
         warnings.simplefilter("ignore", UserWarning)
         return to_torch_csr_tensor(index, weight, (num_nodes, num_nodes))
+
+
+def _given_masks(data: Data, info: DatasetInfo, split: str) -> tuple[Tensor, Tensor, Tensor]:
+    """The dataset's masks as columns; none in the random setting (drawn per split)."""
+    if split == "random":
+        empty = torch.zeros(data.num_nodes, 0, dtype=torch.bool)
+        return empty, empty, empty
+    _check_masks(data, info, split)
+    return tuple(_as_columns(data[key]) for key in ("train_mask", "val_mask", "test_mask"))
+
+
+def with_random_split(data: object, config: TrainConfig) -> object:
+    """``data`` with ``config``'s random split rule (node data of the random setting only)."""
+    split = RandomSplit.of(config)
+    return data if split is None or not isinstance(data, NodeData) else replace(data, random=split)
 
 
 def _as_columns(mask: Tensor) -> Tensor:

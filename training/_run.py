@@ -14,8 +14,9 @@ from typing import Any
 
 import torch
 
-from orthotune.core import DATASETS, ConfigResult, EpochCallback, Registry, TrainConfig
-from orthotune.training._data import DataRoot, load_node_data
+from orthotune.core import DATASETS, ConfigResult, EpochCallback, Registry, TrainConfig, check
+from orthotune.training._data import DataRoot, load_node_data, with_random_split
+from orthotune.training._given import RandomSplit
 from orthotune.training._graph import load_graph_data, train_graph
 from orthotune.training._loop import DEFAULT_OPTIONS, TrainOptions
 from orthotune.training._node import train_node
@@ -59,4 +60,8 @@ def run_configs(
     first = configs[0]
     task = TRAINERS.get(DATASETS.get(first.dataset).task)
     data = task_data(first.dataset, first.setting, data_root, str(device), first.directed, download)
-    return task.train(list(configs), data, device, on_epoch, options)
+    # the random setting's split rule is the data's: one per call (the callback's indices are
+    # the call's configs, so a call is never split up here)
+    rules = {RandomSplit.of(config) for config in configs}
+    check(len(rules) == 1, f"configs trained together must share their split_* fields; got {len(rules)} rules")
+    return task.train(list(configs), with_random_split(data, first), device, on_epoch, options)
