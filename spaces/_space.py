@@ -58,8 +58,10 @@ from orthotune.core import (
     OrthotuneError,
     TrainConfig,
     all_backbones,
+    backbone_name,
     by_group,
     defaults_for,
+    is_factory,
     profile_values,
     standard_form,
 )
@@ -354,7 +356,7 @@ def parse_space(values: Any, default_name: str = "space") -> SearchSpace:
     return SearchSpace(
         name=str(values.get("name", default_name)),
         datasets=_names("datasets", values["datasets"], DATASETS),
-        backbones=_names("backbones", values["backbones"], all_backbones()),
+        backbones=_backbones("backbones", values["backbones"]),
         depths=tuple(_ints("depths", values["depths"], minimum=1)),
         setting=_setting(values.get("setting")),
         repeats=tuple(_ints("repeats", values["repeats"], minimum=0)) if "repeats" in values else None,
@@ -395,7 +397,7 @@ def _variant(index: int, values: Any) -> Variant:
         arms=arms,
         profile=profile,
         datasets=_names(f"{where}.datasets", values["datasets"], DATASETS) if "datasets" in values else None,
-        backbones=_names(f"{where}.backbones", values["backbones"], all_backbones()) if "backbones" in values else None,
+        backbones=_backbones(f"{where}.backbones", values["backbones"]) if "backbones" in values else None,
         depths=tuple(_ints(f"{where}.depths", values["depths"], minimum=1)) if "depths" in values else None,
     )
 
@@ -478,6 +480,23 @@ def _names(key: str, values: Any, *registries: Any) -> tuple[str, ...]:
             valid = sorted({n for registry in registries for n in registry})
             raise ConfigError(f"space: unknown {key[:-1]} {value!r} in {key}; valid: {', '.join(valid)}")
         names.append(str(value).lower())
+    return tuple(dict.fromkeys(names))
+
+
+def _backbones(key: str, values: Any) -> tuple[str, ...]:
+    """Catalogue backbones or users' ``package.module:factory`` names (checked, not imported)."""
+    values = [values] if isinstance(values, str) else values
+    if not isinstance(values, list) or not values:
+        raise ConfigError(f"space: {key} must be a non-empty list, got {values!r}")
+    names = []
+    for value in values:
+        if not is_factory(value) and str(value).lower() not in all_backbones():
+            raise ConfigError(f"space: unknown backbone {value!r} in {key}; valid: {', '.join(all_backbones())}, "
+                              f"or package.module:factory")
+        try:
+            names.append(backbone_name(value))
+        except ConfigError as error:
+            raise ConfigError(f"space: {error} (in {key})") from None
     return tuple(dict.fromkeys(names))
 
 
