@@ -164,7 +164,10 @@ def build_module_model(config: TrainConfig, features: int, classes: int, seed: i
             model = MODULE_BACKBONES.get(config.backbone)(config, features, classes)
         if config.ortho:
             generator = torch.Generator().manual_seed(seed)
-            orthogonalise(model, config.ortho_settings(), model.selector(), generator=generator)
+            try:
+                orthogonalise(model, config.ortho_settings(), model.selector(), generator=generator)
+            except ConfigError as error:  # say which backbone: a factory's name is the user's clue
+                raise ConfigError(f"backbone {config.backbone!r} (Ortho-GConv arm): {error}") from None
     return model
 
 
