@@ -101,8 +101,10 @@ class TrainConfig(_OrthoFields):
     depth: int | None = option(None, Rule("int", 2, MAX_DEPTH),
                                 "node backbones: graph convolutions, i.e. propagations by A_hat per forward "
                                 "pass, as PyG's num_layers (a 2-layer GCN is Kipf & Welling's; the Ortho-GConv "
-                                "authors' --layer L is depth L + 2 with layout official, L for GCNII); gunet: "
-                                "pooling levels", _C)
+                                "authors' --layer L is depth L + 2 with layout official, L for GCNII); gat, sage, "
+                                "gin: their message-passing layers; appnp: its MLP's hidden x hidden layers "
+                                "(linear) or all its layers (standard), K propagations follow; a factory: its "
+                                "own; gunet: pooling levels", _C)
     ortho: bool = option(True, Rule("bool"), "Ortho-GConv arm (true) or the original backbone (false)", _C)
     variant: str = option("default", Rule("str"),
                            "label of the variant (profile or ablation); part of the report's cell key", _V)
@@ -113,8 +115,8 @@ class TrainConfig(_OrthoFields):
                           "around depth hidden x hidden convolutions), standard (the backbone's own paper: "
                           "GCN as Kipf & Welling, input and output are graph convolutions; JKNet as Xu et al., "
                           "a linear head after jumping knowledge; GCNII as Chen et al., linear input and "
-                          "output) or official (the Ortho-GConv authors' code: GCN and JKNet with graph "
-                          "input and output convolutions, GCNII linear)", _T)
+                          "output; gat, sage, gin, appnp as PyG builds them) or official (the Ortho-GConv authors' "
+                          "code: GCN and JKNet with graph input and output convolutions, GCNII linear)", _T)
     conv_bias: bool = option(True, Rule("bool"), "bias on the hidden convolutions", _V)
     io_bias: bool = option(True, Rule("bool"),
                             "bias on the input and output layers (node backbones; false: none, as the "

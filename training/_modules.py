@@ -28,7 +28,6 @@ from orthotune.models import (
     NodeModule,
     build_module_model,
     feature_norms,
-    layer_gradient_norms,
     orthogonalised_weights,
     orthogonality_regulariser,
     signal_magnification,
@@ -140,7 +139,8 @@ class _ModulePack:
                 weights = self._layer_weights()
                 logits = self.model(self.graph.x, self.graph.edge_index)
                 loss = F.cross_entropy(logits[self.train_mask], self.graph.data.y[self.train_mask])
-                norms = layer_gradient_norms(loss, weights)[0].tolist()
+                grads = torch.autograd.grad(loss, weights, allow_unused=True) if weights else []
+                norms = [0.0 if g is None else float(g.norm()) for g in grads]
         finally:
             if hook is not None:
                 hook.remove()
