@@ -130,7 +130,9 @@ TASKS: Registry[TaskInfo] = Registry("task")
 #: Node backbones: orthotune's packed GCN, JKNet and GCNII, then PyG's own GAT, GraphSAGE, GIN
 #: (``torch_geometric.nn.models``) and APPNP (an MLP, then PyG's APPNP propagation), which
 #: train one run per model. A node config may also name a user's factory (:data:`FACTORY`).
-TASKS.add("node", TaskInfo("node", ("gcn", "jknet", "gcnii", "gat", "sage", "gin", "appnp")))
+PACKED_NODE_BACKBONES = ("gcn", "jknet", "gcnii")
+PYG_NODE_BACKBONES = ("gat", "sage", "gin", "appnp")
+TASKS.add("node", TaskInfo("node", PACKED_NODE_BACKBONES + PYG_NODE_BACKBONES))
 TASKS.add("graph", TaskInfo("graph", ("gunet",)))
 
 

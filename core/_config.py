@@ -14,7 +14,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from orthotune.core._catalogue import DATASETS, TASKS, all_backbones, backbone_name, defaults_for, is_factory
+from orthotune.core._catalogue import (
+    DATASETS,
+    PACKED_NODE_BACKBONES,
+    TASKS,
+    all_backbones,
+    backbone_name,
+    defaults_for,
+    is_factory,
+)
 from orthotune.core._errors import ConfigError, OrthotuneError, check
 from orthotune.core._fields import Group, Rule, by_group, declared, option, validate_fields
 
@@ -194,11 +202,21 @@ class TrainConfig(_OrthoFields):
               f"norm_groups={self.norm_groups} must divide hidden={self.hidden}")
         check(self.backbone != "gat" or self.hidden % self.heads == 0,
               f"heads={self.heads} must divide hidden={self.hidden} (GAT concatenates its heads)")
+        if info.task == "node" and self.backbone not in PACKED_NODE_BACKBONES:  # PyG's models, factories
+            self._check_module_switches()
         # only the node backbones read these: refuse them rather than ignore them
         check(info.task == "node" or self.input_dropout is None,
               f"input_dropout={self.input_dropout!r} applies to node backbones only, not {self.backbone}")
         check(info.task == "node" or self.io_bias,
               f"io_bias={self.io_bias!r} applies to node backbones only, not {self.backbone}")
+
+    def _check_module_switches(self) -> None:
+        """The switches orthotune's own backbones have and PyG's models or a factory do not."""
+        built = ", ".join(PACKED_NODE_BACKBONES)
+        check(self.layout != "official", f"layout='official' applies to {built}, not {self.backbone}")
+        check(self.feature_transform, f"feature_transform=False applies to {built}, not {self.backbone}")
+        check(self.conv_bias or self.backbone != "gin",
+              "conv_bias=False does not apply to gin (PyG's GINConv has no bias switch)")
 
     def ortho_settings(self) -> OrthoSettings | None:
         """The Ortho-GConv settings of this config, or None for the original arm."""

@@ -107,8 +107,7 @@ class _Appnp(nn.Module):
 
 def _gnn_model(gnn_class: type[BasicGNN], config: TrainConfig, features: int, classes: int,
                **kwargs: object) -> NodeModule:
-    check(config.conv_bias or gnn_class is not GIN,
-          "conv_bias=False does not apply to gin (PyG's GINConv has no bias switch)")
+    # TrainConfig refuses the switches these models lack (official layout, no feature transform, ...)
     if config.conv_bias is False:
         kwargs["bias"] = False
     common = dict(dropout=config.dropout, norm="batch_norm" if config.batch_norm else None, **kwargs)
@@ -153,8 +152,6 @@ def is_module_backbone(backbone: str) -> bool:
 def build_module_model(config: TrainConfig, features: int, classes: int, seed: int) -> NodeModule:
     """The model of one run of ``config``, its Ortho-GConv arm orthogonalised; weights drawn
     from ``seed`` (the global stream is left as it was)."""
-    check(config.layout != "official", f"layout='official' applies to gcn, jknet and gcnii, not {config.backbone}")
-    check(config.feature_transform, f"feature_transform=False applies to gcn, jknet and gcnii, not {config.backbone}")
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         if is_factory(config.backbone):

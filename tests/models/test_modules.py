@@ -4,6 +4,7 @@ refusals, and training on Cora through ``run_configs`` (the entry point of ``ort
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -66,8 +67,12 @@ def test_pyg_arguments_are_declared_fields_with_rules():
     ]:
         with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")):
             config(ortho=True, **values)
-    with pytest.raises(ConfigError, match="layout='official' applies to gcn, jknet and gcnii, not gin"):
-        build_module_model(config("gin", True, layout="official"), FEATURES, CLASSES, seed=0)
+    for values, message in [({"backbone": "gin", "layout": "official"}, "layout='official' applies to gcn, jknet, "
+                                                                        "gcnii, not gin"),
+                            ({"backbone": FACTORY, "feature_transform": False}, "feature_transform=False applies"),
+                            ({"backbone": "gin", "conv_bias": False}, "conv_bias=False does not apply to gin")]:
+        with pytest.raises(ConfigError, match=message):
+            config(ortho=True, **values)
 
 
 def test_names_unknown_backbones_and_factories():
@@ -156,3 +161,16 @@ def test_trained_ortho_weights_are_orthogonal_at_large_T(cora, backbone):
     weights = orthogonalised_weights(pack.model)
     assert weights and all(distance_to_orthogonality(w.detach()) < 1e-4 for w in weights.values())
     assert any(not torch.equal(before[k], v) for k, v in pack.model.named_parameters() if "original" in k)
+
+
+def test_orthotune_train_takes_a_factory_and_the_new_fields(capsys):
+    from orthotune.cli import main
+
+    assert main(["train", "--dataset", "cora", "--backbone", FACTORY, "--epochs", "2", "--hidden", "8",
+                 "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["config"]["backbone"] == FACTORY and summary["status"] == "completed"
+    assert main(["train", "--dataset", "cora", "--backbone", "appnp", "--K", "3", "--alpha", "0.1",
+                 "--no-ortho", "--epochs", "2", "--hidden", "8", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert (summary["config"]["K"], summary["config"]["alpha"], summary["config"]["ortho"]) == (3, 0.1, False)
