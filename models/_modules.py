@@ -19,6 +19,13 @@ What ``depth`` means (as for GCN, it pairs the arms on the same propagations):
   linear layers in all (the APPNP paper's 2-layer MLP is depth 2).
 - a factory: whatever the factory makes of the ``depth`` it is given; ``layout`` is not read.
 
+A user's factory: a backbone named ``package.module:factory`` (checked syntactically by the
+config, imported by :func:`user_model` only when a model is built from it, so the module must be
+importable where training runs: installed, or on ``PYTHONPATH``, which local Ray workers
+inherit). ``factory(in_size, hidden, out_size, depth, dropout)`` returns an ``nn.Module`` whose
+``forward(x, edge_index)`` gives ``[nodes, out_size]`` logits; a failing import or call, a
+non-module or a wrong shape on a 4-node graph is one ``ConfigError`` line naming it.
+
 What the Ortho-GConv arm orthogonalises: PyG's default rule (:data:`~._parametrize.DEFAULT_RULE`)
 for GAT (each hidden convolution's ``lin``), GraphSAGE (``lin_l`` and ``lin_r``) and GIN (the
 square layers of each hidden convolution's MLP); for APPNP, whose propagation has no weights,
