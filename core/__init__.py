@@ -1,7 +1,16 @@
 """The ground floor: errors, registries, the catalogue of names and defaults, the config
 type and the result types. Imports nothing of orthotune's other layers, and no torch."""
 
-from orthotune.core._catalogue import DATASETS, SETTINGS, DatasetInfo, all_backbones, defaults_for, is_dynamic
+from orthotune.core._catalogue import (
+    DATASETS,
+    SETTINGS,
+    DatasetInfo,
+    all_backbones,
+    backbone_name,
+    defaults_for,
+    is_dynamic,
+    is_factory,
+)
 from orthotune.core._config import PROFILES, SPLIT_FIELDS, OrthoSettings, TrainConfig, check_memory, profile_values
 from orthotune.core._errors import ConfigError, OrthotuneError, SearchCrashed, SearchInterrupted, check
 from orthotune.core._fields import Group, by_group, column_name, declared
@@ -44,6 +53,7 @@ __all__ = [
     "Status",
     "TrainConfig",
     "all_backbones",
+    "backbone_name",
     "by_group",
     "check",
     "check_memory",
@@ -51,6 +61,7 @@ __all__ = [
     "declared",
     "defaults_for",
     "is_dynamic",
+    "is_factory",
     "mean",
     "mean_or_zero",
     "profile_values",

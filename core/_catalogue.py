@@ -212,13 +212,43 @@ class TaskInfo:
 
 
 TASKS: Registry[TaskInfo] = Registry("task")
-TASKS.add("node", TaskInfo("node", ("gcn", "jknet", "gcnii")))
+#: Node backbones: orthotune's packed GCN, JKNet and GCNII, then PyG's own GAT, GraphSAGE, GIN
+#: (``torch_geometric.nn.models``) and APPNP (an MLP, then PyG's APPNP propagation), which
+#: train one run per model. A node config may also name a user's factory (:data:`FACTORY`).
+PACKED_NODE_BACKBONES = ("gcn", "jknet", "gcnii")
+PYG_NODE_BACKBONES = ("gat", "sage", "gin", "appnp")
+TASKS.add("node", TaskInfo("node", PACKED_NODE_BACKBONES + PYG_NODE_BACKBONES))
 TASKS.add("graph", TaskInfo("graph", ("gunet",)))
 
 
 def all_backbones() -> list[str]:
     """Every task's backbones, in the catalogue's order: the valid values of ``backbone``."""
     return list(dict.fromkeys(b for task in TASKS for b in TASKS.get(task).backbones))
+
+
+#: A user's model factory as a backbone: ``package.module:factory`` (imported only when a model
+#: is built from it; ``orthotune.models`` says what it must return).
+FACTORY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*")
+
+
+def is_factory(name: object) -> bool:
+    """Does ``name`` name a user's factory (``package.module:factory``), not a catalogue backbone?"""
+    return isinstance(name, str) and ":" in name
+
+
+def backbone_name(name: object) -> str:
+    """``name`` as configs, spaces, the CLI and reports spell a backbone: a catalogue name in
+    lower case, or a user's ``package.module:factory`` as given (syntax checked, not imported)."""
+    if is_factory(name):
+        if not FACTORY.fullmatch(name):
+            raise ConfigError(f"backbone {name!r} must be package.module:factory (dotted module path, a colon, "
+                              f"a Python name) to name a user's model factory")
+        return name
+    key = str(name).lower()
+    if key not in all_backbones():
+        raise ConfigError(f"unknown backbone {name!r}; valid: {', '.join(all_backbones())}, "
+                          f"or package.module:factory")
+    return key
 
 
 def defaults_for(dataset: str, setting: str) -> dict[str, Any]:

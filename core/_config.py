@@ -14,7 +14,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from orthotune.core._catalogue import DATASETS, SETTINGS, TASKS, all_backbones, defaults_for
+from orthotune.core._catalogue import (
+    DATASETS,
+    PACKED_NODE_BACKBONES,
+    SETTINGS,
+    TASKS,
+    all_backbones,
+    backbone_name,
+    defaults_for,
+    is_factory,
+)
 from orthotune.core._errors import ConfigError, OrthotuneError, check
 from orthotune.core._fields import Group, Rule, by_group, declared, option, validate_fields
 
@@ -97,14 +106,18 @@ class TrainConfig(_OrthoFields):
                            "torch_geometric.datasets class, raw files below DATA_ROOT/CLASS) or file:PATH (a saved "
                            "PyG Data .pt or an .npz; relative to the data root unless absolute)", _C)
     setting: str | None = option(None, Rule("str"), "protocol setting (default: the dataset's first)", _C)
-    backbone: str | None = option(None, Rule("str"), "backbone (default: gcn for node, gunet for graph datasets)", _C)
+    backbone: str | None = option(None, Rule("str"),
+                                  "backbone (default: gcn for node, gunet for graph datasets), or a user's model "
+                                  "factory as package.module:factory (node datasets)", _C)
     # Caps: 16 times the paper's deepest model (GCNII, 64 layers) and widest default (OGB's
     # 256). Within them, :func:`check_memory` refuses a config whose estimate exceeds memory.
     depth: int | None = option(None, Rule("int", 2, MAX_DEPTH),
                                 "node backbones: graph convolutions, i.e. propagations by A_hat per forward "
                                 "pass, as PyG's num_layers (a 2-layer GCN is Kipf & Welling's; the Ortho-GConv "
-                                "authors' --layer L is depth L + 2 with layout official, L for GCNII); gunet: "
-                                "pooling levels", _C)
+                                "authors' --layer L is depth L + 2 with layout official, L for GCNII); gat, sage, "
+                                "gin: their message-passing layers; appnp: its MLP's hidden x hidden layers "
+                                "(linear) or all its layers (standard), K propagations follow; a factory: its "
+                                "own; gunet: pooling levels", _C)
     ortho: bool = option(True, Rule("bool"), "Ortho-GConv arm (true) or the original backbone (false)", _C)
     variant: str = option("default", Rule("str"),
                            "label of the variant (profile or ablation); part of the report's cell key", _V)
@@ -115,8 +128,8 @@ class TrainConfig(_OrthoFields):
                           "around depth hidden x hidden convolutions), standard (the backbone's own paper: "
                           "GCN as Kipf & Welling, input and output are graph convolutions; JKNet as Xu et al., "
                           "a linear head after jumping knowledge; GCNII as Chen et al., linear input and "
-                          "output) or official (the Ortho-GConv authors' code: GCN and JKNet with graph "
-                          "input and output convolutions, GCNII linear)", _T)
+                          "output; gat, sage, gin, appnp as PyG builds them) or official (the Ortho-GConv authors' "
+                          "code: GCN and JKNet with graph input and output convolutions, GCNII linear)", _T)
     conv_bias: bool = option(True, Rule("bool"), "bias on the hidden convolutions", _V)
     io_bias: bool = option(True, Rule("bool"),
                             "bias on the input and output layers (node backbones; false: none, as the "
@@ -150,9 +163,17 @@ class TrainConfig(_OrthoFields):
     patience: int | None = option(None, Rule("int", 1),
                                    "stop after this many epochs without a better selection metric", _T)
     alpha: float | None = option(None, Rule("float", 0.0, 1.0, optional=True),
-                                  "GCNII initial-residual weight (node settings; unused by gunet)", _T)
+                                  "GCNII initial-residual weight, and APPNP's teleport probability (the same "
+                                  "term: alpha * H(0) added to each propagation; node settings; unused by gunet)",
+                                  _T)
     theta: float = option(0.5, Rule("float", 0.0, low_open=True),
                            "GCNII identity-mapping strength (lambda in the GCNII paper)", _T)
+    # PyG backbones' own arguments: read by their backbone only (as alpha is by GCNII and
+    # APPNP, jk by JKNet), so one space may search them over several backbones
+    heads: int = option(8, Rule("int", 1, 64), "GAT: attention heads per hidden layer (hidden must divide by it)", _T)
+    aggr: str = option("mean", Rule("str", choices=("mean", "max", "sum")), "GraphSAGE: neighbour aggregation", _T)
+    K: int = option(10, Rule("int", 1, MAX_DEPTH),
+                    "APPNP: propagation steps after its MLP (its teleport probability is alpha)", _T)
     batch_size: int | None = option(None, Rule("int", 1, optional=True), "graphs per mini-batch (graph tasks)", _T)
     splits: tuple[int, ...] = option((0,), Rule("ints", 0), "splits (full) or folds (cv10) of the repeats", _R)
     seeds: tuple[int, ...] = option((0,), Rule("ints", 0), "seeds of the repeats", _R)
@@ -178,8 +199,11 @@ class TrainConfig(_OrthoFields):
         info.check_setting(self.setting)
         task = TASKS.get(info.task)
         check(self.backbone is None or isinstance(self.backbone, str), f"backbone={self.backbone!r} must be a string")
-        set_(self, "backbone", (self.backbone or task.default_backbone).lower())
-        if self.backbone not in task.backbones:
+        set_(self, "backbone", backbone_name(self.backbone or task.default_backbone))
+        if is_factory(self.backbone):
+            check(info.task == "node", f"backbone {self.backbone!r}: a model factory applies to node datasets, "
+                                       f"not {info.task}-classification dataset {info.name}")
+        elif self.backbone not in task.backbones:
             problem = (f"backbone {self.backbone!r} does not apply to {info.task}-classification dataset "
                        f"{info.name}" if self.backbone in all_backbones() else f"unknown backbone {self.backbone!r}")
             raise ConfigError(f"{problem}; valid: {', '.join(task.backbones)}")
@@ -193,6 +217,10 @@ class TrainConfig(_OrthoFields):
               f"splits={self.splits} and seeds={self.seeds} must have equal lengths, or one of length 1")
         check(self.hidden % self.norm_groups == 0,
               f"norm_groups={self.norm_groups} must divide hidden={self.hidden}")
+        check(self.backbone != "gat" or self.hidden % self.heads == 0,
+              f"heads={self.heads} must divide hidden={self.hidden} (GAT concatenates its heads)")
+        if info.task == "node" and self.backbone not in PACKED_NODE_BACKBONES:  # PyG's models, factories
+            self._check_module_switches()
         # only the node backbones read these: refuse them rather than ignore them
         check(info.task == "node" or self.input_dropout is None,
               f"input_dropout={self.input_dropout!r} applies to node backbones only, not {self.backbone}")
@@ -210,6 +238,14 @@ class TrainConfig(_OrthoFields):
             return
         check(self.split_per_class > 0 or self.split_train + self.split_val < 1,
               f"split_train={self.split_train} + split_val={self.split_val} must be below 1 (test takes the rest)")
+
+    def _check_module_switches(self) -> None:
+        """The switches orthotune's own backbones have and PyG's models or a factory do not."""
+        built = ", ".join(PACKED_NODE_BACKBONES)
+        check(self.layout != "official", f"layout='official' applies to {built}, not {self.backbone}")
+        check(self.feature_transform, f"feature_transform=False applies to {built}, not {self.backbone}")
+        check(self.conv_bias or self.backbone != "gin",
+              "conv_bias=False does not apply to gin (PyG's GINConv has no bias switch)")
 
     def ortho_settings(self) -> OrthoSettings | None:
         """The Ortho-GConv settings of this config, or None for the original arm."""

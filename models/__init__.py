@@ -1,10 +1,11 @@
 """Ortho-GConv models: the orthogonalisation module, the backbones, the metrics, and Ortho-GConv as a
-parametrization of any module's weights (:func:`orthogonalise`)."""
+parametrization of any module's weights (:func:`orthogonalise`), and PyG's models and users' factories as backbones."""
 
 from orthotune.models._backbones import BACKBONES, OrthoGNN, adjacency, build_node_model, readout_width
 from orthotune.models._graph_unet import GRAPH_BACKBONES, OrthoGraphNet
 from orthotune.models._layers import node_features
 from orthotune.models._metrics import feature_norms, issued_ops, layer_gradient_norms, signal_magnification, smoothness
+from orthotune.models._modules import MODULE_BACKBONES, NodeModule, build_module_model, is_module_backbone
 from orthotune.models._parametrize import (
     OrthoGConvWeight,
     orthogonalise,
@@ -16,12 +17,16 @@ from orthotune.models._parametrize import (
 __all__ = [
     "BACKBONES",
     "GRAPH_BACKBONES",
+    "MODULE_BACKBONES",
+    "NodeModule",
     "OrthoGConvWeight",
     "OrthoGNN",
     "OrthoGraphNet",
     "adjacency",
+    "build_module_model",
     "build_node_model",
     "feature_norms",
+    "is_module_backbone",
     "issued_ops",
     "layer_gradient_norms",
     "node_features",

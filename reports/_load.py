@@ -16,7 +16,7 @@ from orthotune.core import (
     OrthoSettings,
     OrthotuneError,
     TrainConfig,
-    all_backbones,
+    backbone_name,
     by_group,
 )
 from orthotune.store import Store
@@ -74,10 +74,7 @@ class Filters:
 
 
 def _check_backbone(name: str) -> str:
-    key = str(name).lower()
-    if key in all_backbones():
-        return key
-    raise ConfigError(f"unknown backbone {name!r}; valid: {', '.join(all_backbones())}")
+    return backbone_name(name)
 
 
 def open_store(store: Store | str) -> Store:

@@ -61,9 +61,11 @@ from orthotune.core import (
     OrthotuneError,
     TrainConfig,
     all_backbones,
+    backbone_name,
     by_group,
     defaults_for,
     is_dynamic,
+    is_factory,
     profile_values,
     standard_form,
 )
@@ -364,7 +366,7 @@ def parse_space(values: Any, default_name: str = "space") -> SearchSpace:
     space = SearchSpace(
         name=str(values.get("name", default_name)),
         datasets=_names("datasets", values["datasets"], DATASETS),
-        backbones=_names("backbones", values["backbones"], all_backbones()),
+        backbones=_backbones("backbones", values["backbones"]),
         depths=tuple(_ints("depths", values["depths"], minimum=1)),
         setting=_setting(values.get("setting")),
         repeats=tuple(_ints("repeats", values["repeats"], minimum=0)) if "repeats" in values else None,
@@ -420,7 +422,7 @@ def _variant(index: int, values: Any) -> Variant:
         arms=arms,
         profile=profile,
         datasets=_names(f"{where}.datasets", values["datasets"], DATASETS) if "datasets" in values else None,
-        backbones=_names(f"{where}.backbones", values["backbones"], all_backbones()) if "backbones" in values else None,
+        backbones=_backbones(f"{where}.backbones", values["backbones"]) if "backbones" in values else None,
         depths=tuple(_ints(f"{where}.depths", values["depths"], minimum=1)) if "depths" in values else None,
     )
 
@@ -504,6 +506,23 @@ def _names(key: str, values: Any, *registries: Any) -> tuple[str, ...]:
             raise ConfigError(f"space: unknown {key[:-1]} {value!r} in {key}; valid: {', '.join(valid)}")
         # a pyg:/file: name keeps its spelling (class names and paths are case-sensitive)
         names.append(DATASETS.get(value).name if is_dynamic(value) else str(value).lower())
+    return tuple(dict.fromkeys(names))
+
+
+def _backbones(key: str, values: Any) -> tuple[str, ...]:
+    """Catalogue backbones or users' ``package.module:factory`` names (checked, not imported)."""
+    values = [values] if isinstance(values, str) else values
+    if not isinstance(values, list) or not values:
+        raise ConfigError(f"space: {key} must be a non-empty list, got {values!r}")
+    names = []
+    for value in values:
+        if not is_factory(value) and str(value).lower() not in all_backbones():
+            raise ConfigError(f"space: unknown backbone {value!r} in {key}; valid: {', '.join(all_backbones())}, "
+                              f"or package.module:factory")
+        try:
+            names.append(backbone_name(value))
+        except ConfigError as error:
+            raise ConfigError(f"space: {error} (in {key})") from None
     return tuple(dict.fromkeys(names))
 
 

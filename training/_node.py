@@ -57,6 +57,7 @@ from orthotune.models import (
     adjacency,
     build_node_model,
     feature_norms,
+    is_module_backbone,
     layer_gradient_norms,
     node_features,
     readout_width,
@@ -81,6 +82,7 @@ from orthotune.training._loop import (
     runs_of,
 )
 from orthotune.training._memory import pack_capacity
+from orthotune.training._modules import train_modules
 
 #: Fields that may differ between the slots of one pack (everything else must agree).
 PER_RUN = frozenset({"selection", "input_T"})
@@ -113,8 +115,11 @@ def train_node(
     on_epoch: EpochCallback | None = None,
     options: TrainOptions = DEFAULT_OPTIONS,
 ) -> list[ConfigResult]:
-    """Train every run of every config (all with one :func:`pack_key`) in packs."""
+    """Train every run of every config (all with one :func:`pack_key`) in packs; PyG's models
+    and users' factories one model per run (``._modules``)."""
     configs = [configs] if isinstance(configs, TrainConfig) else list(configs)
+    if is_module_backbone(configs[0].backbone):  # PyG's models and factories: one model per run
+        return train_modules(configs, data, device, on_epoch, options)
     if len({pack_key(c) for c in configs}) != 1:
         raise OrthotuneError("configs packed together must share dataset, backbone, depth, arm, "
                              "hidden width, dropout and every structural switch")

@@ -35,7 +35,7 @@ FILES: dict[str, bytes] = {
     "wide.yaml": (SPACE + "train: {hidden: 1000000}\n").encode(),
     "huge.yaml": SPACE.replace("[2]", "[1024]").replace("cora", "pubmed").encode() + b"train: {hidden: 4096}\n",
     "arxiv.yaml": SPACE.replace("cora", "ogbn-arxiv").encode(),
-    "bad-backbone.yaml": SPACE.replace("gcn", "gat").encode(),
+    "bad-backbone.yaml": SPACE.replace("gcn", "pna").encode(),
     "not-a-list.yaml": SPACE.replace("[cora]", "{a: 1}").encode(),
     "config-binary.json": b"\x80\x81\x82",
     "config-list.yaml": b"- {dataset: cora}\n- {dataset: citeseer}\n",
@@ -59,7 +59,7 @@ LAUNCH = [  # (words after `launch --store STORE`, a part of the expected line)
     (["--space", "FILE:deep.yaml"], "depth=10000 must be an integer in [2, 1024]"),
     (["--space", "FILE:wide.yaml"], "hidden=1000000 must be an integer in [1, 4096]"),
     (["--space", "FILE:huge.yaml"], "more than the"),
-    (["--space", "FILE:bad-backbone.yaml"], "unknown backbone 'gat' in backbones"),
+    (["--space", "FILE:bad-backbone.yaml"], "unknown backbone 'pna' in backbones"),
     (["--space", "FILE:not-a-list.yaml"], "datasets must be a non-empty list"),
     (["--space", "FILE:arxiv.yaml"], "lacks 10 file(s) of dataset 'ogbn-arxiv' (official): ogbn_arxiv/RELEASE_v1.txt"),
     (["--space", "FILE:"], "space file"),  # the folder of the files
@@ -83,7 +83,7 @@ LAUNCH = [  # (words after `launch --store STORE`, a part of the expected line)
 
 TRAIN = [  # (words after `train`, a part of the expected line)
     (["--dataset", "mnist"], "unknown dataset 'mnist'"),
-    (["--dataset", "cora", "--backbone", "gat"], "unknown backbone 'gat'"),
+    (["--dataset", "cora", "--backbone", "pna"], "unknown backbone 'pna'"),
     (["--dataset", "cora", "--lr", "-0.01"], "lr=-0.01 must be a number > 0"),
     (["--dataset", "cora", "--lr", "nan"], "lr=nan must be a number > 0"),
     (["--dataset", "cora", "--T", "5000"], "T=5000 must be an integer in [0, 1000]"),

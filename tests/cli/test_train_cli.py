@@ -19,7 +19,7 @@ def test_train_json_has_the_documented_keys(capsys):
     "args, message",
     [
         (["--dataset", "foo"], "unknown dataset 'foo'"),
-        (["--dataset", "cora", "--backbone", "gat"], "unknown backbone 'gat'"),
+        (["--dataset", "cora", "--backbone", "pna"], "unknown backbone 'pna'"),
         (["--dataset", "cora", "--setting", "official"], "setting 'official'"),
         (["--dataset", "cora", "--beta", "2"], "beta=2.0 must be a number in [0, 1]"),
         (["--dataset", "cora", "--data-root", "/nonexistent/orthotune"], "is not a directory"),

@@ -48,7 +48,7 @@ def test_ortho_fields_are_declared_once_and_shared():
     ({"dropout": 1.0}, "dropout=1.0 must be a number in [0, 1)"),
     ({"ortho": "yes"}, "ortho='yes' must be true or false"),
     ({"splits": []}, "splits=[] must be a non-empty list of integers"),
-    ({"backbone": "gat"}, "unknown backbone 'gat'; valid: gcn, jknet, gcnii"),
+    ({"backbone": "pna"}, "unknown backbone 'pna'; valid: gcn, jknet, gcnii"),
     ({"backbone": "gunet"}, "does not apply to node-classification dataset cora"),
     ({"setting": "cv10"}, "setting 'cv10' is not available for cora"),
     ({"depth": 10000}, "depth=10000 must be an integer in [2, 1024]"),

@@ -49,7 +49,7 @@ def test_metrics_shapes(cora):
 
 def test_unknown_backbone_lists_valid_names():
     with pytest.raises(ValueError, match="valid: gcn, jknet, gcnii"):
-        BACKBONES.get("gat")
+        BACKBONES.get("pna")
 
 
 # --- switches (issue 13, item 2) -------------------------------------------------------

@@ -108,8 +108,8 @@ def test_filters_select_cells_and_reject_unknown_names(tmp_path):
     assert best_configs(store, Filters(datasets=("texas",))).empty
     with pytest.raises(ConfigError, match="unknown dataset 'coraa'; valid: .*cora"):
         Filters(datasets=("coraa",))
-    with pytest.raises(ConfigError, match="unknown backbone 'gat'; valid: gcn"):
-        Filters(backbones=("gat",))
+    with pytest.raises(ConfigError, match="unknown backbone 'pna'; valid: gcn"):
+        Filters(backbones=("pna",))
     with pytest.raises(ConfigError, match="unknown setting 'half'"):
         Filters(settings=("half",))
     with pytest.raises(ConfigError, match="depth=1 must be an integer >= 2"):

@@ -68,7 +68,7 @@ def test_repeats_default_per_setting():
         ({"ortho": {"T": {"low": 1}}}, "ortho.T: a range needs both 'low' and 'high'"),
         ({"ortho": {"beta": {"low": 0.1, "high": 2.0}}}, "beta=2.0 must be a number in [0, 1]"),
         ({"datasets": ["imagenet"]}, "unknown dataset 'imagenet' in datasets; valid: citeseer"),
-        ({"backbones": ["gat"]}, "unknown backbone 'gat' in backbones; valid:"),
+        ({"backbones": ["pna"]}, "unknown backbone 'pna' in backbones; valid:"),
         ({"datasets": []}, "datasets must be a non-empty list"),
         ({"depths": [1]}, "depth=1 must be an integer in [2, 1024]"),
         ({"setting": "semi", "datasets": ["texas"]}, "setting 'semi' is not available for texas"),

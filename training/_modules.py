@@ -1,0 +1,198 @@
+"""Full-batch node classification with one model per run: PyG's GAT, GraphSAGE, GIN and APPNP,
+and users' factories (``orthotune.models.build_module_model``).
+
+They are not packed (their parameters have no slot dimension): each run is a :class:`Pack` of
+one slot, and the shared loop (:mod:`._loop`) drives every run of the call in lock-step, one
+epoch each in turn, as the graph task's trainer does; so selection, patience, failure and
+ASHA's stops are those of every other backbone. The Ortho-GConv arm's loss adds
+:func:`~orthotune.models.orthogonality_regulariser`, and each step runs inside
+``parametrize.cached()`` so that Newton's iteration runs once per weight per pass.
+Adam (coupled L2, as the packed trainer) with the model's input and output layers taking
+``weight_decay_io`` and ``weight_decay_output``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+from torch.nn.utils import parametrize
+from torch_geometric.utils import remove_self_loops, to_edge_index
+
+from orthotune.core import ConfigResult, EpochCallback, TrainConfig
+from orthotune.models import (
+    NodeModule,
+    build_module_model,
+    feature_norms,
+    orthogonalised_weights,
+    orthogonality_regulariser,
+    signal_magnification,
+    smoothness,
+)
+from orthotune.training._data import NodeData
+from orthotune.training._loop import (
+    DEFAULT_OPTIONS,
+    LOSS,
+    OUTPUT,
+    Outcome,
+    Rng,
+    Run,
+    Steadiness,
+    TrainingLoop,
+    TrainOptions,
+    decay_groups,
+    execution,
+    fault_codes,
+    faults_of,
+    runs_of,
+)
+
+
+class _Graph:
+    """What every run of one call shares: dense features, the graph's edges without self-loops
+    (the symmetrised graph ``A_hat`` was built from), labels."""
+
+    def __init__(self, data: NodeData, device: torch.device) -> None:
+        self.data, self.device = data, device
+        x = data.x.to_dense() if data.x.is_sparse else data.x
+        self.x = x.float()
+        self.x_norms = feature_norms(self.x)
+        self.edge_index = remove_self_loops(to_edge_index(data.adj)[0])[0]
+
+
+class _ModulePack:
+    """One run as a pack of one slot: its model, optimiser and selected weights."""
+
+    def __init__(self, graph: _Graph, run: Run, index: int) -> None:
+        config = run.config
+        self.graph, self.config, self.runs, self.seconds = graph, config, [index], 0.0
+        self.rng = Rng(run.seed, graph.device)  # dropout's stream
+        self.model: NodeModule = build_module_model(config, graph.x.shape[1], graph.data.num_classes,
+                                                    run.seed).to(graph.device)
+        self.optimizer = torch.optim.Adam(_param_groups(self.model, config), lr=config.lr)
+        self.train_mask, self.val_mask, self.test_mask = (m[:, 0].bool() for m in graph.data.masks([run.split]))
+        # parameters and buffers by name, not the state dict: PyG's Linear also saves a
+        # parametrized weight's transformed value there, which a parametrized module refuses to load
+        self.best = {k: v.detach().clone() for k, v in self._state().items()}
+
+    def epoch(self, epoch: int, active: Tensor, record_grads: bool = False) -> Outcome:
+        """One training step and an evaluation (per-epoch gradient norms: packed backbones only)."""
+        start = time.perf_counter()
+        with self.rng.active():
+            loss, fault = self._train()
+        val_acc, val_loss, test_acc, eval_fault = self._evaluate()
+        self.seconds += time.perf_counter() - start
+        return Outcome(loss, val_acc, val_loss, test_acc, torch.where(fault > 0, fault, eval_fault))
+
+    def _train(self) -> tuple[Tensor, Tensor]:
+        self.model.train()
+        self.optimizer.zero_grad(set_to_none=True)
+        with parametrize.cached():  # each W computed once for the pass and the regulariser
+            logits = self.model(self.graph.x, self.graph.edge_index)
+            loss = F.cross_entropy(logits[self.train_mask], self.graph.data.y[self.train_mask])
+            if self.config.ortho:
+                loss = loss + orthogonality_regulariser(self.model)
+            weights = list(orthogonalised_weights(self.model).values())
+            fault = fault_codes(~torch.isfinite(loss).view(1), faults_of(weights, 1), LOSS)
+            loss.backward()  # a failed run stops at the loop's next sync (every epoch); its result is frozen
+        self.optimizer.step()
+        return loss.detach().view(1), fault
+
+    @torch.no_grad()
+    def _evaluate(self) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        self.model.eval()
+        with parametrize.cached():
+            logits = self.model(self.graph.x, self.graph.edge_index)
+            weights = list(orthogonalised_weights(self.model).values())
+        y = self.graph.data.y
+        fault = fault_codes(~torch.isfinite(logits).all().view(1), faults_of(weights, 1), OUTPUT)
+        correct = (logits.argmax(-1) == y).float()
+        val_loss = F.cross_entropy(logits[self.val_mask], y[self.val_mask]).view(1)
+        return _share(correct, self.val_mask), val_loss, _share(correct, self.test_mask), fault
+
+    @torch.no_grad()
+    def keep_best(self, improved: Tensor) -> None:
+        """The current weights become the selected ones if ``improved`` (no host sync)."""
+        for key, value in self._state().items():
+            self.best[key].copy_(torch.where(improved[0], value, self.best[key]))
+
+    def _state(self) -> dict[str, Tensor]:
+        return {**dict(self.model.named_parameters()), **dict(self.model.named_buffers())}
+
+    def finish(self, slots: Sequence[int]) -> list[Steadiness]:
+        """Steadiness metrics of the selected weights: gradient norms of the Ortho-GConv
+        weights (the same layers' raw weights in the original arm); ``M_sig`` and smoothness
+        of the output layer's input (NaN for a factory, whose output layer is unknown)."""
+        with torch.no_grad():
+            for key, value in self._state().items():
+                value.copy_(self.best[key])
+        self.model.eval()
+        captured: list[Tensor] = []
+        layer = self.model.output_layer
+        hook = layer.register_forward_pre_hook(lambda _, args: captured.append(args[0])) if layer else None
+        try:
+            with parametrize.cached():
+                weights = self._layer_weights()
+                logits = self.model(self.graph.x, self.graph.edge_index)
+                loss = F.cross_entropy(logits[self.train_mask], self.graph.data.y[self.train_mask])
+                grads = torch.autograd.grad(loss, weights, allow_unused=True) if weights else []
+                norms = [0.0 if g is None else float(g.norm()) for g in grads]
+        finally:
+            if hook is not None:
+                hook.remove()
+        if not captured:
+            return [Steadiness(math.nan, math.nan, norms)]
+        last = captured[-1].detach().unsqueeze(1)  # [N, 1, d]: one pack slot
+        return [Steadiness(float(signal_magnification(self.graph.x_norms, last)[0]),
+                           float(smoothness(last)[0]), norms)]
+
+    def _layer_weights(self) -> list[Tensor]:
+        ortho = list(orthogonalised_weights(self.model).values())
+        if ortho:
+            return ortho
+        select = self.model.selector()
+        return [p for prefix, owner in self.model.named_modules()
+                for name, p in owner.named_parameters(recurse=False) if select(prefix, owner, name, p)]
+
+    def drop(self, keep: Sequence[int]) -> None:
+        raise AssertionError("a pack of one slot ends, it is never compacted")
+
+
+def _share(correct: Tensor, mask: Tensor) -> Tensor:
+    return ((correct * mask).sum() / mask.sum().clamp_min(1)).view(1)
+
+
+def _param_groups(model: NodeModule, config: TrainConfig) -> list[dict]:
+    trained = [p for p in model.parameters() if p.requires_grad]
+    groups = [{"params": params, "weight_decay": decays[0]}
+              for params, decays in decay_groups(model, trained, [config])]
+    return [g for g in groups if g["params"]]
+
+
+def train_modules(
+    configs: Sequence[TrainConfig],
+    data: NodeData,
+    device: torch.device,
+    on_epoch: EpochCallback | None = None,
+    options: TrainOptions = DEFAULT_OPTIONS,
+) -> list[ConfigResult]:
+    """Train every run of every config, one model per run, in lock-step (see the module docstring)."""
+    runs = runs_of(configs)
+    graph = _Graph(data, device)
+    with execution(options, device):
+        packs = [_ModulePack(graph, run, i) for i, run in enumerate(runs)]
+        outcome = TrainingLoop(runs, packs, device, options, sync_every=1).run(on_epoch)
+    seconds = {p.runs[0]: p.seconds for p in packs}
+    results = []
+    for i, config in enumerate(configs):
+        members = [k for k, run in enumerate(runs) if run.owner == i]
+        total = sum(seconds[k] for k in members)
+        epochs = sum(outcome.results[k].epochs for k in members)
+        # seconds_per_epoch is per run-epoch, as the graph task's
+        results.append(ConfigResult(config, [outcome.results[k] for k in members], seconds=total,
+                                    seconds_per_epoch=total / max(epochs, 1), device=str(device)))
+    return results
