@@ -7,6 +7,7 @@ from orthotune.training._data import (
     cache_dir,
     check_dataset_files,
     is_prepared,
+    load_dataset,
     load_node_data,
     normalised_adjacency,
 )
@@ -25,6 +26,7 @@ __all__ = [
     "choose_device",
     "device_profile",
     "is_prepared",
+    "load_dataset",
     "load_node_data",
     "measure_cell_cost",
     "normalised_adjacency",
