@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import math
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -45,24 +46,31 @@ def figures(summary: pd.DataFrame, winners: pd.DataFrame, t_table: pd.DataFrame,
         cell = winners[(winners["dataset"] == dataset) & (winners["setting"] == setting)]
         label = f"{dataset} ({setting})"
         out += [
-            _accuracy_vs_depth(f"accuracy-depth-{dataset}-{setting}", label, rows),
-            _msig_vs_depth(f"msig-depth-{dataset}-{setting}", label, cell),
-            _grad_norms(f"grad-norms-{dataset}-{setting}", label, cell),
+            _accuracy_vs_depth(_name("accuracy-depth", dataset, setting), label, rows),
+            _msig_vs_depth(_name("msig-depth", dataset, setting), label, cell),
+            _grad_norms(_name("grad-norms", dataset, setting), label, cell),
         ]
         ts = t_table[(t_table["dataset"] == dataset) & (t_table["setting"] == setting)]
         if not ts.empty:
             mine = trials[(trials["dataset"] == dataset) & (trials["setting"] == setting)]
-            out.append(_effect_of_t(f"effect-of-T-{dataset}-{setting}", label, ts, mine))
+            out.append(_effect_of_t(_name("effect-of-T", dataset, setting), label, ts, mine))
         if "feature_transform" in cell and cell["feature_transform"].nunique() > 1:
-            out.append(_smoothness_vs_depth(f"smoothness-depth-{dataset}-{setting}", label, cell))
+            out.append(_smoothness_vs_depth(_name("smoothness-depth", dataset, setting), label, cell))
         history = trials[(trials["dataset"] == dataset) & (trials["setting"] == setting)]
         if not history.empty:
-            out.append(_history(f"history-{dataset}-{setting}", label, history))
+            out.append(_history(_name("history", dataset, setting), label, history))
         if epoch_grads is not None:
             grads = _epoch_grads_of(cell, epoch_grads)
             if not grads.empty:
-                out.append(_grad_norms_over_epochs(f"grad-epochs-{dataset}-{setting}", label, grads))
+                out.append(_grad_norms_over_epochs(_name("grad-epochs", dataset, setting), label, grads))
     return out
+
+
+def _name(kind: str, dataset: str, setting: str) -> str:
+    """A figure's name, also a file name beside a written report: a user's dataset names its
+    file or PyG class (``file:/data/g.npz``, ``pyg:Amazon/Computers``), whose ``/`` and ``:``
+    a file name cannot hold."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", f"{kind}-{dataset}-{setting}")
 
 
 def _variants(frame: pd.DataFrame, column: str = "variant_name") -> dict[str, str]:

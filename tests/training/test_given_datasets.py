@@ -233,3 +233,9 @@ def test_best_report_and_verdict_read_file_cells(cora_files, tmp_path, capsys):
     assert main(["report", "--store", store.uri]) == 0
     report = capsys.readouterr().out
     assert name in report and "random" in report
+    # written to a file, the figures go beside it: their names hold no '/' or ':' of the path
+    written = tmp_path / "out" / "report.md"
+    assert main(["report", "--store", store.uri, "--format", "md", "-o", str(written)]) == 0
+    images = sorted(path.name for path in written.parent.glob("report-*.png"))
+    assert images and all(":" not in image for image in images), images
+    assert all(f"]({image})" in written.read_text() for image in images)
