@@ -64,10 +64,11 @@ from orthotune.training._loop import (
     Steadiness,
     TrainingLoop,
     TrainOptions,
-    decay_groups,
+    adam_groups,
     execution,
     fault_codes,
     faults_of,
+    one_slot_results,
     runs_of,
 )
 
@@ -195,7 +196,7 @@ class _GraphPack:
         self.rng = Rng(run.seed, self.device)
         self.model = build_graph_model(config, data, run.seed).to(self.device)
         # Adam with amsgrad, as Gao & Ji train Graph U-Nets (their trainer.py)
-        self.optimizer = torch.optim.Adam(param_groups(self.model, config), lr=config.lr, amsgrad=True)
+        self.optimizer = torch.optim.Adam(adam_groups(self.model, config), lr=config.lr, amsgrad=True)
         shuffle = torch.Generator().manual_seed(run.seed)
         self.train_loader = DataLoader(data.dataset[fold.train], config.batch_size, shuffle=True, generator=shuffle)
         self.val_loader = DataLoader(data.dataset[fold.val], config.batch_size)
@@ -276,15 +277,6 @@ def _first(fault: Tensor, new: Tensor) -> Tensor:
     return torch.where(fault > 0, fault, new)
 
 
-def param_groups(model: OrthoGraphNet, config: TrainConfig) -> list[dict]:
-    """Adam's groups: the input layer takes ``weight_decay_io``, the output layer
-    ``weight_decay_output`` (else ``weight_decay_io``), the rest ``weight_decay``."""
-    trained = [p for p in model.parameters() if p.requires_grad]
-    groups = [{"params": params, "weight_decay": decays[0]}
-              for params, decays in decay_groups(model, trained, [config])]
-    return [g for g in groups if g["params"]]
-
-
 def train_graph(
     configs: Sequence[TrainConfig] | TrainConfig,
     data: GraphData,
@@ -305,13 +297,4 @@ def train_graph(
     with execution(options, device):
         packs = [_GraphPack(run, i, data) for i, run in enumerate(runs)]
         outcome = TrainingLoop(runs, packs, device, options, sync_every=1).run(on_epoch)
-    seconds = {p.runs[0]: p.seconds for p in packs}
-    results = []
-    for i, config in enumerate(configs):
-        members = [k for k, run in enumerate(runs) if run.owner == i]
-        total = sum(seconds[k] for k in members)
-        epochs = sum(outcome.results[k].epochs for k in members)
-        # seconds_per_epoch is per fold-epoch: one epoch of one fold, train and evaluation
-        results.append(ConfigResult(config, [outcome.results[k] for k in members], seconds=total,
-                                    seconds_per_epoch=total / max(epochs, 1), device=str(device)))
-    return results
+    return one_slot_results(configs, runs, packs, outcome, device)

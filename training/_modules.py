@@ -44,10 +44,11 @@ from orthotune.training._loop import (
     Steadiness,
     TrainingLoop,
     TrainOptions,
-    decay_groups,
+    adam_groups,
     execution,
     fault_codes,
     faults_of,
+    one_slot_results,
     runs_of,
 )
 
@@ -73,7 +74,7 @@ class _ModulePack:
         self.rng = Rng(run.seed, graph.device)  # dropout's stream
         self.model: NodeModule = build_module_model(config, graph.x.shape[1], graph.data.num_classes,
                                                     run.seed).to(graph.device)
-        self.optimizer = torch.optim.Adam(_param_groups(self.model, config), lr=config.lr)
+        self.optimizer = torch.optim.Adam(adam_groups(self.model, config), lr=config.lr)
         self.train_mask, self.val_mask, self.test_mask = (m[:, 0].bool() for m in graph.data.masks([run.split]))
         # parameters and buffers by name, not the state dict: PyG's Linear also saves a
         # parametrized weight's transformed value there, which a parametrized module refuses to load
@@ -166,13 +167,6 @@ def _share(correct: Tensor, mask: Tensor) -> Tensor:
     return ((correct * mask).sum() / mask.sum().clamp_min(1)).view(1)
 
 
-def _param_groups(model: NodeModule, config: TrainConfig) -> list[dict]:
-    trained = [p for p in model.parameters() if p.requires_grad]
-    groups = [{"params": params, "weight_decay": decays[0]}
-              for params, decays in decay_groups(model, trained, [config])]
-    return [g for g in groups if g["params"]]
-
-
 def train_modules(
     configs: Sequence[TrainConfig],
     data: NodeData,
@@ -186,13 +180,4 @@ def train_modules(
     with execution(options, device):
         packs = [_ModulePack(graph, run, i) for i, run in enumerate(runs)]
         outcome = TrainingLoop(runs, packs, device, options, sync_every=1).run(on_epoch)
-    seconds = {p.runs[0]: p.seconds for p in packs}
-    results = []
-    for i, config in enumerate(configs):
-        members = [k for k, run in enumerate(runs) if run.owner == i]
-        total = sum(seconds[k] for k in members)
-        epochs = sum(outcome.results[k].epochs for k in members)
-        # seconds_per_epoch is per run-epoch, as the graph task's
-        results.append(ConfigResult(config, [outcome.results[k] for k in members], seconds=total,
-                                    seconds_per_epoch=total / max(epochs, 1), device=str(device)))
-    return results
+    return one_slot_results(configs, runs, packs, outcome, device)
