@@ -7,9 +7,11 @@ from orthotune.models._layers import PackedLinear
 from orthotune.models._ortho import (
     _newton_inverse_sqrt,
     _newton_iterates,
+    _polar,
     distance_to_orthogonality,
     hybrid_init_,
     newton_orthogonalise,
+    orthogonality_penalty,
 )
 
 
@@ -67,7 +69,7 @@ class MatmulCounter(TorchDispatchMode):
         self.products = 0
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if func.overloadpacket in (torch.ops.aten.mm, torch.ops.aten.bmm):
+        if func.overloadpacket in (torch.ops.aten.mm, torch.ops.aten.bmm, torch.ops.aten.baddbmm, torch.ops.aten.addmm):
             self.products += 1
         return func(*args, **(kwargs or {}))
 
@@ -174,3 +176,105 @@ def test_the_iteration_is_one_autograd_node():
     """Autograd's bookkeeping per operation was most of the iteration's backward cost."""
     m = _bounded_covariance((3, 8, 8), torch.float32, 1).requires_grad_()
     assert _graph_nodes(_newton_inverse_sqrt(m, 4)) == 2  # the iteration and m's leaf
+
+
+def _through_b(q: torch.Tensor, steps: int) -> torch.Tensor:
+    """``B_T Z_hat`` by the coupled iteration on ``B``, every operation through autograd: the
+    form the polar iteration replaced, as a reference for it."""
+    z = q.mT
+    gram = z @ z.mT
+    scale = torch.linalg.matrix_norm(gram).unsqueeze(-1).unsqueeze(-1)
+    return (_newton_iterates(gram / scale, steps)[0] @ (z / scale.sqrt())).mT
+
+
+@pytest.mark.parametrize("steps", [1, 2, 4, 7])
+@pytest.mark.parametrize("shape", [(3, 2, 16, 16), (16, 16), (2, 24, 16), (2, 16, 24)])
+def test_the_polar_iteration_is_b_times_z_to_float64_rounding(steps, shape):
+    """Forward and gradient equal the iteration on ``B`` (square, wide and tall weights)."""
+    torch.manual_seed(steps)
+    q0 = torch.randn(*shape, dtype=torch.float64)
+    grad = torch.randn(*shape, dtype=torch.float64)
+    polar, reference = q0.clone().requires_grad_(), q0.clone().requires_grad_()
+    out = newton_orthogonalise(polar, steps)
+    expected = _through_b(reference, steps) if shape[-2] <= shape[-1] else _through_b(reference.mT, steps).mT
+    torch.testing.assert_close(out, expected, rtol=0, atol=1e-12)
+    (out * grad).sum().backward()
+    (expected * grad).sum().backward()
+    torch.testing.assert_close(polar.grad, reference.grad, rtol=0, atol=1e-10)
+
+
+def test_the_polar_iteration_is_more_orthogonal_in_float32_than_the_b_form():
+    """The iteration on ``W`` corrects its own rounding: in float32 it lands closer to the
+    float64 result than ``B_T Z_hat`` does (d = 64, beta = 0.4, T = 4)."""
+    torch.manual_seed(0)
+    q = hybrid_init_(torch.empty(8, 64, 64, dtype=torch.float64), beta=0.4)
+    exact = newton_orthogonalise(q, 4)
+    polar_error = (newton_orthogonalise(q.float(), 4).double() - exact).abs().max()
+    b_error = (_through_b(q.float(), 4).double() - exact).abs().max()
+    assert polar_error < b_error
+
+
+@pytest.mark.parametrize("steps", [1, 4])
+def test_the_polar_backward_passes_gradcheck(steps):
+    q = hybrid_init_(torch.empty(2, 6, 6, dtype=torch.float64), beta=0.5).requires_grad_()
+    assert torch.autograd.gradcheck(lambda x: newton_orthogonalise(x, steps), (q,))
+
+
+def test_the_polar_iteration_runs_2T_products_forward_and_3T_plus_1_backward():
+    """``Z Z^T`` and ``2T - 1`` for the iteration; ``3T - 1`` for its backward and two for
+    ``Z Z^T``'s (the form on ``B`` ran 10 and 20 at T = 4)."""
+    q = hybrid_init_(torch.empty(3, 8, 8), beta=0.4).requires_grad_()
+    with MatmulCounter() as forward:
+        w = newton_orthogonalise(q, 4)
+    with MatmulCounter() as backward:
+        w.sum().backward()
+    assert (forward.products, backward.products) == (8, 13)
+
+
+def test_the_polar_iteration_is_one_autograd_node():
+    w0 = hybrid_init_(torch.empty(3, 8, 8), beta=0.4)
+    m = (w0 @ w0.mT).requires_grad_()
+    assert _graph_nodes(_polar(w0.requires_grad_(), m, 4)) == 3  # the iteration and the two leaves
+
+
+def _penalty_reference(w: torch.Tensor, c: torch.Tensor, squared: bool) -> torch.Tensor:
+    """``||W W^T - target||_F`` through autograd (the form the written-out one replaced)."""
+    gram = w @ w.mT
+    eye = torch.eye(w.shape[-2], dtype=w.dtype)
+    gap = gram - c if c.dim() == w.dim() else gram - c.unsqueeze(-1).unsqueeze(-1) * eye
+    norm = torch.linalg.matrix_norm(gap)
+    return norm.square() if squared else norm
+
+
+@pytest.mark.parametrize("squared", [False, True])
+@pytest.mark.parametrize("target", ["cI", "ones"])
+def test_the_penalty_equals_autograds_and_passes_gradcheck(squared, target):
+    torch.manual_seed(4)
+    w = torch.randn(3, 2, 6, 6, dtype=torch.float64)
+    c = torch.rand(3, 2, dtype=torch.float64) if target == "cI" else torch.rand(3, 2, 6, 6, dtype=torch.float64)
+    grad = torch.randn(3, 2, dtype=torch.float64)
+    written = (w.clone().requires_grad_(), c.clone().requires_grad_())
+    plain = (w.clone().requires_grad_(), c.clone().requires_grad_())
+    value = orthogonality_penalty(*written, squared)
+    reference = _penalty_reference(*plain, squared)
+    torch.testing.assert_close(value, reference, rtol=1e-14, atol=0)
+    (value * grad).sum().backward()
+    (reference * grad).sum().backward()
+    for a, b in zip(written, plain):
+        torch.testing.assert_close(a.grad, b.grad, rtol=1e-12, atol=1e-14)
+    assert torch.autograd.gradcheck(lambda x, y: orthogonality_penalty(x, y, squared), plain)
+
+
+def test_the_penalty_of_an_exact_target_has_zero_gradient_not_nan():
+    w = torch.eye(4).expand(2, 4, 4).clone().requires_grad_()
+    c = torch.ones(2, requires_grad=True)
+    orthogonality_penalty(w, c).sum().backward()
+    assert torch.equal(w.grad, torch.zeros_like(w)) and torch.equal(c.grad, torch.zeros_like(c))
+
+
+def test_the_penalty_takes_one_scalar_target_for_one_matrix():
+    """The parametrization's shape: an unbatched weight and a 0-d ``c``."""
+    w = torch.randn(5, 5, requires_grad=True)
+    c = torch.tensor(1.0, requires_grad=True)
+    orthogonality_penalty(w, c).backward()
+    assert c.grad.shape == () and w.grad.shape == (5, 5)
