@@ -28,8 +28,7 @@ endif
 # writes the report (Markdown with its plots, and one self-contained HTML file).
 demo: setup
 	$(BIN)/orthotune launch --space quick --store $(STORE) --name $(SEARCH)
-	$(BIN)/orthotune report --store $(STORE) --search $(SEARCH) --format md -o runs/$(SEARCH)/report.md
-	$(BIN)/orthotune report --store $(STORE) --search $(SEARCH) --format html -o runs/$(SEARCH)/report.html
+	$(BIN)/orthotune report --store $(STORE) --search $(SEARCH) -o runs/$(SEARCH)/report.md -o runs/$(SEARCH)/report.html
 	@echo "report: runs/$(SEARCH)/report.md and runs/$(SEARCH)/report.html"
 	@echo "the commands orthotune prints run in its environment: source $(BIN)/activate (README: First steps)"
 

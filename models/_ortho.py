@@ -358,7 +358,7 @@ class _Penalty(torch.autograd.Function):
         if matrix:
             gap = gap - c
         else:
-            gap.diagonal(dim1=-2, dim2=-1).sub_(c.unsqueeze(-1))
+            gap.diagonal(dim1=-2, dim2=-1).sub_(c.unsqueeze(-1).to(gap.dtype))  # in place: no eye to build
         value = gap.square().sum((-2, -1)) if squared else torch.linalg.matrix_norm(gap)
         ctx.save_for_backward(w, gap, value)
         ctx.squared, ctx.matrix, ctx.c_shape = squared, matrix, c.shape

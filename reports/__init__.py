@@ -13,7 +13,7 @@ test accuracy is only reported, never used to choose.
     >>> write_report(build_report("runs/store"), "html", "report.html")
 """
 
-from orthotune.reports._formats import FORMATS, write_report
+from orthotune.reports._formats import FORMATS, format_of, write_report
 from orthotune.reports._load import Filters
 from orthotune.reports._report import best_configs, build_report, pair_verdicts
 from orthotune.reports._select import config_dict, row_to_config, tidy
@@ -27,6 +27,7 @@ __all__ = [
     "best_configs",
     "build_report",
     "config_dict",
+    "format_of",
     "pair_verdicts",
     "row_to_config",
     "tidy",

@@ -48,6 +48,13 @@ class Format:
 FORMATS: Registry[Format] = Registry("report format")
 
 
+def format_of(out: str | Path | None) -> str:
+    """The format a file's suffix names (``report.html``: html, ``.tex``: latex); md for
+    stdout (``None``) and for any other suffix."""
+    suffix = Path(out).suffix.lower() if out is not None else ""
+    return next((name for name in FORMATS if FORMATS.get(name).suffix == suffix), "md")
+
+
 def write_report(report: Report, name: str, out: str | Path | None = None) -> str | None:
     """Render ``report`` in format ``name``; return the text, or write it (and figures) to ``out``."""
     fmt = FORMATS.get(name)

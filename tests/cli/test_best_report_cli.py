@@ -86,6 +86,26 @@ def test_report_md_to_stdout_and_to_a_file(real_store, capsys, tmp_path):
     assert code == 0 and out == "" and (tmp_path / "r.html").read_text().count("data:image/png;base64,") == 5
 
 
+
+def test_report_writes_several_formats_of_one_report(real_store, capsys, tmp_path, monkeypatch):
+    """`-o` repeated: each file in the format its suffix names, from one build of the report."""
+    import orthotune.reports as reports
+
+    builds = []
+    build = reports.build_report
+    monkeypatch.setattr(reports, "build_report", lambda *a, **k: builds.append(k) or build(*a, **k))
+    files = [tmp_path / "r.md", tmp_path / "r.html", tmp_path / "r.csv", tmp_path / "r.tex", tmp_path / "r.txt"]
+    code, out, _ = run_cli(capsys, "report", "--store", real_store.uri, *[a for f in files for a in ("-o", str(f))])
+    assert code == 0 and out == "" and builds == [{"plots": True}]
+    md, page, csv, tex, txt = (f.read_text() for f in files)
+    assert md.startswith("# orthotune report") and md.count("](r-") == len(list(tmp_path.glob("r-*.png"))) == 5
+    assert page.count("data:image/png;base64,") == 5
+    assert csv.startswith("setting,") and "\\begin{table" in tex
+    assert txt.startswith("# orthotune report")  # a suffix no format has: md
+    code, _, _ = run_cli(capsys, "report", "--store", real_store.uri, "--format", "md", "-o", str(tmp_path / "x.html"))
+    assert code == 0 and (tmp_path / "x.html").read_text().startswith("# orthotune report")  # --format wins
+
+
 def test_best_json_and_csv_print_decimals_and_integers(tmp_path, capsys):
     # beta and lr as a search's arithmetic leaves them (0.1 * 7, 0.1 + 0.2)
     store = hand_store(tmp_path / "s", [
