@@ -36,9 +36,11 @@ ROOT = Path(__file__).resolve().parents[1]
 def recipe(store: str, search: str) -> list[list[str]]:
     """The demo's commands as make would run them (``make -n``: printed, not run), without
     its messages; the environment's setup is taken as done (``-o setup``)."""
-    printed = subprocess.run(["make", "-n", "-o", "setup", "-o", ".venv/bin/orthotune", "demo",
-                              f"STORE={store}", f"SEARCH={search}"], cwd=ROOT, capture_output=True, text=True,
-                             check=True).stdout
+    # a make inside make (`make test`) would pass its flags down and print its folder changes
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+    printed = subprocess.run(["make", "--no-print-directory", "-n", "-o", "setup", "-o", ".venv/bin/orthotune",
+                              "demo", f"STORE={store}", f"SEARCH={search}"], cwd=ROOT, env=env, capture_output=True,
+                             text=True, check=True).stdout
     return [shlex.split(line) for line in printed.splitlines() if line.strip() and not line.startswith("echo")]
 
 

@@ -24,6 +24,8 @@ if TYPE_CHECKING:
 
 #: ``{launch option: the module it needs}``; the extra of the same name installs it.
 TRACKERS = {"mlflow": "mlflow", "wandb": "wandb"}
+#: Seconds a trial's W&B logging actor gets to exit on its own (its run file flushed).
+WANDB_EXIT_S = 30.0
 #: Report keys that are not metrics (per-epoch history, per-member lists, the final results):
 #: W&B would log them as tables or histograms; MLflow keeps only numbers on its own.
 NOT_METRICS = ["history", "member_val_acc", "results", "runs", "final", "timings"]
@@ -58,6 +60,17 @@ def tracker_callbacks(options: LaunchOptions) -> list[Any]:
         # the logging actor works in the trial's scratch folder, deleted when the search ends:
         # W&B's local files (all of them, offline) go to $WANDB_DIR or the launch's folder
         class WandbLogger(WandbLoggerCallback):
+            def _cleanup_logging_actor(self, trial: Any) -> None:
+                # Ray kills a trial's logging actor as soon as its wandb.finish() returns, while
+                # W&B's core process may still be writing the run file (it dies with the actor):
+                # an offline run file was left with its header only. Ending the actor's process
+                # normally runs W&B's exit handler, which waits for the core; then Ray's kill.
+                import ray
+
+                ended = self._trial_logging_actors[trial].__ray_terminate__.remote()
+                ray.wait([ended], timeout=WANDB_EXIT_S)
+                super()._cleanup_logging_actor(trial)
+
             def __del__(self) -> None:
                 # Ray's __del__ asks its module whether Ray still runs: at interpreter exit that
                 # module is gone (an AttributeError printed as a traceback); its actors went with Ray
