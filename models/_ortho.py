@@ -133,11 +133,11 @@ def _orthogonalise_rows(z: Tensor, steps: int | Tensor, centre: bool, bound: str
     else:
         scale = torch.linalg.matrix_norm(z).square()
     scale = scale.unsqueeze(-1).unsqueeze(-1)
-    z_hat = z / scale.sqrt()
+    z_hat, m = z / scale.sqrt(), gram / scale
     if not eps:  # the polar form works on the wide side: W_t = S_t W_{t-1}
-        w = _polar(z_hat if wide else z_hat.mT, gram / scale, steps, max_steps)
+        w = _polar(z_hat if wide else z_hat.mT, m, steps, max_steps)
         return w if wide else w.mT
-    b = _newton_inverse_sqrt(gram / scale, steps, max_steps)
+    b = _newton_inverse_sqrt(m, steps, max_steps)
     return b @ z_hat if wide else z_hat @ b
 
 
@@ -163,23 +163,24 @@ def _polar(w0: Tensor, m: Tensor, steps: int | Tensor, max_steps: int | None = N
         steps = max_steps if max_steps is not None else int(steps.max())  # the latter syncs on a GPU
     if steps > 0 and torch.is_grad_enabled() and (w0.requires_grad or m.requires_grad):
         return _PolarBackward.apply(w0, m, steps, per_matrix)
-    w = _polar_iterates(w0.reshape(-1, *w0.shape[-2:]), m.reshape(-1, *m.shape[-2:]), steps, per_matrix)[0]
-    return w.view(w0.shape)
+    return _polar_iterates(w0, m, steps, per_matrix)[0]
 
 
 def _polar_iterates(w0: Tensor, m: Tensor, steps: int, per_matrix: Tensor | None = None,
                     ) -> tuple[Tensor, list[tuple[Tensor, Tensor]]]:
-    """``W_T`` and each step's ``(W_{t-1}, S_t)`` for ``[n, r, c]`` matrices; ``per_matrix``
-    (``[n, 1, 1]``) freezes each matrix after its own ``T``."""
-    eye = torch.eye(m.shape[-1], dtype=m.dtype, device=m.device)
-    w, iterates = w0, []
+    """``W_T`` (shaped as ``w0``) and each step's ``(W_{t-1}, S_t)``, the matrices as one flat
+    batch ``[n, r, c]`` (batched products see the same matrices, and the backward pass's
+    ``baddbmm`` wants three axes); ``per_matrix`` (``[n, 1, 1]``) freezes each matrix after
+    its own ``T``."""
+    three_halves = 1.5 * torch.eye(m.shape[-1], dtype=m.dtype, device=m.device)
+    w, m, iterates = w0.reshape(-1, *w0.shape[-2:]), m.reshape(-1, *m.shape[-2:]), []
     for t in range(1, steps + 1):
         x = m if t == 1 else w @ w.mT
-        s = torch.add(1.5 * eye, x, alpha=-0.5)
+        s = torch.add(three_halves, x, alpha=-0.5)
         iterates.append((w, s))
         next_w = s @ w
         w = next_w if per_matrix is None else torch.where(t <= per_matrix, next_w, w)
-    return w, iterates
+    return w.view(w0.shape), iterates
 
 
 class _PolarBackward(torch.autograd.Function):
@@ -190,17 +191,15 @@ class _PolarBackward(torch.autograd.Function):
     ``dW_{t-1} = S^T dW - 0.5 (dS + dS^T) W_{t-1}``, three products a step (two at ``t = 1``,
     whose ``-0.5 dS`` is ``M``'s gradient); a matrix past its own ``T`` passes ``dW`` on
     unchanged. One autograd node instead of ``4T`` (autograd's per-operation bookkeeping was
-    most of the iteration's cost at Cora's sizes). The matrices run as one flat batch
-    ``[n, r, c]`` (batched products see the same matrices, and ``baddbmm`` wants three axes).
+    most of the iteration's cost at Cora's sizes).
     """
 
     @staticmethod
     def forward(ctx, w0: Tensor, m: Tensor, steps: int, per_matrix: Tensor | None) -> Tensor:
-        w, iterates = _polar_iterates(w0.reshape(-1, *w0.shape[-2:]), m.reshape(-1, *m.shape[-2:]), steps,
-                                      per_matrix)
+        w, iterates = _polar_iterates(w0, m, steps, per_matrix)
         # intermediates, not inputs or outputs: kept on ctx
         ctx.iterates, ctx.per_matrix, ctx.shapes = iterates, per_matrix, (w0.shape, m.shape)
-        return w.view(w0.shape)
+        return w
 
     @staticmethod
     def backward(ctx, grad: Tensor) -> tuple[Tensor, Tensor, None, None]:
