@@ -131,7 +131,7 @@ def run_orthotune(configs: list[TrainConfig], args: argparse.Namespace,
                 )
                 start = time.perf_counter()
                 if breakdown is not None:
-                    breakdown.launch_started = start
+                    breakdown.launch_started, breakdown.idle_workers = start, idle_ray_workers()
                 with contextlib.redirect_stdout(sys.stderr):
                     outcome = launch(options, progress="plain" if breakdown is not None else False)
                 wall = time.perf_counter() - start
@@ -170,6 +170,7 @@ class Breakdown:
         self.workers: list[dict[str, float]] = []
         self.launch_started = self.fit_started = 0.0  # perf_counter readings
         self.fit_clock = 0.0  # time.time() when Tune's run began
+        self.idle_workers: set[int] = set()  # the workers Ray had started when the launch began
         self.fit_s = self.launch_s = 0.0
 
     def _parts(self) -> dict[str, tuple[type, tuple[str, ...]]]:
@@ -261,7 +262,8 @@ class Breakdown:
         rows = self.rows(cores)
         whole = sum(value for _, value in rows)
         lines = [f"Breakdown of orthotune's launch path: Cora full, {args.configs} configs x {args.epochs} epochs, "
-                 f"{args.backbone} depth {args.depth}, {cores} cores, {len(self.workers)} trials; "
+                 f"{args.backbone} depth {args.depth}, {cores} cores, {len(self.workers)} trials "
+                 f"({self.prestarted()} of them on workers Ray started at ray.init); "
                  f"Ray start to shutdown {whole / cores:.2f} s",
                  "", "| part | core-seconds | share |", "|---|---|---|"]
         lines += [f"| {name} | {value:.2f} | {100 * value / whole:.1f}% |" for name, value in rows]
@@ -277,11 +279,29 @@ class Breakdown:
 
     def summary(self, args: argparse.Namespace, floor: float | None) -> dict[str, Any]:
         return {"configs": args.configs, "epochs": args.epochs, "cores": args.cores, "trials": len(self.workers),
-                "floor_s": floor, "launch_s": self.launch_s, "fit_s": self.fit_s,
+                "workers_started_before_run": self.prestarted(), "floor_s": floor, "launch_s": self.launch_s,
+                "fit_s": self.fit_s,
                 "core_seconds": dict(self.rows(args.cores)), "driver_s": self.driver}
+
+    def prestarted(self) -> int:
+        """How many trials ran on a worker Ray started with the job (at ``ray.init``, idle
+        when the launch began) rather than one started for the search."""
+        return sum(1 for w in self.workers if w.get("pid") in self.idle_workers)
 
     def _training(self) -> float:
         return sum(w.get("train_s", 0.0) for w in self.workers)
+
+
+def idle_ray_workers() -> set[int]:
+    """Process ids of this machine's idle Ray workers (their process title is ``ray::IDLE``)."""
+    import psutil
+
+    idle = set()
+    for process in psutil.process_iter(["cmdline"]):
+        with contextlib.suppress(psutil.Error):
+            if (process.info["cmdline"] or [""])[0].startswith("ray::IDLE"):
+                idle.add(process.pid)
+    return idle
 
 
 def summarise(args: argparse.Namespace, floor: float | None, plain: float | None,

@@ -48,10 +48,13 @@ class WorkerTimings:
     the per-epoch bookkeeping and reports to Tune; ``trial_s`` from entering the trainable to
     its last report. ``entered`` and, on the first trial a worker process runs,
     ``process_started`` are clock times (``time.time()``): the driver, which knows when its
-    Tune run began, works out how long starting that worker and its imports took."""
+    Tune run began, works out how long starting that worker and its imports took (to about a
+    second: a process's start time is counted from the boot time, which Linux gives in whole
+    seconds). ``pid``, also on a process's first trial, tells which worker ran it."""
 
     entered: float = 0.0
     process_started: float | None = None
+    pid: int | None = None
     data_s: float = 0.0
     train_s: float = 0.0
     report_s: float = 0.0
@@ -72,7 +75,7 @@ def _timings() -> WorkerTimings | None:
 
     timings = WorkerTimings(entered=time.time(), started=time.perf_counter())
     if not _WORKER_STARTED:
-        timings.process_started = psutil.Process().create_time()
+        timings.process_started, timings.pid = psutil.Process().create_time(), os.getpid()
         _WORKER_STARTED.append(True)
     return timings
 
