@@ -1,16 +1,16 @@
 """Two Ray Tune defaults that delayed a search's first trial, and what a search does instead.
 
-Measured on a 2-core machine with Ray 2.60, from ``Tuner.fit`` to the first trial's entry
-(``bench/throughput.py --breakdown``): 4.8 s, of which about 2.8 s is the trial worker
-importing torch, PyG and orthotune. The rest was these two:
+Measured on a 2-core machine with Ray 2.60, from ``Tuner.fit`` to the first trials' entry
+(the timers of ``bench/throughput.py --breakdown``, 16 configs x 20 epochs): 4.8 s, of which
+about 2.8 s is a worker importing Ray Tune, torch, PyG and orthotune; 3.0-3.2 s without these:
 
 - **Trials on new workers.** Tune gives every trainable a runtime env of its own,
   ``{"env_vars": {"PL_DISABLE_FORK": "1"}}`` (a PyTorch Lightning setting). A runtime env
   other than the job's keeps Ray from using the workers it started with the job, so each
-  trial waited for a new worker process to start (about 1 s after ``fit`` began) and import
-  Ray before its own imports. Inside :func:`trials_on_started_workers` the variable is not
-  set (orthotune does not use Lightning); with no other variable to pass, the trial actors
-  run on the workers Ray has already started.
+  trial waited for a new worker process to start and import Ray before its own imports.
+  Inside :func:`trials_on_started_workers` the variable is not set (orthotune does not use
+  Lightning); with no other variable to pass, the trial actors run on the workers Ray has
+  already started.
 - **Callback telemetry by import.** Before creating its controller, Tune records which
   callback classes a run uses (``ray.air._internal.usage.tag_callbacks``). To compare class
   names it imports the MLflow, W&B, Comet and Aim integrations, and with MLflow and W&B
