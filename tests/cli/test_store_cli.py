@@ -56,7 +56,7 @@ def test_status_shows_states_and_what_to_do_without_touching_leases(tmp_path, ca
     live = Lease.acquire(store, "live")  # this process: alive
     write_lease(store, "gone", dead_pid())  # its pid has exited on this host
     write_lease(store, "stale", 4242, host="far-away", beat_age=300)  # no heartbeat for 5 minutes
-    leases = {p: open(p).read() for p in (store.path("leases", f"{n}.json") for n in ("live", "gone", "stale"))}
+    leases = {p: Path(p).read_text() for p in (store.path("leases", f"{n}.json") for n in ("live", "gone", "stale"))}
 
     code, out, err = run_cli(capsys, "status", "--store", store.uri)
     assert code == 0 and err == ""
@@ -76,7 +76,7 @@ def test_status_shows_states_and_what_to_do_without_touching_leases(tmp_path, ca
     assert notes["broke"] == "crashed: ValueError: no space left in the cell"
     assert "no driver holds its lease" in notes["orphan"]
     assert set(notes) == {"stale", "gone", "stopped", "broke", "orphan"}
-    assert {p: open(p).read() for p in leases} == leases  # status read the leases, changed none
+    assert {p: Path(p).read_text() for p in leases} == leases  # status read the leases, changed none
     assert sorted(os.listdir(store.path("leases"))) == ["gone.json", "live.json", "stale.json"]
     live.release()
 

@@ -275,6 +275,7 @@ for epoch in range(1, 10_000):
 """
 
 
+@pytest.mark.slow  # 3-4 s: kept out of the fast subset
 def test_an_event_the_disk_refuses_raises_in_the_driver_and_nothing_waits(tmp_path):
     """The write that fails raises in the callback that made it (the launch turns it into its
     one line); closing afterwards neither raises nor waits, and nothing else reaches stderr."""

@@ -49,6 +49,7 @@ def _accuracies(dataset: str, setting: str, **values) -> list[tuple[float, float
     return [(r.mean("val_acc"), r.mean("test_acc")) for r in results]
 
 
+@pytest.mark.slow  # 3-4 s: kept out of the fast subset
 def test_a_user_file_with_masks_trains_as_the_catalogue_dataset(cora_files):
     """Both arms, the same public split carried in the file: the same accuracies as the
     catalogue's Cora (semi), from the .npz, the .pt and Planetoid by class name."""

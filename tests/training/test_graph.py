@@ -103,6 +103,7 @@ def test_graph_u_nets_train_with_gao_and_jis_optimiser(monkeypatch):
     assert {g["weight_decay"] for g in groups} == {8e-4}
 
 
+@pytest.mark.slow  # 3-4 s: kept out of the fast subset
 def test_a_run_does_not_depend_on_the_runs_beside_it(proteins):
     alone = train_graph(TrainConfig(dataset="proteins", splits=(1,), epochs=1, **QUICK), proteins, CPU)[0].runs[0]
     beside = train_graph(TrainConfig(dataset="proteins", splits=(0, 1), epochs=1, **QUICK), proteins, CPU)[0].runs[1]

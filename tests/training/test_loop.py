@@ -253,6 +253,7 @@ def test_deterministic_mode_reproduces_a_run_exactly(cora):
     assert first == second
 
 
+@pytest.mark.slow  # 3-4 s: kept out of the fast subset
 def test_graph_task_selects_by_validation_loss():
     config = TrainConfig(dataset="proteins", selection="val_loss", epochs=4, patience=10, hidden=16, batch_size=256)
     seen = []
