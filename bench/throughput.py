@@ -279,7 +279,7 @@ class Breakdown:
 
     def summary(self, args: argparse.Namespace, floor: float | None) -> dict[str, Any]:
         return {"configs": args.configs, "epochs": args.epochs, "cores": args.cores, "trials": len(self.workers),
-                "workers_started_before_run": self.prestarted(), "floor_s": floor, "launch_s": self.launch_s,
+                "trials_on_ray_init_workers": self.prestarted(), "floor_s": floor, "launch_s": self.launch_s,
                 "fit_s": self.fit_s,
                 "core_seconds": dict(self.rows(args.cores)), "driver_s": self.driver}
 

@@ -37,7 +37,7 @@ def test_the_breakdown_accounts_for_the_launch_paths_wall_from_driver_and_worker
     parts, driver = summary["core_seconds"], summary["driver_s"]
     assert summary["trials"] == 2  # every trial's worker sent its timings with its final report
     # the trials ran on the workers Ray started with the job, not on new ones (_startup)
-    assert summary["workers_started_before_run"] == 2
+    assert summary["trials_on_ray_init_workers"] == 2
     for part in ("Ray start (ray.init)", "worker start and imports, to each worker's first trial",
                  "data loading (once per worker)", "training (run_configs)",
                  "per-epoch bookkeeping and reports to Tune (trainable)"):
