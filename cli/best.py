@@ -8,17 +8,17 @@ import json
 from typing import TYPE_CHECKING
 
 from orthotune.cli._common import add_store_argument
-from orthotune.core import DATASETS, SETTINGS, OrthotuneError, all_backbones
+from orthotune.core import DATASETS, SETTINGS, OrthotuneError, all_backbones, cell_names
 
 if TYPE_CHECKING:  # pandas and the reports layer are imported inside run: --help stays fast
     import pandas as pd
 
     from orthotune.reports import Filters
 
-#: Columns of the table view, in order (accuracies as mean ± std over the repeats).
-TABLE = ("dataset", "setting", "backbone", "depth", "variant", "arm", "val_acc", "test_acc", "repeats", "T", "beta",
-         "lam", "hidden", "lr", "weight_decay", "dropout", "max_epochs", "candidates", "status", "search",
-         "trial_id")
+#: Columns of the table view, in order: the cell's coordinates, then its winner (accuracies as
+#: mean ± std over the repeats).
+TABLE = (*cell_names(), "val_acc", "test_acc", "repeats", "T", "beta", "lam", "hidden", "lr", "weight_decay",
+         "dropout", "max_epochs", "candidates", "status", "search", "trial_id")
 
 
 def add_filter_arguments(parser: argparse.ArgumentParser) -> None:

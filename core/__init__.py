@@ -1,5 +1,6 @@
 """The ground floor: errors, registries, the catalogue of names and defaults, the config
-type and the result types. Imports nothing of orthotune's other layers, and no torch."""
+type, the experiment cell and the result types. Imports nothing of orthotune's other
+layers, and no torch."""
 
 from orthotune.core._catalogue import (
     DATASETS,
@@ -10,6 +11,19 @@ from orthotune.core._catalogue import (
     defaults_for,
     is_dynamic,
     is_factory,
+)
+from orthotune.core._cells import (
+    ARMS,
+    Arm,
+    Cell,
+    CellAxis,
+    CellRole,
+    arm_of,
+    cell_coordinates,
+    cell_label,
+    cell_names,
+    cell_report_order,
+    cell_source,
 )
 from orthotune.core._config import PROFILES, SPLIT_FIELDS, OrthoSettings, TrainConfig, check_memory, profile_values
 from orthotune.core._errors import ConfigError, OrthotuneError, SearchCrashed, SearchInterrupted, check
@@ -30,11 +44,16 @@ from orthotune.core._results import (
 from orthotune.core._standard import STANDARD_FORMS, StandardForm, standard_form
 
 __all__ = [
+    "ARMS",
     "DATASETS",
     "PROFILES",
     "SETTINGS",
     "SPLIT_FIELDS",
     "STANDARD_FORMS",
+    "Arm",
+    "Cell",
+    "CellAxis",
+    "CellRole",
     "ConfigError",
     "ConfigResult",
     "DatasetInfo",
@@ -53,8 +72,14 @@ __all__ = [
     "Status",
     "TrainConfig",
     "all_backbones",
+    "arm_of",
     "backbone_name",
     "by_group",
+    "cell_coordinates",
+    "cell_label",
+    "cell_names",
+    "cell_report_order",
+    "cell_source",
     "check",
     "check_memory",
     "column_name",

@@ -19,15 +19,16 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from orthotune.core import SETTINGS, OrthotuneError, Registry
-from orthotune.reports._load import ORIGINAL, ORTHO
+from orthotune.core import ARMS, SETTINGS, OrthotuneError, Registry, cell_label
+from orthotune.reports._load import ARM, COLUMNS, LEAD, ROWS, VARIANT
 from orthotune.reports._report import Report
 from orthotune.reports._verdict import FEW_TRIALS
 
 if TYPE_CHECKING:
     from orthotune.reports._plots import Figure
 
-ARMS = ((ORIGINAL, "orig"), (ORTHO, "ortho"))
+#: The paper tables' one column coordinate (depth): a column pair (the arms) per value.
+(COLUMN,) = COLUMNS
 
 #: ``{figure name: link}`` for figures written beside the report; ``None`` when there are none.
 Links = dict[str, str] | None
@@ -122,26 +123,32 @@ def number(value: object) -> str:
 
 
 def paper_grid(report: Report, setting: str, variant: str | None = None,
-               ) -> tuple[list[int], list[tuple[str, str, list[tuple[str | None, bool]]]]]:
-    """The paper-style table of one setting (and variant): its depths, and per (dataset,
-    backbone) row the cells in depth x {original, Ortho-GConv} order as ``(text or None, better)``."""
+               ) -> tuple[list[int], list[tuple[tuple[str, ...], list[tuple[str | None, bool]]]]]:
+    """The paper-style table of one setting (and variant): its depths, and per row (the row
+    coordinates' values: dataset, backbone) the cells in depth x arm order as ``(text or None,
+    better)``."""
     rows = report.summary[report.summary["setting"] == setting]
     if variant is not None:
-        rows = rows[rows["variant"] == variant]
-    depths = sorted(int(d) for d in rows["depth"].unique())
+        rows = rows[rows[VARIANT] == variant]
+    depths = sorted(int(d) for d in rows[COLUMN].unique())
     out = []
-    for (dataset, backbone), group in rows.groupby(["dataset", "backbone"], sort=True):
-        by_depth = {int(r["depth"]): r for _, r in group.iterrows()}
+    for names, group in rows.groupby(list(ROWS), sort=True):
+        by_depth = {int(r[COLUMN]): r for _, r in group.iterrows()}
         cells = []
         for depth in depths:
             row = by_depth.get(depth)
-            for arm, prefix in ARMS:
+            for arm in ARMS:
                 if row is None:
                     cells.append((None, False))
                 else:
-                    cells.append((_acc(row, prefix), row["better"] == arm))
-        out.append((dataset, backbone, cells))
+                    cells.append((_acc(row, arm.prefix), row["better"] == arm.name))
+        out.append((tuple(names), cells))
     return depths, out
+
+
+def paper_header(depths: list[int]) -> list[str]:
+    """The paper table's header: the row coordinates, then ``depth D ARM`` per column."""
+    return [*ROWS] + [f"{cell_label(COLUMN, d)} {arm.name}" for d in depths for arm in ARMS]
 
 
 def setting_title(setting: str) -> str:
@@ -155,7 +162,7 @@ def settings(report: Report) -> list[str]:
 
 def sections(report: Report) -> list[tuple[str, str | None, str]]:
     """The paper tables: ``(setting, variant or None, title)``, one per setting and variant."""
-    variants = sorted(report.summary["variant"].dropna().unique())
+    variants = sorted(report.summary[VARIANT].dropna().unique())
     out = []
     for setting in settings(report):
         title = f"Test accuracy (%, mean ± std with ddof = 1), {setting_title(setting)}"
@@ -163,7 +170,7 @@ def sections(report: Report) -> list[tuple[str, str | None, str]]:
             out.append((setting, None, title))
             continue
         mine = report.summary[report.summary["setting"] == setting]
-        out += [(setting, v, f"{title}, variant {v}") for v in sorted(mine["variant"].dropna().unique())]
+        out += [(setting, v, f"{title}, variant {v}") for v in sorted(mine[VARIANT].dropna().unique())]
     return out
 
 
@@ -179,7 +186,7 @@ def _heading(report: Report) -> list[str]:
 
 def _pair_rows(report: Report) -> list[list[str]]:
     return [
-        [r["setting"], r["dataset"], r["backbone"], number(r["depth"]), r["variant"], r["repeat_kind"],
+        [*_lead(r), r[VARIANT], r["repeat_kind"],
          number(r["n_pairs"]), _signed(r["diff_mean"]), _signed(r["diff_std"]).lstrip("+"), _ci(r),
          _plain(r["t"]), _p(r["p"]), _p(r["p_holm"]), r["verdict"], r["note"] or ""]
         for _, r in report.summary.iterrows()
@@ -193,10 +200,15 @@ def _ci(row: pd.Series) -> str:
     return f"[{_signed(row['ci_low'])}, {_signed(row['ci_high'])}]"
 
 
-PAIR_HEADER = ["setting", "dataset", "backbone", "depth", "variant", "repeat", "pairs", "Δ mean (pts)",
+def _lead(row: pd.Series) -> list[str]:
+    """A row's leading columns: its place in the report's order (setting, dataset, backbone, depth)."""
+    return [number(row[c]) for c in LEAD]
+
+
+PAIR_HEADER = [*LEAD, VARIANT, "repeat", "pairs", "Δ mean (pts)",
                "Δ std (pts, ddof 1)", "Δ 95% CI (pts)", "t", "p", "p (Holm)", "verdict", "note"]
 #: Leading columns of each table that hold names (left-aligned in html).
-PAIR_NAMES = 6
+PAIR_NAMES = len(LEAD) + 2
 ACC_NOTE = ("Test accuracy (%) of each cell's validation-selected config: mean ± std (sample std, ddof = 1) over its "
             "repeats. Bold: the better of the pair (higher mean test accuracy; a label, not a selection). "
             "—: no winner (see Missing cells).")
@@ -222,11 +234,10 @@ def _repeat_nouns() -> str:
 
 
 def _missing_rows(report: Report) -> list[list[str]]:
-    return [[r["setting"], r["dataset"], r["backbone"], number(r["depth"]), r["variant"], r["arm"], r["reason"]]
-            for _, r in report.missing.iterrows()]
+    return [[*_lead(r), r[VARIANT], r[ARM], r["reason"]] for _, r in report.missing.iterrows()]
 
 
-MISSING_HEADER = ["setting", "dataset", "backbone", "depth", "variant", "arm", "why"]
+MISSING_HEADER = [*LEAD, VARIANT, ARM, "why"]
 
 
 def _winner_columns(report: Report) -> list[str]:
@@ -249,13 +260,13 @@ WINNERS_NOTE = ("Every hyperparameter of each cell's winner; selection: the vali
 
 
 def _ablation_rows(report: Report) -> list[list[str]]:
-    return [[r["setting"], r["dataset"], r["backbone"], number(r["depth"]), r["variant"], r["reference"],
+    return [[*_lead(r), r[VARIANT], r["reference"],
              _acc_pm(r), _signed(r["diff_mean"]), _ci(r), number(r["n_pairs"]), _p(r["p"]), _p(r["p_holm"]),
              r["verdict"]]
             for _, r in report.ablation.iterrows()]
 
 
-ABLATION_HEADER = ["setting", "dataset", "backbone", "depth", "variant", "reference", "test acc (%, std ddof 1)",
+ABLATION_HEADER = [*LEAD, VARIANT, "reference", "test acc (%, std ddof 1)",
                    "Δ vs reference (pts)", "Δ 95% CI (pts)", "pairs", "p", "p (Holm)", "verdict"]
 ABLATION_NOTE = ("Ortho-GConv variants of the same cell, each the validation-selected winner of its own "
                  "search; Δ = variant − reference, matched repeat by repeat (paired t-test); p (Holm): "
@@ -269,12 +280,12 @@ def _acc_pm(row: pd.Series) -> str:
 
 
 def _importance_rows(report: Report) -> list[list[str]]:
-    return [[r["setting"], r["dataset"], r["backbone"], number(r["depth"]), r["arm"], r["variant"],
+    return [[*_lead(r), r[ARM], r[VARIANT],
              number(r["trials"]), ("few trials, indicative only: " if r["few"] else "") + r["importance"]]
             for _, r in report.importance.iterrows()]
 
 
-IMPORTANCE_HEADER = ["setting", "dataset", "backbone", "depth", "arm", "variant", "trials", "importance"]
+IMPORTANCE_HEADER = [*LEAD, ARM, VARIANT, "trials", "importance"]
 IMPORTANCE_NOTE = ("Optuna's fANOVA importance (optuna.importance, 32 trees, seed 0) of each searched "
                    "hyperparameter for the objective over the cell's trials, given in a canonical order "
                    "(the same trials give the same shares); shares sum to 1. Cells with fewer than 3 trials, "
@@ -317,10 +328,9 @@ def render_md(report: Report, links: Links) -> str:
         out += ["No trials match: nothing to report.", ""]
     for setting, variant, title in sections(report):
         depths, rows = paper_grid(report, setting, variant)
-        header = ["dataset", "backbone"] + [f"depth {d} {arm}" for d in depths for arm, _ in ARMS]
-        body = [[d, b] + [(f"**{t}**" if better else t) if t else "—" for t, better in cells]
-                for d, b, cells in rows]
-        out += [f"## {title}", "", *_md_table(header, body), ""]
+        body = [[*names] + [(f"**{t}**" if better else t) if t else "—" for t, better in cells]
+                for names, cells in rows]
+        out += [f"## {title}", "", *_md_table(paper_header(depths), body), ""]
     if not report.summary.empty:
         out += [ACC_NOTE, "", "## Paired comparison: Ortho-GConv − original", "",
                 *_md_table(PAIR_HEADER, _pair_rows(report)), "", _pair_note(report), ""]
@@ -372,13 +382,14 @@ def _latex_accuracy(report: Report, setting: str, variant: str | None) -> list[s
     out = ["\\begin{table}[t]", "\\centering", "\\small",
            f"\\caption{{Test accuracy (\\%), {tex(label)}: mean $\\pm$ std (ddof = 1) over "
            f"repeats of the validation-selected config; bold: better of the pair.}}",
-           "\\begin{tabular}{ll" + "cc" * len(depths) + "}", "\\toprule",
-           " & & " + " & ".join(f"\\multicolumn{{2}}{{c}}{{depth {d}}}" for d in depths) + " \\\\",
-           " & ".join(["dataset", "backbone"] + [tex(arm) for _ in depths for arm, _ in ARMS]) + " \\\\",
+           "\\begin{tabular}{" + "l" * len(ROWS) + "c" * len(ARMS) * len(depths) + "}", "\\toprule",
+           " " + "& " * len(ROWS) + " & ".join(f"\\multicolumn{{{len(ARMS)}}}{{c}}{{{tex(cell_label(COLUMN, d))}}}"
+                                         for d in depths) + " \\\\",
+           " & ".join([*ROWS] + [tex(arm.name) for _ in depths for arm in ARMS]) + " \\\\",
            "\\midrule"]
-    for dataset, backbone, cells in rows:
+    for names, cells in rows:
         texts = [(f"\\textbf{{{tex(t)}}}" if better else tex(t)) if t else "--" for t, better in cells]
-        out.append(" & ".join([tex(dataset), tex(backbone), *texts]) + " \\\\")
+        out.append(" & ".join([*(tex(n) for n in names), *texts]) + " \\\\")
     return out + ["\\bottomrule", "\\end{tabular}", "\\end{table}", ""]
 
 
@@ -481,10 +492,9 @@ def _html_summary(report: Report) -> list[str]:
 
 def _html_accuracy(report: Report, setting: str, variant: str | None, title: str) -> list[str]:
     depths, rows = paper_grid(report, setting, variant)
-    header = ["dataset", "backbone"] + [f"depth {d} {arm}" for d in depths for arm, _ in ARMS]
-    body = [[_td(d, True), _td(b, True)] + [_td(t or "—", bold=better) for t, better in cells]
-            for d, b, cells in rows]
-    return [f"<h2>{html.escape(title)}</h2>", _html_table(header, body, "paper")]
+    body = [[_td(n, True) for n in names] + [_td(t or "—", bold=better) for t, better in cells]
+            for names, cells in rows]
+    return [f"<h2>{html.escape(title)}</h2>", _html_table(paper_header(depths), body, "paper")]
 
 
 def _html_pairs(report: Report) -> list[str]:

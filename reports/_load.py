@@ -9,20 +9,45 @@ import numpy as np
 import pandas as pd
 
 from orthotune.core import (
+    ARMS,
     DATASETS,
     SETTINGS,
+    CellAxis,
+    CellRole,
     ConfigError,
     Group,
     OrthoSettings,
     OrthotuneError,
     TrainConfig,
+    arm_of,
     backbone_name,
     by_group,
+    cell_coordinates,
+    cell_names,
+    cell_report_order,
+    cell_source,
 )
 from orthotune.store import Store
 
-#: The config's cell fields: dataset, setting, backbone, depth and the arm (``ortho``).
-BASE = tuple(f.name for f in by_group(TrainConfig, Group.CELL))
+#: The cell's coordinates (``core.Cell``) as the report reads them. The place (dataset,
+#: setting, backbone, depth) in the cell's order, which ``best`` and the winners follow ...
+PLACE = cell_names(CellRole.PLACE)
+#: ... and in the report's, the section (setting) first: the columns every table leads with.
+LEAD = cell_report_order(CellRole.PLACE)
+#: The place coordinates the paper tables make one table per value of (setting), put in rows
+#: (dataset, backbone) and in columns (depth).
+SECTIONS, ROWS = cell_names(axes=(CellAxis.SECTION,)), cell_names(axes=(CellAxis.ROW,))
+COLUMNS = cell_names(axes=(CellAxis.COLUMN,))
+#: The names of the variant and the arm in the tables (the variant shown by :func:`load_trials`'s
+#: ``variant_name``, the arm by its name), and the column the arm is read from (``ortho``).
+(VARIANT,), (ARM,) = cell_names(CellRole.VARIANT), cell_names(CellRole.ARM)
+ARM_COLUMN = cell_source(ARM)
+#: Each coordinate's type (depth: int), to which values pandas turned into floats go back;
+#: the integer place coordinates stay integers in every table.
+KINDS = {f.name: f.metadata["kind"] for f in cell_coordinates()}
+INTEGERS = tuple(name for name in PLACE if KINDS[name] is int)
+#: The cell's place and arm as trials columns: dataset, setting, backbone, depth, ``ortho``.
+BASE = (*PLACE, ARM_COLUMN)
 #: The variant switches (profile/ablation label, bound, transform, selection, ...):
 #: fixed within a cell, so trials of different variants never compete.
 SWITCHES = tuple(f.name for f in by_group(TrainConfig, Group.VARIANT))
@@ -32,12 +57,13 @@ ORTHO_SWITCHES = tuple(f.name for f in by_group(OrthoSettings, Group.VARIANT))
 SHARED = tuple(s for s in SWITCHES if s not in ORTHO_SWITCHES)
 #: The selection cell: one winner per combination of these. ``switches`` is a column
 #: :func:`load_trials` derives from the row's :data:`SWITCHES` (``k=v;...``, without the
-#: Ortho-only switches for the original arm), so the key is never null and sorts.
+#: Ortho-only switches for the original arm), so the key is never null and sorts. The arm
+#: comes before the variant: a place's original winner sorts before its Ortho-GConv variants.
 CELL = (*BASE, "switches")
 #: The pair of a paired test: the cell without the arm; ``shared`` encodes :data:`SHARED`.
-PAIR = ("setting", "dataset", "backbone", "depth", "shared")
+PAIR = (*LEAD, "shared")
 #: Display names of the two arms.
-ORIGINAL, ORTHO = "original", "Ortho-GConv"
+ORIGINAL, ORTHO = (arm.name for arm in ARMS)
 
 
 @dataclass(frozen=True)
@@ -69,7 +95,7 @@ class Filters:
             ("search", self.searches), ("dataset", self.datasets), ("setting", self.settings),
             ("backbone", self.backbones), ("depth", self.depths), ("variant", self.variants)) if values]
         if self.ortho is not None:
-            parts.append(f"arm={ORTHO if self.ortho else ORIGINAL}")
+            parts.append(f"{ARM}={arm_of(self.ortho).name}")
         return " ".join(parts) or "none"
 
 
@@ -103,7 +129,7 @@ def load_trials(store: Store | str, filters: Filters | None = None) -> pd.DataFr
     if filters.ortho is not None:
         keep &= frame["ortho"] == filters.ortho
     frame = frame[keep].reset_index(drop=True)
-    frame["arm"] = frame["ortho"].map({False: ORIGINAL, True: ORTHO})
+    frame[ARM] = frame[ARM_COLUMN].map({arm.ortho: arm.name for arm in ARMS})
     return add_variant_keys(frame)
 
 

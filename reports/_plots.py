@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from orthotune.core import ARMS
 from orthotune.reports._load import ORIGINAL, ORTHO
 
 STYLE = {ORIGINAL: dict(color="tab:blue", marker="o"), ORTHO: dict(color="tab:red", marker="s")}
@@ -134,7 +135,7 @@ def _accuracy_vs_depth(name: str, label: str, rows: pd.DataFrame) -> Figure:
     styles = _variants(rows, "variant")
     for ax, (backbone, group) in zip(axes, groups):
         group = group.sort_values("depth")
-        for (variant, arm, prefix) in [(v, a, p) for v in styles for a, p in ((ORIGINAL, "orig"), (ORTHO, "ortho"))]:
+        for (variant, arm, prefix) in [(v, a.name, a.prefix) for v in styles for a in ARMS]:
             have = group[(group["variant"] == variant) & group[f"{prefix}_test_acc"].notna()]
             have = have.drop_duplicates(subset=["depth", f"{prefix}_trial_id"])  # one original, many Ortho
             if have.empty:
@@ -154,7 +155,7 @@ def _msig_vs_depth(name: str, label: str, cell: pd.DataFrame) -> Figure:
     figure, axes = _panels(max(len(groups), 1), f"Signal magnification M_sig against depth: {label}")
     styles = _variants(cell)
     for ax, (backbone, group) in zip(axes, groups):
-        for variant, arm in [(v, a) for v in styles for a in (ORIGINAL, ORTHO)]:
+        for variant, arm in [(v, a.name) for v in styles for a in ARMS]:
             arm_rows = group[(group["arm"] == arm) & (group["variant_name"] == variant)].sort_values("depth")
             if len(arm_rows):
                 ax.plot(arm_rows["depth"], arm_rows["m_sig"].astype(float), linestyle=styles[variant],

@@ -43,19 +43,34 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from orthotune.core import SETTINGS, Group, TrainConfig, by_group, column_name
-from orthotune.reports._load import CELL, ORIGINAL, ORTHO, PAIR
+from orthotune.core import ARMS, SETTINGS, Group, TrainConfig, arm_of, by_group, column_name
+from orthotune.reports._load import (
+    ARM,
+    ARM_COLUMN,
+    CELL,
+    COLUMNS,
+    INTEGERS,
+    KINDS,
+    LEAD,
+    ORIGINAL,
+    ORTHO,
+    PAIR,
+    PLACE,
+    SECTIONS,
+    VARIANT,
+)
 from orthotune.reports._select import TIE_RULE, eligible
 from orthotune.reports._verdict import FEW_TRIALS
 
 TEST_NAME = "paired t-test (scipy.stats.ttest_rel, two-sided)"
 #: The significance level of the verdicts in words.
 ALPHA = 0.05
-#: The columns a pair row is shown by (``PAIR`` without the encoded switches).
-ROW = ("setting", "dataset", "backbone", "depth", "variant")
+#: The columns a pair row is shown by (``PAIR`` with the variant's name for its switches).
+ROW = (*LEAD, VARIANT)
 #: Every hyperparameter a trial has: Ortho-GConv's searched values and the training values
-#: (store column names; ``max_epochs`` is the config's ``epochs``).
-HYPERPARAMETERS = tuple(column_name(f) for f in by_group(TrainConfig, Group.ORTHO, Group.TRAIN))
+#: (store column names; ``max_epochs`` is the config's ``epochs``) but a cell coordinate's.
+HYPERPARAMETERS = tuple(name for name in (column_name(f) for f in by_group(TrainConfig, Group.ORTHO, Group.TRAIN))
+                        if name not in PLACE)
 #: Ablation references, in order of preference: the variant the others are compared with.
 REFERENCES = ("full", "default")
 
@@ -67,19 +82,22 @@ def repeat_noun(setting: str) -> str:
 
 
 def expected_cells(trials: pd.DataFrame, arms: tuple[bool, ...] = (False, True)) -> pd.DataFrame:
-    """The cells a report should fill: per setting, every (dataset, backbone) seen times every
-    depth seen times every (arm, variant) combination seen in that setting (an arm filtered
+    """The cells a report should fill: per section (setting), every combination of the other
+    place coordinates seen (dataset, backbone) times every value of a column coordinate seen
+    (depth) times every (arm, variant) combination seen in that section (an arm filtered
     away is not expected). A variant run for one arm only (an ablation) expects only that arm."""
     columns = [*CELL, "variant_name", "shared"]
     if trials.empty:
         return pd.DataFrame(columns=columns)
     rows = []
-    for _, group in trials.groupby("setting", sort=True):
-        grid = group[["dataset", "setting", "backbone"]].drop_duplicates()
-        depths = pd.DataFrame({"depth": sorted(int(d) for d in group["depth"].dropna().unique())})
-        combos = group[["ortho", "switches", "variant_name", "shared"]].drop_duplicates()
-        combos = combos[combos["ortho"].isin(arms)]
-        rows.append(grid.merge(depths, how="cross").merge(combos, how="cross"))
+    for _, group in trials.groupby(list(SECTIONS), sort=True):
+        grid = group[[c for c in PLACE if c not in COLUMNS]].drop_duplicates()
+        for column in COLUMNS:
+            values = sorted(KINDS[column](v) for v in group[column].dropna().unique())
+            grid = grid.merge(pd.DataFrame({column: values}), how="cross")
+        combos = group[[ARM_COLUMN, "switches", "variant_name", "shared"]].drop_duplicates()
+        combos = combos[combos[ARM_COLUMN].isin(arms)]
+        rows.append(grid.merge(combos, how="cross"))
     return pd.concat(rows, ignore_index=True)[columns] if rows else pd.DataFrame(columns=columns)
 
 
@@ -92,10 +110,10 @@ def missing_cells(trials: pd.DataFrame, winners: pd.DataFrame, expected: pd.Data
         key = tuple(getattr(cell, c) for c in CELL)
         if key in have:
             continue
-        rows.append({**dict(zip(CELL, key)), "variant": cell.variant_name,
-                     "arm": ORTHO if cell.ortho else ORIGINAL,
+        rows.append({**dict(zip(CELL, key)), VARIANT: cell.variant_name,
+                     ARM: arm_of(getattr(cell, ARM_COLUMN)).name,
                      "reason": _why_missing(by_cell.get(key, trials.iloc[:0]))})
-    return pd.DataFrame(rows, columns=[*CELL, "variant", "arm", "reason"])
+    return pd.DataFrame(rows, columns=[*CELL, VARIANT, ARM, "reason"])
 
 
 def _why_missing(cell_trials: pd.DataFrame) -> str:
@@ -225,10 +243,10 @@ def summary(winners: pd.DataFrame, expected: pd.DataFrame) -> pd.DataFrame:
     columns = [*CELL, "variant_name", "shared"]
     cells = pd.concat([expected[columns], winners[columns]]).drop_duplicates(subset=list(CELL))
     lookup = {tuple(r[c] for c in CELL): r for _, r in winners.iterrows()}
-    originals = {tuple(r[c] for c in PAIR): r for _, r in cells[~cells["ortho"].astype(bool)].iterrows()}
+    originals = {tuple(r[c] for c in PAIR): r for _, r in cells[~cells[ARM_COLUMN].astype(bool)].iterrows()}
     paired_keys: set[tuple] = set()
     pairs = []
-    for _, cell in cells[cells["ortho"].astype(bool)].iterrows():
+    for _, cell in cells[cells[ARM_COLUMN].astype(bool)].iterrows():
         pair = tuple(cell[c] for c in PAIR)
         partner = originals.get(pair)
         paired_keys.add(pair)
@@ -241,17 +259,18 @@ def summary(winners: pd.DataFrame, expected: pd.DataFrame) -> pd.DataFrame:
     tests = with_holm([paired(cell["setting"], original, ortho) for cell, original, ortho in pairs])
     rows = [_summary_row(cell, original, ortho, test) for (cell, original, ortho), test in zip(pairs, tests)]
     frame = pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
-    frame = frame.sort_values(["setting", "dataset", "backbone", "depth", "variant"], kind="stable")
-    return _integers(frame.reset_index(drop=True), ["depth", "orig_repeats", "ortho_repeats", "n_pairs"])
+    frame = frame.sort_values(list(ROW), kind="stable")
+    repeats = [f"{arm.prefix}_repeats" for arm in ARMS]
+    return _integers(frame.reset_index(drop=True), [*INTEGERS, *repeats, "n_pairs"])
 
 
 def _summary_row(cell: pd.Series, original: pd.Series | None, ortho: pd.Series | None, test: Paired) -> dict:
     return {
-        **{c: cell[c] for c in ("setting", "dataset", "backbone", "depth")},
-        "variant": cell["variant_name"], "switches": cell["switches"],
+        **{c: cell[c] for c in LEAD},
+        VARIANT: cell["variant_name"], "switches": cell["switches"],
         "repeat_kind": repeat_noun(cell["setting"]),
-        **_arm_columns("orig", original),
-        **_arm_columns("ortho", ortho),
+        **_arm_columns(ARMS[0].prefix, original),
+        **_arm_columns(ARMS[1].prefix, ortho),
         "better": _better(original, ortho),
         **vars(test),
         "verdict": test.verdict(),
@@ -260,7 +279,7 @@ def _summary_row(cell: pd.Series, original: pd.Series | None, ortho: pd.Series |
 
 _ARM_FIELDS = ("search", "trial_id", "val_acc", "test_acc", "test_acc_std", "repeats")
 SUMMARY_COLUMNS = [*ROW, "switches", "repeat_kind",
-                   *(f"orig_{f}" for f in _ARM_FIELDS), *(f"ortho_{f}" for f in _ARM_FIELDS),
+                   *(f"{arm.prefix}_{f}" for arm in ARMS for f in _ARM_FIELDS),
                    "better", "n_pairs", "diff_mean", "diff_std", "ci_low", "ci_high", "t", "p", "p_holm", "verdict",
                    "note"]
 
@@ -301,17 +320,17 @@ def _better(original: pd.Series | None, ortho: pd.Series | None) -> str | None:
 
 # -- winners -------------------------------------------------------------------------------
 
-WINNER_COLUMNS = ["setting", "dataset", "backbone", "depth", "arm", "variant", "selection", *HYPERPARAMETERS,
+WINNER_COLUMNS = [*LEAD, ARM, VARIANT, "selection", *HYPERPARAMETERS,
                   "status", "epochs", "best_epoch", "val_acc", "test_acc", "candidates", "search", "trial_id"]
 
 
 def winners_table(winners: pd.DataFrame) -> pd.DataFrame:
     """Every hyperparameter of each cell's winner, its status (a stopped winner was cut by
     ASHA), the epochs it trained and its validation-best epoch (most over the repeats)."""
-    frame = winners.drop(columns="variant").rename(columns={"variant_name": "variant"})
-    frame = frame.sort_values(["setting", "dataset", "backbone", "depth", "variant", "ortho"], kind="stable")
+    frame = winners.drop(columns=VARIANT).rename(columns={"variant_name": VARIANT})
+    frame = frame.sort_values([*ROW, ARM_COLUMN], kind="stable")
     frame = frame[WINNER_COLUMNS].reset_index(drop=True)
-    ints = [c for c in ("depth", "epochs", "best_epoch", "candidates", *HYPERPARAMETERS)
+    ints = [c for c in (*INTEGERS, "epochs", "best_epoch", "candidates", *HYPERPARAMETERS)
             if c in frame and _integral(frame[c])]
     return _integers(frame.astype(object).where(frame.notna(), None), ints)
 
@@ -332,7 +351,7 @@ def _declared_int(name: str) -> bool:
 
 # -- ablations -----------------------------------------------------------------------------
 
-ABLATION_COLUMNS = [*("setting", "dataset", "backbone", "depth"), "variant", "reference", "search", "trial_id",
+ABLATION_COLUMNS = [*ROW, "reference", "search", "trial_id",
                     "val_acc", "test_acc", "test_acc_std", "n_pairs", "diff_mean", "ci_low", "ci_high", "p", "p_holm",
                     "verdict"]
 
@@ -342,35 +361,35 @@ def ablation(winners: pd.DataFrame) -> pd.DataFrame:
     against the reference variant (``full``, else ``default``, else the first label), paired
     repeat by repeat like the arms (difference: variant minus reference). Only where a cell
     has two or more Ortho-GConv variants."""
-    ortho = winners[winners["ortho"].astype(bool)]
+    ortho = winners[winners[ARM_COLUMN].astype(bool)]
     entries = []
-    for key, group in ortho.groupby(["setting", "dataset", "backbone", "depth"], sort=True):
+    for key, group in ortho.groupby(list(LEAD), sort=True):
         if group["variant_name"].nunique() < 2:
             continue
         names = list(group["variant_name"])
         reference = next((n for n in REFERENCES if n in names), sorted(names)[0])
         base = group[group["variant_name"] == reference].iloc[0]
         for _, row in group.sort_values("variant_name").iterrows():
-            test = paired(key[0], base, row) if row["variant_name"] != reference else None
+            test = paired(row["setting"], base, row) if row["variant_name"] != reference else None
             entries.append((key, reference, row, test))
     tests = with_holm([test for *_, test in entries])  # the ablation table: a family of its own
     rows = []
     for (key, reference, row, _), test in zip(entries, tests):
         rows.append({
-            **dict(zip(("setting", "dataset", "backbone", "depth"), key)),
-            "variant": row["variant_name"], "reference": reference,
+            **dict(zip(LEAD, key)),
+            VARIANT: row["variant_name"], "reference": reference,
             **{c: row[c] for c in ("search", "trial_id", "val_acc", "test_acc")},
             "test_acc_std": sample_std(row["repeat_test_acc"], row["repeat_status"]),
             **{f: getattr(test, f) if test else None for f in ("n_pairs", "diff_mean", "ci_low", "ci_high", "p",
                                                                  "p_holm")},
             "verdict": test.verdict("better", "worse") if test else "reference",
         })
-    return _integers(pd.DataFrame(rows, columns=ABLATION_COLUMNS), ["depth", "n_pairs"])
+    return _integers(pd.DataFrame(rows, columns=ABLATION_COLUMNS), [*INTEGERS, "n_pairs"])
 
 
 # -- effect of T ---------------------------------------------------------------------------
 
-T_COLUMNS = [*("setting", "dataset", "backbone", "depth"), "variant", "T", "trial_id", "status", "stuck",
+T_COLUMNS = [*ROW, "T", "trial_id", "status", "stuck",
              "test_acc", "test_acc_std", "seconds_per_epoch"]
 
 
@@ -378,15 +397,15 @@ def t_effect(trials: pd.DataFrame) -> pd.DataFrame:
     """For each Ortho-GConv cell and each T: the validation-best trial with that T (same tie
     rule), its status, whether it was stuck, its test accuracy and seconds per epoch."""
     ortho = eligible(trials)
-    ortho = ortho[ortho["ortho"] == True]  # noqa: E712 (a column comparison, not a truth test)
+    ortho = ortho[ortho[ARM_COLUMN] == True]  # noqa: E712 (a column comparison, not a truth test)
     if ortho.empty:
         return pd.DataFrame(columns=T_COLUMNS)
     columns, ascending = zip(*TIE_RULE)
     ordered = ortho.sort_values(list(columns), ascending=list(ascending), na_position="last", kind="stable")
     best = ordered.groupby([*CELL, "T"], sort=True).head(1)
-    best = best.drop(columns="variant").rename(columns={"variant_name": "variant"}).assign(stuck=stuck(best))[T_COLUMNS]
-    best = best.sort_values(["setting", "dataset", "backbone", "depth", "variant", "T"], kind="stable")
-    return _integers(best.reset_index(drop=True), ["depth", "T"])
+    best = best.drop(columns=VARIANT).rename(columns={"variant_name": VARIANT}).assign(stuck=stuck(best))[T_COLUMNS]
+    best = best.sort_values([*ROW, "T"], kind="stable")
+    return _integers(best.reset_index(drop=True), [*INTEGERS, "T"])
 
 
 def stuck(trials: pd.DataFrame) -> pd.Series:
@@ -402,7 +421,7 @@ def _never_improved(best_epochs: object) -> bool:
 
 # -- hyperparameter importance -------------------------------------------------------------
 
-IMPORTANCE_COLUMNS = [*("setting", "dataset", "backbone", "depth", "arm"), "variant", "trials", "importance", "few"]
+IMPORTANCE_COLUMNS = [*LEAD, ARM, VARIANT, "trials", "importance", "few"]
 
 
 def importance(trials: pd.DataFrame) -> pd.DataFrame:
@@ -422,9 +441,9 @@ def importance(trials: pd.DataFrame) -> pd.DataFrame:
         if shares:
             first = group.iloc[0]
             text = ", ".join(f"{name}={share:.2f}" for name, share in shares.items())
-            rows.append({**dict(zip(CELL, key)), "arm": first["arm"], "variant": first["variant_name"],
+            rows.append({**dict(zip(CELL, key)), ARM: first[ARM], VARIANT: first["variant_name"],
                          "trials": len(group), "importance": text, "few": len(group) < FEW_TRIALS})
-    return _integers(pd.DataFrame(rows, columns=IMPORTANCE_COLUMNS), ["depth", "trials"])
+    return _integers(pd.DataFrame(rows, columns=IMPORTANCE_COLUMNS), [*INTEGERS, "trials"])
 
 
 def _importances(optuna, group: pd.DataFrame) -> dict[str, float]:

@@ -22,6 +22,8 @@ from typing import Any
 
 import pandas as pd
 
+from orthotune.core import CellRole, cell_label, cell_names
+
 #: Fewer trials than this in a cell and its winner is flagged. Why 20: the default searcher
 #: is Optuna's TPE, whose first ``n_startup_trials`` (10) proposals are random; below 20
 #: trials fewer than half the budget was guided by the model, so the winner is close to the
@@ -44,9 +46,13 @@ class Verdicts:
         return "\n".join(out)
 
 
+#: The pair's place (dataset, setting, backbone, depth) and its variant, as the cell declares them.
+PLACE, (VARIANT,) = cell_names(CellRole.PLACE), cell_names(CellRole.VARIANT)
+
+
 def pair_label(row: Mapping[str, Any]) -> str:
     """``cora full gcn depth 2 (default)``: the pair a summary row is about."""
-    return f"{row['dataset']} {row['setting']} {row['backbone']} depth {int(row['depth'])} ({row['variant']})"
+    return " ".join(cell_label(name, row[name]) for name in PLACE) + f" ({row[VARIANT]})"
 
 
 def verdicts(summary: pd.DataFrame, winners: pd.DataFrame, missing: pd.DataFrame,
@@ -81,8 +87,8 @@ def warnings(winners: pd.DataFrame, missing: pd.DataFrame, smoke_searches: Itera
 
 
 def _cell_row(row: pd.Series) -> dict[str, Any]:
-    variant = row["variant_name"] if "variant_name" in row else row["variant"]
-    return {**{c: row[c] for c in ("dataset", "setting", "backbone", "depth")}, "variant": variant}
+    variant = row["variant_name"] if "variant_name" in row else row[VARIANT]
+    return {**{c: row[c] for c in PLACE}, VARIANT: variant}
 
 
 def _at_cap(winner: pd.Series) -> bool:

@@ -8,20 +8,19 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import Any
 
-from orthotune.core import TrainConfig
+from orthotune.core import Cell, TrainConfig
 
 
 def cell_key(config: Mapping[str, Any]) -> str:
-    """A config's cell: ``dataset/backbone/depth/arm`` (arm ``ortho`` or ``original``), with
-    ``/VARIANT`` before the arm for any variant label but ``default``.
+    """A config's cell key (``core.Cell.key``): ``dataset/backbone/depth/arm`` (arm ``ortho``
+    or ``original``), with ``/VARIANT`` before the arm for any variant label but ``default``.
 
-    The variant label is part of it, so the variants of one space (profiles, ablations)
-    get their own searchers, budgets and ASHA brackets (as the spaces layer names them).
+    It names Optuna studies and stored searchers, so it never changes for a cell (``--resume``
+    of an older search finds its studies by it). The variant label is part of it, so the
+    variants of one space (profiles, ablations) get their own searchers, budgets and ASHA
+    brackets (as the spaces layer names them).
     """
-    arm = "ortho" if config.get("ortho") else "original"
-    variant = config.get("variant") or "default"
-    middle = "" if variant == "default" else f"/{variant}"
-    return f"{config['dataset']}/{config['backbone']}/{config['depth']}{middle}/{arm}"
+    return Cell.of(config).key
 
 
 class Space(ABC):

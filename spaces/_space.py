@@ -52,6 +52,7 @@ from typing import Any
 import yaml
 
 from orthotune.core import (
+    ARMS,
     DATASETS,
     SETTINGS,
     SPLIT_FIELDS,
@@ -83,7 +84,8 @@ TRAIN_KEYS = {f.name for f in by_group(TrainConfig, Group.TRAIN, Group.VARIANT)}
 ASHA_KEYS = {"grace_period", "reduction_factor"}
 #: Keys of one ``variants`` entry besides the ortho/train values it fixes or searches.
 VARIANT_KEYS = {"name", "profile", "arms", "datasets", "backbones", "depths"}
-ARMS = ("original", "ortho")
+#: The arms a variant may name (``arms: [original, ortho]``): the cell's arm keys.
+ARM_KEYS = tuple(arm.key for arm in ARMS)
 
 
 @dataclass(frozen=True)
@@ -149,7 +151,7 @@ class SearchSpace(Space):
         """The plain space of one variant: its label and values fixed, its arms and cells."""
         values = {n: Dimension("name", "fixed", (v,)) for n, v in _profile(variant.profile).items()}
         values = {n: replace(d, name=n) for n, d in {**values, **variant.values}.items()}
-        arms = variant.arms or tuple(a for a, on in zip(ARMS, (self.original, self.ortho is not None)) if on)
+        arms = variant.arms or tuple(a for a, on in zip(ARM_KEYS, (self.original, self.ortho is not None)) if on)
         ortho = {**(self.ortho or {}), **{n: d for n, d in values.items() if n in ORTHO_KEYS}}
         train = {**self.train, **{n: d for n, d in values.items() if n not in ORTHO_KEYS},
                  "variant": Dimension("variant", "fixed", (variant.name,))}
@@ -160,7 +162,7 @@ class SearchSpace(Space):
     def _check_variants(self) -> None:
         covered: dict[tuple, str] = {}
         for variant, part in zip(self.variants, self.parts()):  # building a part validates it
-            arms = [a for a, on in zip(ARMS, (part.original, part.ortho is not None)) if on]
+            arms = [a for a, on in zip(ARM_KEYS, (part.original, part.ortho is not None)) if on]
             for cell in itertools.product(part.datasets, part.backbones, part.depths, arms):
                 key = (variant.name, *cell)
                 if key in covered:
@@ -411,7 +413,7 @@ def _variant(index: int, values: Any) -> Variant:
         raise ConfigError(f"space: {where}.name is required (a non-empty string)")
     arms = values.get("arms")
     if arms is not None:
-        arms = _names(f"{where}.arms", arms, ARMS)
+        arms = _names(f"{where}.arms", arms, ARM_KEYS)
     profile = values.get("profile")
     if profile is not None:
         _profile(profile)

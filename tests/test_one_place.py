@@ -91,3 +91,71 @@ def test_a_launch_switch_is_one_declaration(monkeypatch):
     assert meta["dry_run"] is True and extended.from_meta(meta, options.space).dry_run is True
     args = build_parser("launch").parse_args(["launch", "--space", "quick", "--store", "s"])
     assert _options(args).dry_run is False
+
+
+#: Run in a fresh interpreter: insert one coordinate, ``layout``, into ``core.Cell`` (between
+#: depth and the variant, as the one line in ``core/_cells.py`` would) before any layer above
+#: core reads it, then show what each layer derives from it.
+NEW_COORDINATE = r"""
+import dataclasses, json, sys
+import orthotune.core, orthotune.core._cells as cells
+
+old = dataclasses.fields(cells.Cell)
+fields = [(f.name, f.type, dataclasses.field(metadata=f.metadata)) for f in old]
+fields.insert(4, ("layout", "str", cells.coordinate("where the convolutions sit")))
+methods = {name: vars(cells.Cell)[name] for name in ("of", "key")}
+cells.Cell = orthotune.core.Cell = dataclasses.make_dataclass("Cell", fields, namespace=methods, frozen=True)
+
+sys.path.insert(0, sys.argv[2])
+from report_stores import hand_row, hand_store
+from orthotune.cli.best import TABLE
+from orthotune.reports import build_report, write_report
+from orthotune.reports._formats import IMPORTANCE_HEADER, MISSING_HEADER, PAIR_HEADER
+from orthotune.reports._load import CELL, PAIR
+from orthotune.reports._tables import WINNER_COLUMNS
+from orthotune.reports._verdict import pair_label
+from orthotune.search import cell_key
+
+rows = [hand_row(f"{layout}-{ortho}", [0.8, 0.7], [0.7, 0.6], layout=layout, ortho=ortho, selection="val_acc",
+                 variant="default") for layout in ("linear", "standard") for ortho in (False, True)]
+report = build_report(hand_store(sys.argv[1], rows), plots=False)
+print(json.dumps({
+    "key": cell_key({"dataset": "cora", "backbone": "gcn", "depth": 2, "layout": "standard", "ortho": True}),
+    "cell": CELL, "pair": PAIR, "table": TABLE, "pair_header": PAIR_HEADER, "missing": MISSING_HEADER,
+    "importance": IMPORTANCE_HEADER, "winners": WINNER_COLUMNS,
+    "label": pair_label({"dataset": "cora", "setting": "full", "backbone": "gcn", "depth": 2, "layout": "standard",
+                         "variant": "default"}),
+    "pairs": report.summary[["layout", "orig_trial_id", "ortho_trial_id"]].values.tolist(),
+    "verdicts": list(report.verdicts.lines),
+    "paper": [line for line in write_report(report, "md").splitlines() if line.startswith("| ")][:3],
+}))
+"""
+
+
+def test_a_cell_coordinate_is_one_declaration(tmp_path):
+    """One more coordinate of ``core.Cell`` and the search's cell key, the report's cells,
+    pairs, tables and verdict lines, and ``best``'s table all have it: trials that differ in
+    it are different cells, each paired with its own original."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    stores = Path(__file__).resolve().parent / "reports"
+    done = subprocess.run([sys.executable, "-c", NEW_COORDINATE, str(tmp_path / "store"), str(stores)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout)
+    assert seen["key"] == "cora/gcn/2/standard/ortho"
+    assert seen["cell"] == ["dataset", "setting", "backbone", "depth", "layout", "ortho", "switches"]
+    assert seen["pair"] == ["setting", "dataset", "backbone", "depth", "layout", "shared"]
+    assert seen["table"][:7] == ["dataset", "setting", "backbone", "depth", "layout", "variant", "arm"]
+    for header in ("pair_header", "missing", "importance", "winners"):
+        assert seen[header][:5] == ["setting", "dataset", "backbone", "depth", "layout"], header
+    assert seen["label"] == "cora full gcn depth 2 standard (default)"
+    assert sorted(seen["pairs"]) == [["linear", "linear-False", "linear-True"],
+                                     ["standard", "standard-False", "standard-True"]]
+    assert [line.split(":")[0] for line in seen["verdicts"]] == ["cora full gcn depth 2 linear (default)",
+                                                                 "cora full gcn depth 2 standard (default)"]
+    assert seen["paper"][0].startswith("| dataset | backbone | layout | depth 2 original |")
+    assert seen["paper"][1].startswith("| cora | gcn | linear |")

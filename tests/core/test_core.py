@@ -7,15 +7,21 @@ import math
 import pytest
 
 from orthotune.core import (
+    ARMS,
     DATASETS,
     PROFILES,
+    Cell,
+    CellRole,
     ConfigError,
     Group,
     OrthoSettings,
     OrthotuneError,
     Status,
     TrainConfig,
+    arm_of,
     by_group,
+    cell_coordinates,
+    cell_source,
     check_memory,
     declared,
     defaults_for,
@@ -88,6 +94,27 @@ def test_defaults_come_from_the_one_table():
 def test_groups_split_the_fields_without_overlap():
     groups = [{f.name for f in by_group(TrainConfig, g)} for g in Group]
     assert sum(len(g) for g in groups) == len(declared(TrainConfig))
+
+
+def test_a_cell_is_read_from_declared_config_fields_and_names_every_cell_field():
+    """Each coordinate reads a config field (its store column); the config's cell fields and
+    the variant label are each read by one."""
+    fields = {f.name: f for f in declared(TrainConfig)}
+    sources = [cell_source(f.name) for f in cell_coordinates()]
+    assert all(s in fields for s in sources) and len(set(sources)) == len(sources)
+    assert {f.name for f in by_group(TrainConfig, Group.CELL)} | {"variant"} == set(sources)
+    assert all(f.metadata["doc"] for f in cell_coordinates())
+    assert [f.name for f in cell_coordinates(CellRole.ARM)] == ["arm"]
+
+
+def test_the_arms_are_declared_once_and_a_config_names_its_own():
+    assert [(a.name, a.key, a.ortho) for a in ARMS] == [("original", "original", False), ("Ortho-GConv", "ortho", True)]
+    assert arm_of(True) is ARMS[1] and arm_of(False) is arm_of(None) is ARMS[0]
+    config = TrainConfig(dataset="cora", depth=4, ortho=False, variant="official")
+    cell = Cell.of(config.to_dict())
+    assert (cell.dataset, cell.setting, cell.backbone, cell.depth, cell.variant, cell.arm) == \
+        ("cora", "full", "gcn", 4, "official", ARMS[0])
+    assert cell.key == "cora/gcn/4/official/original"
 
 
 def test_status_ranks_failure_over_stopping_over_completion():

@@ -53,6 +53,22 @@ def drain(searcher: Searcher, objective=lambda config: random.random(), complete
     return trained
 
 
+@pytest.mark.parametrize(("config", "key"), [
+    ({"dataset": "cora", "backbone": "gcn", "depth": 2, "ortho": True}, "cora/gcn/2/ortho"),
+    ({"dataset": "cora", "setting": "semi", "backbone": "gcn", "depth": 2, "ortho": False}, "cora/gcn/2/original"),
+    ({"dataset": "texas", "backbone": "jknet", "depth": 16, "ortho": True, "variant": "default"},
+     "texas/jknet/16/ortho"),
+    ({"dataset": "cora", "backbone": "gcnii", "depth": 64, "ortho": True, "variant": "official"},
+     "cora/gcnii/64/official/ortho"),
+    ({"dataset": "pyg:Planetoid/Cora", "backbone": "tests.models.factories_for_tests:mlp", "depth": 4,
+      "variant": None}, "pyg:Planetoid/Cora/tests.models.factories_for_tests:mlp/4/original"),
+])
+def test_a_cell_key_is_what_older_searches_named_their_studies_by(config, key):
+    """Optuna studies and stored searchers are named by the key: ``--resume`` of a search
+    written by an earlier version finds them only if it never changes."""
+    assert cell_key(config) == key
+
+
 def test_cora_texas_samples_6_gives_each_cell_6_trials():
     planned = plan(options(CORA_TEXAS))
     trained = drain(planned.search_alg)

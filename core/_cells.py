@@ -1,0 +1,151 @@
+"""The experiment cell, declared once: its coordinates and the arms.
+
+A *cell* is one point of the comparison: a dataset under a protocol setting, a backbone at a
+depth, a variant, in one arm. Each coordinate is a field of :class:`Cell` made by
+:func:`coordinate`, which says which config field (store column) it is read from, its
+documentation and its role; the rest derives from these declarations: the search's cell key
+(:attr:`Cell.key`: it names Optuna studies, stored searchers and ASHA brackets), the report's
+group keys, sort orders, paper tables and headers, and ``best``'s table. The arms are
+declared once in :data:`ARMS`.
+
+Roles (:class:`CellRole`): the *place* coordinates (dataset, setting, backbone, depth) say where
+two arms are compared; the *variant* (a profile or an ablation label; the report tells
+cells apart by the variant's switches as well) is fixed within a cell; the *arm* is the one
+coordinate the two cells of a pair differ in. A place coordinate lies on one *axis* of the
+report's paper tables (:class:`CellAxis`): one table per section (the setting, which therefore
+leads every table's columns), a row per row value (dataset, backbone), a column per column
+value (depth; the report expects every depth it has seen for every row).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One arm of the comparison."""
+
+    name: str  # how the reports and ``best`` show it
+    key: str  # its part of a cell key, and its section of a space file
+    prefix: str  # the prefix of its columns in the report's per-pair table
+    ortho: bool  # the config's ``ortho`` value that selects it
+
+
+#: The arms, in the order the report shows them: the backbone as published, then its
+#: Ortho-GConv form.
+ARMS: tuple[Arm, ...] = (
+    Arm("original", key="original", prefix="orig", ortho=False),
+    Arm("Ortho-GConv", key="ortho", prefix="ortho", ortho=True),
+)
+
+
+def arm_of(ortho: object) -> Arm:
+    """The arm a config's ``ortho`` value selects (missing: the original backbone)."""
+    return next(arm for arm in ARMS if arm.ortho == bool(ortho))
+
+
+class CellRole(StrEnum):
+    """What a coordinate of a cell is (see the module docstring)."""
+
+    PLACE = "place"
+    VARIANT = "variant"
+    ARM = "arm"
+
+
+class CellAxis(StrEnum):
+    """Where a place coordinate lies in the report's paper tables."""
+
+    SECTION = "section"  # one table per value; leads every table's columns
+    ROW = "row"  # a row per combination of the row coordinates
+    COLUMN = "column"  # a column pair (original, Ortho-GConv) per value; every value expected
+
+
+def coordinate(doc: str, role: CellRole = CellRole.PLACE, *, axis: CellAxis | None = None,
+               source: str | None = None, kind: Callable[[Any], Any] = str, in_key: bool = True, implicit: Any = None,
+               label: str = "{}") -> Any:
+    """A field of :class:`Cell`.
+
+    ``source``: the config field (and store column) it is read from, by default its own name;
+    ``kind``: its values' type; ``in_key``: part of the search's cell key; ``implicit``: the
+    value of a config that leaves it unset, which the key leaves out; ``label``: how a
+    verdict line names a value (``depth {}``); ``axis``: for a place coordinate, where the
+    paper tables put it (default: a row).
+    """
+    if axis is None and role is CellRole.PLACE:
+        axis = CellAxis.ROW
+    metadata = {"doc": doc, "role": role, "axis": axis, "source": source, "kind": kind, "in_key": in_key,
+                "implicit": implicit, "label": label}
+    return dataclasses.field(metadata=metadata)
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One experiment cell; :meth:`of` reads it from a config or a trials row."""
+
+    dataset: str = coordinate("the dataset")
+    # a space fixes one setting per dataset, so a search's cell key does without it
+    setting: str | None = coordinate("the protocol setting", axis=CellAxis.SECTION, in_key=False)
+    backbone: str = coordinate("the backbone (a catalogue name, or a user's factory)")
+    depth: int = coordinate("graph convolutions (Graph U-Nets: pooling levels)", axis=CellAxis.COLUMN, kind=int,
+                            label="depth {}")
+    variant: str = coordinate("the variant label (a profile or an ablation); the report also keeps apart "
+                              "cells whose variant switches differ", CellRole.VARIANT, implicit="default")
+    arm: Arm = coordinate("the original backbone or its Ortho-GConv form", CellRole.ARM, source="ortho", kind=arm_of)
+
+    @classmethod
+    def of(cls, values: Mapping[str, Any]) -> Cell:
+        """The cell of a config (or a trials row): each coordinate from its source field."""
+        return cls(**{f.name: _read(f, values) for f in cell_coordinates()})
+
+    @property
+    def key(self) -> str:
+        """The search's cell key, ``dataset/backbone/depth[/variant]/arm`` (the arm's key): the
+        coordinates in the key, in order, but those at their implicit value."""
+        parts = []
+        for f in cell_coordinates():
+            value, implicit = getattr(self, f.name), f.metadata["implicit"]
+            if f.metadata["in_key"] and (implicit is None or value != implicit):
+                parts.append(value.key if isinstance(value, Arm) else str(value))
+        return "/".join(parts)
+
+
+def cell_coordinates(*roles: CellRole) -> list[dataclasses.Field]:
+    """The coordinates of :class:`Cell` (of ``roles``, default all), in declaration order."""
+    return [f for f in dataclasses.fields(Cell) if not roles or f.metadata["role"] in roles]
+
+
+def cell_names(*roles: CellRole, axes: tuple[CellAxis, ...] = ()) -> tuple[str, ...]:
+    """The names of :func:`coordinates`, place coordinates restricted to ``axes`` if given."""
+    return tuple(f.name for f in cell_coordinates(*roles) if not axes or f.metadata["axis"] in axes)
+
+
+def cell_report_order(*roles: CellRole) -> tuple[str, ...]:
+    """:func:`coordinate_names` as the report's tables order them: the section coordinates
+    (the setting) first, then the others in declaration order."""
+    names, leading = cell_names(*roles), cell_names(axes=(CellAxis.SECTION,))
+    return (*[n for n in names if n in leading], *[n for n in names if n not in leading])
+
+
+def cell_source(name: str) -> str:
+    """The config field (store column) a coordinate is read from."""
+    f = next(f for f in cell_coordinates() if f.name == name)
+    return f.metadata["source"] or f.name
+
+
+def cell_label(name: str, value: Any) -> str:
+    """A coordinate's value as a verdict line names it (``depth 4``)."""
+    f = next(f for f in cell_coordinates() if f.name == name)
+    return f.metadata["label"].format(f.metadata["kind"](value))
+
+
+def _read(f: dataclasses.Field, values: Mapping[str, Any]) -> Any:
+    value = values.get(f.metadata["source"] or f.name)
+    implicit = f.metadata["implicit"]
+    if implicit is not None and not value:
+        return implicit
+    return value if value is None and f.metadata["role"] is not CellRole.ARM else f.metadata["kind"](value)
