@@ -8,7 +8,16 @@ import json
 from typing import TYPE_CHECKING
 
 from orthotune.cli._common import add_store_argument
-from orthotune.core import DATASETS, SETTINGS, OrthotuneError, all_backbones, cell_names
+from orthotune.core import (
+    DATASETS,
+    OBJECTIVE,
+    SETTINGS,
+    OrthotuneError,
+    Summary,
+    all_backbones,
+    cell_names,
+    result_column_name,
+)
 
 if TYPE_CHECKING:  # pandas and the reports layer are imported inside run: --help stays fast
     import pandas as pd
@@ -17,7 +26,7 @@ if TYPE_CHECKING:  # pandas and the reports layer are imported inside run: --hel
 
 #: Columns of the table view, in order: the cell's coordinates, then its winner (accuracies as
 #: mean ± std over the repeats).
-TABLE = (*cell_names(), "val_acc", "test_acc", "repeats", "T", "beta", "lam", "hidden", "lr", "weight_decay",
+TABLE = (*cell_names(), OBJECTIVE, "test_acc", "repeats", "T", "beta", "lam", "hidden", "lr", "weight_decay",
          "dropout", "max_epochs", "candidates", "status", "search", "trial_id")
 
 
@@ -80,7 +89,8 @@ def run(args: argparse.Namespace) -> int:
 
 def format_table(winners: pd.DataFrame) -> str:
     view = winners.assign(
-        val_acc=[_pm(m, s) for m, s in zip(winners["val_acc"], winners["val_acc_std"])],
+        **{OBJECTIVE: [_pm(m, s) for m, s in zip(winners[OBJECTIVE],
+                                                  winners[result_column_name(OBJECTIVE, Summary.STD)])]},
         test_acc=[_pm(m, s) for m, s in zip(winners["test_acc"], winners["test_acc_std"])],
         repeats=[len(r) for r in winners["repeat_test_acc"]],
         T=winners["T"].astype("Int64"),  # null for the original arm turned it into floats

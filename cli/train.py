@@ -15,6 +15,7 @@ import yaml
 from orthotune.cli._common import OK, RUN_FAILED, add_data_arguments
 from orthotune.core import (
     DATASETS,
+    OBJECTIVE,
     PROFILES,
     SETTINGS,
     ConfigError,
@@ -184,7 +185,7 @@ def summarise(result: ConfigResult) -> dict:
         "status": result.status,
         "reason": result.reason,
         "config": result.config.to_dict(),
-        "val_acc": result.mean("val_acc"),
+        OBJECTIVE: result.mean(OBJECTIVE),
         "test_acc": result.mean("test_acc"),
         "test_acc_std": result.std("test_acc"),
         "best_epoch": [r.best_epoch for r in runs] if len(runs) > 1 else runs[0].best_epoch,

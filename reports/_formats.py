@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from orthotune.core import ARMS, SETTINGS, OrthotuneError, Registry, cell_label
+from orthotune.core import ARMS, OBJECTIVE, SETTINGS, OrthotuneError, Registry, cell_label
 from orthotune.reports._load import ARM, COLUMNS, LEAD, ROWS, VARIANT
 from orthotune.reports._report import Report
 from orthotune.reports._verdict import FEW_TRIALS
@@ -248,7 +248,7 @@ def _winner_columns(report: Report) -> list[str]:
 
 def _winner_rows(report: Report) -> tuple[list[str], list[list[str]]]:
     columns = _winner_columns(report)
-    rows = [[_pct(r[c]) if c in ("val_acc", "test_acc") else number(r[c]) for c in columns]
+    rows = [[_pct(r[c]) if c in (OBJECTIVE, "test_acc") else number(r[c]) for c in columns]
             for _, r in report.hyperparameters.iterrows()]
     return columns, rows
 

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from orthotune.core import ARMS
+from orthotune.core import ARMS, OBJECTIVE
 from orthotune.reports._load import ORIGINAL, ORTHO
 
 STYLE = {ORIGINAL: dict(color="tab:blue", marker="o"), ORTHO: dict(color="tab:red", marker="s")}
@@ -263,7 +263,7 @@ def _history(name: str, label: str, trials: pd.DataFrame) -> Figure:
     for ax, ((backbone, depth), group) in zip(axes, groups):
         for (arm, variant), cell in group.groupby(["arm", "variant_name"], sort=True):
             cell = cell.sort_values(["finished_at", "trial_id"], kind="stable")
-            values = 100 * cell["val_acc"].astype(float).to_numpy()
+            values = 100 * cell[OBJECTIVE].astype(float).to_numpy()
             number = np.arange(1, len(values) + 1)
             colour = STYLE[arm]["color"]
             ax.scatter(number, values, s=10, color=colour, alpha=0.6)

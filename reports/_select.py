@@ -22,14 +22,14 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from orthotune.core import TrainConfig, column_name, declared
+from orthotune.core import OBJECTIVE, Summary, TrainConfig, column_name, declared, result_column_name
 from orthotune.reports._load import CELL
 from orthotune.store import ORTHO_ONLY, TRIALS_SCHEMA
 
 #: Sort keys and directions of the tie rule, in order.
 TIE_RULE: tuple[tuple[str, bool], ...] = (
-    ("val_acc", False),
-    ("val_acc_std", True),
+    (OBJECTIVE, False),
+    (result_column_name(OBJECTIVE, Summary.STD), True),
     ("epochs", True),
     ("finished_at", True),
     ("search", True),
@@ -45,7 +45,7 @@ TIE_RULE_TEXT = (
 
 def eligible(trials: pd.DataFrame) -> pd.DataFrame:
     """Trials that may win: not failed, with a finite objective."""
-    finite = np.isfinite(trials["val_acc"].astype(float))
+    finite = np.isfinite(trials[OBJECTIVE].astype(float))
     return trials[(trials["status"] != "failed") & finite]
 
 

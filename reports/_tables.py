@@ -43,7 +43,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from orthotune.core import ARMS, SETTINGS, Group, TrainConfig, arm_of, by_group, column_name
+from orthotune.core import ARMS, OBJECTIVE, SETTINGS, Group, TrainConfig, arm_of, by_group, column_name
 from orthotune.reports._load import (
     ARM,
     ARM_COLUMN,
@@ -277,7 +277,7 @@ def _summary_row(cell: pd.Series, original: pd.Series | None, ortho: pd.Series |
     }
 
 
-_ARM_FIELDS = ("search", "trial_id", "val_acc", "test_acc", "test_acc_std", "repeats")
+_ARM_FIELDS = ("search", "trial_id", OBJECTIVE, "test_acc", "test_acc_std", "repeats")
 SUMMARY_COLUMNS = [*ROW, "switches", "repeat_kind",
                    *(f"{arm.prefix}_{f}" for arm in ARMS for f in _ARM_FIELDS),
                    "better", "n_pairs", "diff_mean", "diff_std", "ci_low", "ci_high", "t", "p", "p_holm", "verdict",
@@ -321,7 +321,7 @@ def _better(original: pd.Series | None, ortho: pd.Series | None) -> str | None:
 # -- winners -------------------------------------------------------------------------------
 
 WINNER_COLUMNS = [*LEAD, ARM, VARIANT, "selection", *HYPERPARAMETERS,
-                  "status", "epochs", "best_epoch", "val_acc", "test_acc", "candidates", "search", "trial_id"]
+                  "status", "epochs", "best_epoch", OBJECTIVE, "test_acc", "candidates", "search", "trial_id"]
 
 
 def winners_table(winners: pd.DataFrame) -> pd.DataFrame:
@@ -352,7 +352,7 @@ def _declared_int(name: str) -> bool:
 # -- ablations -----------------------------------------------------------------------------
 
 ABLATION_COLUMNS = [*ROW, "reference", "search", "trial_id",
-                    "val_acc", "test_acc", "test_acc_std", "n_pairs", "diff_mean", "ci_low", "ci_high", "p", "p_holm",
+                    OBJECTIVE, "test_acc", "test_acc_std", "n_pairs", "diff_mean", "ci_low", "ci_high", "p", "p_holm",
                     "verdict"]
 
 
@@ -378,7 +378,7 @@ def ablation(winners: pd.DataFrame) -> pd.DataFrame:
         rows.append({
             **dict(zip(LEAD, key)),
             VARIANT: row["variant_name"], "reference": reference,
-            **{c: row[c] for c in ("search", "trial_id", "val_acc", "test_acc")},
+            **{c: row[c] for c in ("search", "trial_id", OBJECTIVE, "test_acc")},
             "test_acc_std": sample_std(row["repeat_test_acc"], row["repeat_status"]),
             **{f: getattr(test, f) if test else None for f in ("n_pairs", "diff_mean", "ci_low", "ci_high", "p",
                                                                  "p_holm")},
@@ -449,9 +449,9 @@ def importance(trials: pd.DataFrame) -> pd.DataFrame:
 def _importances(optuna, group: pd.DataFrame) -> dict[str, float]:
     params = [c for c in HYPERPARAMETERS if group[c].notna().all() and group[c].nunique() > 1]
     # fANOVA splits the objective's variance: a constant objective has none to share out
-    if len(group) < 3 or not params or group["val_acc"].astype(float).nunique() < 2:
+    if len(group) < 3 or not params or group[OBJECTIVE].astype(float).nunique() < 2:
         return {}
-    points = [([_param(row[c], _declared_int(c)) for c in params], float(row["val_acc"]))
+    points = [([_param(row[c], _declared_int(c)) for c in params], float(row[OBJECTIVE]))
               for _, row in group.iterrows()]
     points.sort(key=lambda point: (repr(point[0]), point[1]))  # canonical: the forest sees the same data
     distributions = {c: _distribution(optuna, [p[i] for p, _ in points]) for i, c in enumerate(params)}

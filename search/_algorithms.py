@@ -10,8 +10,8 @@ import random
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from orthotune.core import Registry
-from orthotune.search._objective import OBJECTIVE, RUNG_SCORE, TIME_ATTR
+from orthotune.core import OBJECTIVE, Registry
+from orthotune.search._objective import RUNG_SCORE, TIME_ATTR
 from orthotune.search._space import Space
 
 #: A searcher factory: ``(space, seed, storage=None, study_name=None, replay=())`` -> a Tune

@@ -35,6 +35,7 @@ from datetime import datetime
 from typing import Any
 
 from orthotune.core import (
+    OBJECTIVE,
     ConfigError,
     OrthotuneError,
     SearchCrashed,
@@ -60,7 +61,6 @@ from orthotune.search._live import (
     optuna_storage_location,
     tensorboard_folder,
 )
-from orthotune.search._objective import OBJECTIVE
 from orthotune.search._options import MODES, LaunchOptions, SearchOutcome
 from orthotune.search._progress import SearchProgress
 from orthotune.search._recorder import StoreRecorder

@@ -29,8 +29,8 @@ from typing import Any
 
 from ray.tune import Callback
 
-from orthotune.core import ConfigError
-from orthotune.search._objective import OBJECTIVE, TIME_ATTR
+from orthotune.core import OBJECTIVE, ConfigError, EpochRow
+from orthotune.search._objective import TIME_ATTR
 from orthotune.search._options import NO_STORAGE
 from orthotune.search._space import cell_key
 from orthotune.search._trainable import member_configs, member_trial_id
@@ -157,15 +157,13 @@ class TensorBoardLogger(Callback):
 
     def on_trial_result(self, iteration, trials, trial, result, **info) -> None:
         members = member_configs(trial.config)
-        for row in result.get("history", []):
-            member, repeat, epoch, loss, val, test = row[:6]
-            writer = self._writer(trial, int(member), members)
-            values = [("train_loss", loss), ("val_acc", val), ("test_acc", test), ("val_loss", row[6:7] or None)]
-            for tag, value in values:
-                value = value[0] if isinstance(value, list) else value
-                _scalar(writer, f"{tag}/repeat{int(repeat)}", value, int(epoch))
-            for layer, norm in enumerate(row[7] if len(row) > 7 and row[7] else []):  # report epochs
-                _scalar(writer, f"grad_norm_epoch/{layer_tag(layer)}/repeat{int(repeat)}", norm, int(epoch))
+        for values in result.get("history", []):
+            row = EpochRow.from_list(values)
+            writer = self._writer(trial, row.member, members)
+            for tag, value in row.scalars().items():
+                _scalar(writer, f"{tag}/repeat{row.repeat}", value, row.epoch)
+            for layer, norm in enumerate(row.grad_norms or []):  # report epochs
+                _scalar(writer, f"grad_norm_epoch/{layer_tag(layer)}/repeat{row.repeat}", norm, row.epoch)
         epoch = int(result.get(TIME_ATTR) or 0)
         objectives = result.get("member_val_acc") or []
         runs = _runs(result)

@@ -6,8 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-#: The objective every report carries and ASHA's time attribute.
-OBJECTIVE = "val_acc"
+#: ASHA's time attribute; the objective every report carries is core's ``OBJECTIVE``.
 TIME_ATTR = "epoch"
 #: What ASHA ranks trials by: the objective, ties broken by validation loss (``rung_score``).
 RUNG_SCORE = "rung_score"

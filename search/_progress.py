@@ -32,8 +32,7 @@ from typing import Any, TextIO
 
 from ray.tune import Callback
 
-from orthotune.core import Status
-from orthotune.search._objective import OBJECTIVE
+from orthotune.core import OBJECTIVE, Status
 from orthotune.search._recorder import trial_statuses
 from orthotune.search._requeue import RetryLedger
 from orthotune.search._space import cell_key

@@ -14,7 +14,7 @@ from typing import Any
 
 from ray.tune import Callback
 
-from orthotune.core import ConfigResult, RunResult, Status, TrainConfig
+from orthotune.core import ConfigResult, EpochRow, RunResult, Status, TrainConfig
 from orthotune.search._requeue import RetryLedger
 from orthotune.search._trainable import member_configs, member_trial_id
 from orthotune.store import Store, epoch_rows, trial_row
@@ -39,11 +39,9 @@ class StoreRecorder(Callback):
 
     def on_trial_result(self, iteration, trials, trial, result, **info) -> None:
         history = self._history.setdefault(trial.trial_id, {})
-        for row in result.get("history", []):
-            member, repeat, epoch, loss, val, test = row[:6]
-            history[(int(member), int(repeat), int(epoch))] = {
-                "train_loss": loss, "val_acc": val, "test_acc": test, "val_loss": _nan_none(row[6:7]),
-                "grad_norms": row[7] if len(row) > 7 and row[7] else None}
+        for values in result.get("history", []):
+            row = EpochRow.from_list(values)
+            history[(row.member, row.repeat, row.epoch)] = row.values()
 
     def on_trial_complete(self, iteration, trials, trial, **info) -> None:
         self._write(trial, error=None)
@@ -78,12 +76,6 @@ class StoreRecorder(Callback):
             trial_id = member_trial_id(trial.trial_id, member, len(members))
             row = trial_row(self.search, trial_id, result, status, reason, trial.trial_id)
             self.store.write_trial(row, epoch_rows(own, result.runs))
-
-
-def _nan_none(values: list) -> float | None:
-    """A reported value, None where it is absent or NaN (not measured)."""
-    value = values[0] if values else None
-    return None if value is None or value != value else float(value)
 
 
 def _final_result(config: TrainConfig, values: dict[str, Any]) -> ConfigResult:

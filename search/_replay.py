@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from orthotune.core import Status, TrainConfig, mean
+from orthotune.core import OBJECTIVE, Status, TrainConfig, mean
 from orthotune.search._cells import config_identity
 from orthotune.search._objective import RUNG_SCORE, TIME_ATTR, rung_score
 from orthotune.search._space import cell_key
@@ -58,7 +58,7 @@ def stored_trials(store: Store, search: str) -> list[StoredTrial]:
     trials = []
     for row in rows:
         config = config_from_columns(row)
-        value = row.get("val_acc")
+        value = row.get(OBJECTIVE)
         usable = row["status"] != Status.FAILED and value is not None and math.isfinite(value)
         seconds = row.get("seconds")
         trials.append(StoredTrial(row["trial_id"], cell_key(config), config, Status(row["status"]),
@@ -114,12 +114,12 @@ def objective_curves(store: Store, search: str, trials: Iterable[StoredTrial],
     if not trials:
         return {}
     wanted = {t.trial_id: t for t in trials}
-    columns = ["trial_id", "repeat", "epoch", "val_acc", "val_loss"]
+    columns = ["trial_id", "repeat", "epoch", OBJECTIVE, "val_loss"]
     rows = store.read("epochs", search=search).select(columns).to_pylist()
     per_trial: dict[str, dict[int, list[tuple[int, float, float]]]] = defaultdict(lambda: defaultdict(list))
     for row in rows:
         if row["trial_id"] in wanted:
-            per_trial[row["trial_id"]][row["repeat"]].append((row["epoch"], row["val_acc"], row["val_loss"]))
+            per_trial[row["trial_id"]][row["repeat"]].append((row["epoch"], row[OBJECTIVE], row["val_loss"]))
     return {trial_id: _curve(per_trial[trial_id], wanted[trial_id].config.get("selection") == "val_loss",
                              report_every) for trial_id in per_trial}
 

@@ -3,9 +3,9 @@
 A trial trains one config (all its repeats as one packed model) or, with packing, several
 configs that share a pack key. It reports every ``report_every`` epochs: the objective
 (``val_acc``: mean over the repeats of each repeat's best validation accuracy so far), the
-epoch (ASHA's time attribute), the per-epoch history since the last report, and at the end
-the full result of every config. Test accuracy is in the history for the store, never in
-the objective.
+epoch (ASHA's time attribute), the per-epoch history since the last report (each repeat's
+epoch a ``core.EpochRow`` as a plain list), and at the end the full result of every config.
+Test accuracy is in the history for the store, never in the objective.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from typing import Any
 import torch
 from ray import tune
 
-from orthotune.core import ConfigResult, EpochReport, RunResult, Status, TrainConfig
-from orthotune.search._objective import OBJECTIVE, RUNG_SCORE, TIME_ATTR, rung_score
+from orthotune.core import OBJECTIVE, ConfigResult, EpochReport, EpochRow, RunResult, Status, TrainConfig
+from orthotune.search._objective import RUNG_SCORE, TIME_ATTR, rung_score
 from orthotune.search._space import cell_key
 from orthotune.training import TrainOptions, choose_device, retain_freed_memory, run_configs, task_data
 
@@ -164,10 +164,10 @@ class _Reporter:
                 for repeat, trained in enumerate(runs):
                     if trained:
                         self._lowest_loss(member, repeat, values.val_loss[member][repeat])
-                        self.pending.append([
+                        self.pending.append(EpochRow(
                             member, repeat, values.epoch, values.train_loss[member][repeat],
                             values.val_acc[member][repeat], values.test_acc[member][repeat],
-                            values.val_loss[member][repeat], values.grad_norms[member][repeat] or None])
+                            values.val_loss[member][repeat], values.grad_norms[member][repeat] or None).to_list())
         # the last epoch goes out with the final report, so ASHA never sees a trial end twice
         if report.epoch % self.every != 0 or not any(report.active):
             return []
@@ -215,7 +215,7 @@ class _Reporter:
 
 
 def _objective(result: ConfigResult) -> float:
-    value = result.mean("val_acc")
+    value = result.mean(OBJECTIVE)
     return value if result.status != Status.FAILED and math.isfinite(value) else 0.0
 
 

@@ -7,10 +7,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from orthotune.core import (
+    RESULT_COLUMNS,
     ConfigResult,
     Group,
+    ResultColumn,
     RunResult,
     Status,
+    Summary,
     TrainConfig,
     by_group,
     column_name,
@@ -47,10 +50,8 @@ def trial_row(
     reason: str = "",
     tune_trial_id: str | None = None,
 ) -> dict[str, Any]:
-    """The ``trials`` row of one config: objective, per-repeat values, steadiness, versions."""
-    runs = result.runs
-    usable = [r for r in runs if r.status != Status.FAILED]
-    grad_norms = _mean_per_layer([r.grad_norms for r in usable])
+    """The ``trials`` row of one config: its config, its result (each of ``core.RESULT_COLUMNS``),
+    the library versions."""
     return {
         "search": search,
         "trial_id": trial_id,
@@ -58,30 +59,40 @@ def trial_row(
         "status": Status(status).value,
         "reason": reason or None,
         **config_columns(result.config),
-        "val_acc": mean([r.val_acc for r in runs]),
-        "val_acc_std": std([r.val_acc for r in runs]),
-        "test_acc": mean([r.test_acc for r in runs]),
-        "test_acc_std": std([r.test_acc for r in runs]),
-        "repeat_split": [r.split for r in runs],
-        "repeat_seed": [r.seed for r in runs],
-        "repeat_status": [Status(r.status).value for r in runs],
-        "repeat_val_acc": [r.val_acc for r in runs],
-        "repeat_test_acc": [r.test_acc for r in runs],
-        "repeat_val_loss": [r.val_loss for r in runs],
-        "repeat_best_epoch": [r.best_epoch for r in runs],
-        "repeat_epochs": [r.epochs for r in runs],
-        "epochs": max((r.epochs for r in runs), default=0),
-        "best_epoch": max((r.best_epoch for r in runs), default=0),
-        "m_sig": mean([r.m_sig for r in usable]),
-        "smoothness": mean([r.smoothness for r in usable]),
-        "grad_norms": grad_norms,
-        "grad_norm_ratio": _ratio(grad_norms),
-        "seconds": result.seconds,
-        "seconds_per_epoch": result.seconds_per_epoch,
-        "device": result.device,
+        **result_columns(result),
         **library_versions(),
         "finished_at": now(),
     }
+
+
+def result_columns(result: ConfigResult) -> dict[str, Any]:
+    """The result as the store's columns, one per ``core.RESULT_COLUMNS`` entry."""
+    return {column.name: summarise(column, result) for column in RESULT_COLUMNS}
+
+
+def summarise(column: ResultColumn, result: ConfigResult) -> Any:
+    """The value of ``column`` for ``result`` (see ``core.Summary``)."""
+    if column.summary is Summary.CONFIG:
+        return getattr(result, column.of)
+    runs = result.runs
+    values = [getattr(r, column.of) for r in runs]
+    usable = [getattr(r, column.of) for r in runs if r.status != Status.FAILED]
+    match column.summary:
+        case Summary.MEAN:
+            return mean(values)
+        case Summary.STD:
+            return std(values)
+        case Summary.REPEATS:  # strings (the Status values) as plain text
+            return [str(v) for v in values] if column.kind == "strs" else values
+        case Summary.MOST:
+            return max(values, default=0)
+        case Summary.USABLE_MEAN:
+            return mean(usable)
+        case Summary.LAYER_MEAN:
+            return _mean_per_layer(usable)
+        case Summary.LAYER_RATIO:
+            return _ratio(_mean_per_layer(usable))
+    raise AssertionError(column.summary)
 
 
 def epoch_rows(history: dict[tuple[int, int], dict[str, float]], runs: Sequence[RunResult]) -> list[dict]:

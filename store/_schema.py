@@ -7,7 +7,17 @@ import re
 
 import pyarrow as pa
 
-from orthotune.core import OrthotuneError, TrainConfig, column_name, declared
+from orthotune.core import (
+    RESULT_COLUMNS,
+    EpochRow,
+    OrthotuneError,
+    RunResult,
+    TrainConfig,
+    column_name,
+    declared,
+    epoch_values,
+    measures,
+)
 
 #: v2 added the variant switches of the config (bound, transform, hybrid, ...) and
 #: ``repeat_val_loss``; v1 files are read through ``_migrate.upgrade_v1`` (their runs used
@@ -24,7 +34,9 @@ PARTITION = pa.schema([pa.field("search", pa.string())])
 
 _ints = pa.list_(pa.int32())
 _floats = pa.list_(pa.float64())
-_ARROW = {"int": pa.int32(), "float": pa.float64(), "bool": pa.bool_(), "str": pa.string(), "ints": _ints}
+#: The Arrow type of each kind of config field (its rule's) and of result value.
+_ARROW = {"int": pa.int32(), "float": pa.float64(), "bool": pa.bool_(), "str": pa.string(), "ints": _ints,
+          "floats": _floats, "strs": pa.list_(pa.string())}
 _REQUIRED = {"dataset", "setting", "backbone"}
 
 
@@ -32,6 +44,15 @@ def config_fields() -> list[pa.Field]:
     """One typed column per :class:`TrainConfig` field, derived from its declaration."""
     return [pa.field(column_name(f), _ARROW[f.metadata["rule"].kind], nullable=f.name not in _REQUIRED)
             for f in declared(TrainConfig)]
+
+
+def result_fields() -> list[pa.Field]:
+    """One typed column per ``core.RESULT_COLUMNS`` entry, in its order."""
+    return [pa.field(column.name, _ARROW[column.kind]) for column in RESULT_COLUMNS]
+
+
+def _value_field(name: str, owner: type, nullable: bool = True) -> pa.Field:
+    return pa.field(name, _ARROW[measures(owner)[name].metadata["kind"]], nullable=nullable)
 
 
 TRIALS_SCHEMA = pa.schema(
@@ -43,28 +64,8 @@ TRIALS_SCHEMA = pa.schema(
         pa.field("reason", pa.string()),
         # the config, one typed column per declared field (Ortho-GConv values null for the original arm)
         *config_fields(),
-        # the objective and what the reports read (test at the validation-best epoch)
-        pa.field("val_acc", pa.float64()),
-        pa.field("val_acc_std", pa.float64()),
-        pa.field("test_acc", pa.float64()),
-        pa.field("test_acc_std", pa.float64()),
-        pa.field("repeat_split", _ints),
-        pa.field("repeat_seed", _ints),
-        pa.field("repeat_status", pa.list_(pa.string())),
-        pa.field("repeat_val_acc", _floats),
-        pa.field("repeat_test_acc", _floats),
-        pa.field("repeat_val_loss", _floats),
-        pa.field("repeat_best_epoch", _ints),
-        pa.field("repeat_epochs", _ints),
-        pa.field("epochs", pa.int32()),  # epochs trained (most over the repeats)
-        pa.field("best_epoch", pa.int32()),  # latest validation-best epoch over the repeats
-        pa.field("m_sig", pa.float64()),
-        pa.field("smoothness", pa.float64()),
-        pa.field("grad_norms", _floats),  # per layer, mean over the repeats
-        pa.field("grad_norm_ratio", pa.float64()),  # first layer / last layer
-        pa.field("seconds", pa.float64()),
-        pa.field("seconds_per_epoch", pa.float64()),
-        pa.field("device", pa.string()),
+        # the result, one typed column per declared summary of a repeat's or the config's values
+        *result_fields(),
         pa.field("orthotune_version", pa.string()),
         pa.field("torch_version", pa.string()),
         pa.field("pyg_version", pa.string()),
@@ -80,15 +81,12 @@ EPOCHS_SCHEMA = pa.schema(
     [
         pa.field("search", pa.string(), nullable=False),
         pa.field("trial_id", pa.string(), nullable=False),
-        pa.field("repeat", pa.int32(), nullable=False),
-        pa.field("split", pa.int32()),
-        pa.field("seed", pa.int32()),
-        pa.field("epoch", pa.int32(), nullable=False),
-        pa.field("train_loss", pa.float64()),
-        pa.field("val_acc", pa.float64()),
-        pa.field("test_acc", pa.float64()),
-        pa.field("val_loss", pa.float64()),
-        pa.field("grad_norms", _floats),  # per layer ||dL/dW(l)||_F, at the report epochs only
+        _value_field("repeat", EpochRow, nullable=False),
+        _value_field("split", RunResult),
+        _value_field("seed", RunResult),
+        _value_field("epoch", EpochRow, nullable=False),
+        # a repeat's values at that epoch, as a trial reports them (``core.EpochRow``)
+        *(_value_field(name, EpochRow) for name in epoch_values()),
     ],
     metadata={"orthotune.schema_version": str(SCHEMA_VERSION)},
 )

@@ -159,3 +159,39 @@ def test_a_cell_coordinate_is_one_declaration(tmp_path):
                                                                  "cora full gcn depth 2 standard (default)"]
     assert seen["paper"][0].startswith("| dataset | backbone | layout | depth 2 original |")
     assert seen["paper"][1].startswith("| cora | gcn | linear |")
+
+
+#: Run in a fresh interpreter: declare one more ``trials`` column (the mean validation loss
+#: over the repeats) in ``core.RESULT_COLUMNS`` before the store derives its schema from it.
+NEW_RESULT_COLUMN = r"""
+import json, sys
+import orthotune.core, orthotune.core._results as results
+
+extra = results.result_column("val_loss", results.Summary.MEAN)
+results.RESULT_COLUMNS = orthotune.core.RESULT_COLUMNS = (*results.RESULT_COLUMNS, extra)
+
+from orthotune.core import ConfigResult, RunResult, TrainConfig
+from orthotune.reports._load import load_trials
+from orthotune.store import TRIALS_SCHEMA, Store, trial_row
+
+config = TrainConfig(dataset="cora", depth=2, splits=(0, 1))
+result = ConfigResult(config, [RunResult(0, 0, val_acc=0.5, val_loss=1.0), RunResult(1, 0, val_acc=0.7, val_loss=2.0)])
+store = Store.open(sys.argv[1], create=True)
+store.write_trial(trial_row("s", "t", result, "completed"), [])
+print(json.dumps({"type": str(TRIALS_SCHEMA.field("val_loss").type), "after": TRIALS_SCHEMA.names[-9],
+                  "stored": store.read("trials").to_pylist()[0]["val_loss"],
+                  "report": float(load_trials(store)["val_loss"].iloc[0])}))
+"""
+
+
+def test_a_result_column_is_one_declaration(tmp_path):
+    """One more entry of ``core.RESULT_COLUMNS`` and the store's schema has the typed column,
+    the row builder fills it, the store reads it back and the reports' trials carry it."""
+    import json
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", NEW_RESULT_COLUMN, str(tmp_path / "store")],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"type": "double", "after": "device", "stored": 1.5, "report": 1.5}

@@ -9,14 +9,20 @@ import pytest
 from orthotune.core import (
     ARMS,
     DATASETS,
+    OBJECTIVE,
     PROFILES,
+    RESULT_COLUMNS,
     Cell,
     CellRole,
     ConfigError,
+    ConfigResult,
+    EpochRow,
     Group,
     OrthoSettings,
     OrthotuneError,
+    RunResult,
     Status,
+    Summary,
     TrainConfig,
     arm_of,
     by_group,
@@ -26,6 +32,7 @@ from orthotune.core import (
     declared,
     defaults_for,
     mean,
+    measures,
     std,
 )
 from orthotune.core._config import MAX_DEPTH, MAX_HIDDEN, memory_estimate
@@ -115,6 +122,28 @@ def test_the_arms_are_declared_once_and_a_config_names_its_own():
     assert (cell.dataset, cell.setting, cell.backbone, cell.depth, cell.variant, cell.arm) == \
         ("cora", "full", "gcn", 4, "official", ARMS[0])
     assert cell.key == "cora/gcn/4/official/original"
+
+
+def test_every_result_value_declares_its_kind_and_doc_and_every_column_reads_one():
+    for owner in (RunResult, ConfigResult, EpochRow):
+        assert all(f.metadata["kind"] and f.metadata["doc"] for f in measures(owner).values()), owner
+    assert OBJECTIVE in measures(RunResult) and OBJECTIVE in measures(EpochRow)
+    names = [c.name for c in RESULT_COLUMNS]
+    assert len(set(names)) == len(names) and all(c.kind and c.doc for c in RESULT_COLUMNS)
+    (objective,) = [c for c in RESULT_COLUMNS if c.name == OBJECTIVE]
+    assert objective.summary is Summary.MEAN and objective.kind == "float"
+
+
+def test_an_epoch_row_travels_as_a_plain_list_and_reads_rows_of_earlier_versions():
+    row = EpochRow(0, 1, 3, 0.5, 0.25, 0.125, 0.75, [1.0, 2.0])
+    assert row.to_list() == [0, 1, 3, 0.5, 0.25, 0.125, 0.75, [1.0, 2.0]]
+    assert EpochRow.from_list(row.to_list()) == row
+    assert row.values() == {"train_loss": 0.5, "val_acc": 0.25, "test_acc": 0.125, "val_loss": 0.75,
+                            "grad_norms": [1.0, 2.0]}
+    assert list(row.scalars()) == ["train_loss", "val_acc", "test_acc", "val_loss"]
+    # without the validation loss and the gradient norms, or with them not measured
+    for old in ([0, 1, 3, 0.5, 0.25, 0.125], [0.0, 1.0, 3.0, 0.5, 0.25, 0.125, float("nan"), []]):
+        assert EpochRow.from_list(old) == EpochRow(0, 1, 3, 0.5, 0.25, 0.125, None, None)
 
 
 def test_status_ranks_failure_over_stopping_over_completion():
