@@ -140,7 +140,7 @@ def summary(outcome: SearchOutcome, store: str | None = None) -> str:
     """Counts by status (read from the store), then each cell's best config: its Ortho-GConv
     and training values (validation-selected; cells are never compared with each other, so
     there is no single best over a multi-cell search). ``best`` gives whole configs."""
-    from orthotune.core import Group, TrainConfig, by_group
+    from orthotune.core import Group, TrainConfig, by_group, reads
     from orthotune.reports import tidy
 
     shown = [f.name for f in by_group(TrainConfig, Group.ORTHO, Group.TRAIN)]
@@ -149,7 +149,8 @@ def summary(outcome: SearchOutcome, store: str | None = None) -> str:
     if outcome.best_by_cell:
         lines.append("best config per cell (val_acc: mean over repeats at each repeat's selected epoch):")
     for cell, (objective, config) in outcome.best_by_cell.items():
-        values = {key: tidy(config[key]) for key in shown if config.get(key) is not None}
+        values = {key: tidy(config[key]) for key in shown
+                  if config.get(key) is not None and reads(key, config["backbone"])}
         lines.append(f"  {cell}  val_acc {objective:.4f}  trial {config.get('trial_id', '-')}  "
                      f"{json.dumps(values)}")
     if outcome.best_by_cell:

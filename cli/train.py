@@ -184,7 +184,7 @@ def summarise(result: ConfigResult) -> dict:
     return {
         "status": result.status,
         "reason": result.reason,
-        "config": result.config.to_dict(),
+        "config": result.config.to_dict(read=True),
         OBJECTIVE: result.mean(OBJECTIVE),
         "test_acc": result.mean("test_acc"),
         "test_acc_std": result.std("test_acc"),

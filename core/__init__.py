@@ -3,6 +3,7 @@ type, the experiment cell and the result types. Imports nothing of orthotune's o
 layers, and no torch."""
 
 from orthotune.core._catalogue import (
+    ANY_FACTORY,
     DATASETS,
     SETTINGS,
     DatasetInfo,
@@ -25,7 +26,15 @@ from orthotune.core._cells import (
     cell_report_order,
     cell_source,
 )
-from orthotune.core._config import PROFILES, SPLIT_FIELDS, OrthoSettings, TrainConfig, check_memory, profile_values
+from orthotune.core._config import (
+    PROFILES,
+    SPLIT_FIELDS,
+    OrthoSettings,
+    TrainConfig,
+    check_memory,
+    profile_values,
+    reads,
+)
 from orthotune.core._errors import ConfigError, OrthotuneError, SearchCrashed, SearchInterrupted, check
 from orthotune.core._fields import Group, by_group, column_name, declared
 from orthotune.core._registry import Registry
@@ -52,6 +61,7 @@ from orthotune.core._results import (
 from orthotune.core._standard import STANDARD_FORMS, StandardForm, standard_form
 
 __all__ = [
+    "ANY_FACTORY",
     "ARMS",
     "DATASETS",
     "OBJECTIVE",
@@ -105,6 +115,7 @@ __all__ = [
     "mean_or_zero",
     "measures",
     "profile_values",
+    "reads",
     "result_column_name",
     "standard_form",
     "std",

@@ -229,6 +229,8 @@ def all_backbones() -> list[str]:
 #: A user's model factory as a backbone: ``package.module:factory`` (imported only when a model
 #: is built from it; ``orthotune.models`` says what it must return).
 FACTORY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*")
+#: Every user's factory, where config fields name the backbones that read them.
+ANY_FACTORY = "package.module:factory"
 
 
 def is_factory(name: object) -> bool:

@@ -15,8 +15,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from orthotune.core._catalogue import (
+    ANY_FACTORY,
     DATASETS,
     PACKED_NODE_BACKBONES,
+    PYG_NODE_BACKBONES,
     SETTINGS,
     TASKS,
     all_backbones,
@@ -34,6 +36,17 @@ MAX_DEPTH, MAX_HIDDEN = 1024, 4096
 LAYOUTS = ("linear", "standard", "official")
 #: The fields of the random setting's split (``orthotune.training`` draws it from them).
 SPLIT_FIELDS = ("split_train", "split_val", "split_stratify", "split_per_class")
+#: Who reads the fields some backbones only read (``option(..., backbones=...)``), as
+#: ``models`` and ``training`` build and train them: orthotune's packed node backbones (GCN,
+#: JKNet, GCNII, ``models.build_node_model``) and PyG's (``models.build_module_model``); a
+#: user's factory gets depth, hidden and dropout alone (``factory(in_size, hidden, out_size,
+#: depth, dropout)``), and its Ortho-GConv arm the Ortho-GConv values; graph backbones (Graph
+#: U-Nets) their own arguments and the mini-batch size.
+_PACKED = PACKED_NODE_BACKBONES
+_NODE_BUILT = PACKED_NODE_BACKBONES + PYG_NODE_BACKBONES
+_GRAPH = TASKS.get("graph").backbones
+_NODE = (*_NODE_BUILT, ANY_FACTORY)  # node data: the graph's loading
+_BUILT = (*_NODE_BUILT, *_GRAPH)  # models with input and output layers of their own
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -63,7 +76,7 @@ class _OrthoFields:
     norm_groups: int = option(1, Rule("int", 1), "orthogonalise this many groups separately", _V)
     input_T: int = option(0, Rule("int", 0, 1000),
                            "orthogonalise the input projection once at initialisation with this many "
-                           "Newton steps (0: off; the authors' code does it)", _V)
+                           "Newton steps (0: off; the authors' code does it)", _V, backbones=_PACKED)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -129,19 +142,26 @@ class TrainConfig(_OrthoFields):
                           "GCN as Kipf & Welling, input and output are graph convolutions; JKNet as Xu et al., "
                           "a linear head after jumping knowledge; GCNII as Chen et al., linear input and "
                           "output; gat, sage, gin, appnp as PyG builds them) or official (the Ortho-GConv authors' "
-                          "code: GCN and JKNet with graph input and output convolutions, GCNII linear)", _T)
-    conv_bias: bool = option(True, Rule("bool"), "bias on the hidden convolutions", _V)
+                          "code: GCN and JKNet with graph input and output convolutions, GCNII linear)", _T,
+                          backbones=_NODE_BUILT)
+    # GCNII's and APPNP's convolutions have no bias; GIN's cannot drop theirs (refused)
+    conv_bias: bool = option(True, Rule("bool"), "bias on the hidden convolutions", _V,
+                             backbones=("gcn", "jknet", "gat", "sage"))
     io_bias: bool = option(True, Rule("bool"),
                             "bias on the input and output layers (node backbones; false: none, as the "
-                            "authors' JKNet)", _V)
-    batch_norm: bool = option(False, Rule("bool"), "BatchNorm after each hidden convolution", _V)
+                            "authors' JKNet)", _V, backbones=_NODE_BUILT)
+    batch_norm: bool = option(False, Rule("bool"), "BatchNorm after each hidden convolution", _V,
+                              backbones=(*_PACKED, "gat", "sage", "gin"))
     feature_transform: bool = option(True, Rule("bool"),
                                       "hidden transformations W(l); false: propagation only (the paper's "
-                                      "Figure 1d)", _V)
-    jk: str = option("cat", Rule("str", choices=("cat", "max")), "JKNet aggregation", _V)
-    gcnii_variant: bool = option(False, Rule("bool"), "GCNII* (separate weights for the two terms)", _V)
-    self_loop: bool = option(False, Rule("bool"), "JKNet: a separate self-loop weight per convolution (--withloop)", _V)
-    directed: bool = option(False, Rule("bool"), "keep the graph directed (the authors' WebKB runs)", _V)
+                                      "Figure 1d)", _V, backbones=_PACKED)
+    jk: str = option("cat", Rule("str", choices=("cat", "max")), "JKNet aggregation", _V, backbones=("jknet",))
+    gcnii_variant: bool = option(False, Rule("bool"), "GCNII* (separate weights for the two terms)", _V,
+                                 backbones=("gcnii",))
+    self_loop: bool = option(False, Rule("bool"), "JKNet: a separate self-loop weight per convolution (--withloop)", _V,
+                             backbones=("jknet",))
+    directed: bool = option(False, Rule("bool"), "keep the graph directed (the authors' WebKB runs)", _V,
+                            backbones=_NODE)
     selection: str = option("val_acc", Rule("str", choices=("val_acc", "val_loss")),
                              "the epoch that gives a repeat's result: highest validation accuracy, or "
                              "lowest validation loss (the authors' code); test is only read there", _V)
@@ -150,31 +170,35 @@ class TrainConfig(_OrthoFields):
     weight_decay: float | None = option(None, Rule("float", 0.0), "L2 weight decay (Adam's coupled form)", _T)
     weight_decay_io: float | None = option(None, Rule("float", 0.0, optional=True),
                                             "weight decay of the input/output layers (default: weight_decay)",
-                                            _T)
+                                            _T, backbones=_BUILT)
     weight_decay_output: float | None = option(None, Rule("float", 0.0, optional=True),
                                                 "weight decay of the output layer alone (default: "
                                                 "weight_decay_io; 0: as Kipf & Welling's GCN, which decays "
-                                                "its first layer only)", _T)
+                                                "its first layer only)", _T, backbones=_BUILT)
     dropout: float | None = option(None, Rule("float", 0.0, 1.0, high_open=True), "dropout probability", _T)
     input_dropout: float | None = option(None, Rule("float", 0.0, 1.0, high_open=True, optional=True),
                                           "dropout on the raw input features (node backbones; default: "
-                                          "dropout; 0: none, as the authors' JKNet)", _T)
+                                          "dropout; 0: none, as the authors' JKNet)", _T, backbones=_NODE_BUILT)
     epochs: int | None = option(None, Rule("int", 1), "most epochs a repeat trains", _T, column="max_epochs")
     patience: int | None = option(None, Rule("int", 1),
                                    "stop after this many epochs without a better selection metric", _T)
     alpha: float | None = option(None, Rule("float", 0.0, 1.0, optional=True),
                                   "GCNII initial-residual weight, and APPNP's teleport probability (the same "
                                   "term: alpha * H(0) added to each propagation; node settings; unused by gunet)",
-                                  _T)
+                                  _T, backbones=("gcnii", "appnp"))
     theta: float = option(0.5, Rule("float", 0.0, low_open=True),
-                           "GCNII identity-mapping strength (lambda in the GCNII paper)", _T)
+                           "GCNII identity-mapping strength (lambda in the GCNII paper)", _T, backbones=("gcnii",))
     # PyG backbones' own arguments: read by their backbone only (as alpha is by GCNII and
     # APPNP, jk by JKNet), so one space may search them over several backbones
-    heads: int = option(8, Rule("int", 1, 64), "GAT: attention heads per hidden layer (hidden must divide by it)", _T)
-    aggr: str = option("mean", Rule("str", choices=("mean", "max", "sum")), "GraphSAGE: neighbour aggregation", _T)
+    heads: int = option(8, Rule("int", 1, 64), "GAT: attention heads per hidden layer (hidden must divide by it)", _T,
+                        backbones=("gat",))
+    aggr: str = option("mean", Rule("str", choices=("mean", "max", "sum")), "GraphSAGE: neighbour aggregation", _T,
+                       backbones=("sage",))
     K: int = option(10, Rule("int", 1, MAX_DEPTH),
-                    "APPNP: propagation steps after its MLP (its teleport probability is alpha)", _T)
-    batch_size: int | None = option(None, Rule("int", 1, optional=True), "graphs per mini-batch (graph tasks)", _T)
+                    "APPNP: propagation steps after its MLP (its teleport probability is alpha)", _T,
+                    backbones=("appnp",))
+    batch_size: int | None = option(None, Rule("int", 1, optional=True), "graphs per mini-batch (graph tasks)", _T,
+                                    backbones=_GRAPH)
     splits: tuple[int, ...] = option((0,), Rule("ints", 0), "splits (full) or folds (cv10) of the repeats", _R)
     seeds: tuple[int, ...] = option((0,), Rule("ints", 0), "seeds of the repeats", _R)
     # the random setting's split (split k is drawn with seed k): stored with every trial, so a
@@ -260,9 +284,15 @@ class TrainConfig(_OrthoFields):
         seeds = self.seeds * count if len(self.seeds) == 1 else self.seeds
         return list(zip(splits, seeds))
 
-    def to_dict(self) -> dict[str, Any]:
-        out = {f.name: getattr(self, f.name) for f in declared(TrainConfig)}
-        out["splits"], out["seeds"] = list(self.splits), list(self.seeds)
+    def to_dict(self, read: bool = False) -> dict[str, Any]:
+        """Every field's value; with ``read``, only those the run reads: the fields its backbone
+        reads (:func:`reads`), and Ortho-GConv's searched values only in that arm."""
+        fields = declared(TrainConfig)
+        if read:
+            fields = [f for f in fields if reads(f.name, self.backbone)
+                      and (self.ortho or f.metadata["group"] is not Group.ORTHO)]
+        out = {f.name: getattr(self, f.name) for f in fields}
+        out.update({k: list(getattr(self, k)) for k in ("splits", "seeds") if k in out})
         return out
 
     @classmethod
@@ -283,6 +313,12 @@ class TrainConfig(_OrthoFields):
         if "dataset" not in values:
             raise ConfigError("config key 'dataset' is required")
         return cls(**values)
+
+
+def reads(name: str, backbone: str) -> bool:
+    """Does ``backbone`` (a catalogue name or a user's factory) read config field ``name``?"""
+    backbones = next(f.metadata["backbones"] for f in declared(TrainConfig) if f.name == name)
+    return backbones is None or (ANY_FACTORY if is_factory(backbone) else backbone) in backbones
 
 
 def profile_values(name: str) -> dict[str, Any]:

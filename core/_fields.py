@@ -6,7 +6,8 @@ shares with :class:`~orthotune.core.OrthoSettings`) is a dataclass field made by
 the error message), its documentation and its *group*, from which the rest of the
 product derives what it needs: the space parser (which keys a space may search), the
 store schema (one typed column per field), the CLI options (help, default, choices) and
-the report's cell key (fields that tell variants apart).
+the report's cell key (fields that tell variants apart). A field read by some backbones
+only names them (``backbones``): a winner's config shows the fields its backbone reads.
 """
 
 from __future__ import annotations
@@ -88,13 +89,16 @@ class Rule:
         return noun
 
 
-def option(default: Any, rule: Rule, doc: str, group: Group, *, column: str | None = None) -> Any:
+def option(default: Any, rule: Rule, doc: str, group: Group, *, column: str | None = None,
+           backbones: tuple[str, ...] | None = None) -> Any:
     """A dataclass field carrying its rule, documentation and group (see module docstring).
 
     ``column`` renames the field's store column (``epochs`` is stored as ``max_epochs``,
-    since the trials table also records the epochs a trial actually ran).
+    since the trials table also records the epochs a trial actually ran). ``backbones``: the
+    backbones that read the field (``package.module:factory`` for every user's factory), as
+    the models and the training loop do; None: every backbone.
     """
-    metadata = {"rule": rule, "doc": doc, "group": group, "column": column}
+    metadata = {"rule": rule, "doc": doc, "group": group, "column": column, "backbones": backbones}
     return dataclasses.field(default=default, metadata=metadata)
 
 

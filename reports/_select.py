@@ -24,7 +24,7 @@ import pyarrow as pa
 
 from orthotune.core import OBJECTIVE, Summary, TrainConfig, column_name, declared, result_column_name
 from orthotune.reports._load import CELL
-from orthotune.store import ORTHO_ONLY, TRIALS_SCHEMA
+from orthotune.store import TRIALS_SCHEMA
 
 #: Sort keys and directions of the tie rule, in order.
 TIE_RULE: tuple[tuple[str, bool], ...] = (
@@ -96,11 +96,11 @@ def row_to_config(row: Mapping[str, Any] | pd.Series) -> TrainConfig:
 
 
 def config_dict(row: Mapping[str, Any] | pd.Series) -> dict[str, Any]:
-    """``row_to_config(row)`` as plain JSON/YAML-ready values; the original arm leaves out the
-    Ortho-GConv keys (it has none: printing TrainConfig's defaults would suggest it had)."""
-    config = row_to_config(row)
-    values = {k: tidy(v) for k, v in config.to_dict().items()}
-    return values if config.ortho else {k: v for k, v in values.items() if k not in ORTHO_ONLY}
+    """``row_to_config(row)`` as plain JSON/YAML-ready values, of the fields the run reads
+    (``TrainConfig.to_dict(read=True)``): the original arm leaves out the Ortho-GConv keys and
+    every config the keys its backbone does not read (a GCN has no ``alpha``: printing
+    TrainConfig's defaults would suggest it had)."""
+    return {k: tidy(v) for k, v in row_to_config(row).to_dict(read=True).items()}
 
 
 def tidy(value: Any) -> Any:

@@ -43,7 +43,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from orthotune.core import ARMS, OBJECTIVE, SETTINGS, Group, TrainConfig, arm_of, by_group, column_name
+from orthotune.core import ARMS, OBJECTIVE, SETTINGS, Group, TrainConfig, arm_of, by_group, column_name, reads
 from orthotune.reports._load import (
     ARM,
     ARM_COLUMN,
@@ -325,9 +325,14 @@ WINNER_COLUMNS = [*LEAD, ARM, VARIANT, "selection", *HYPERPARAMETERS,
 
 
 def winners_table(winners: pd.DataFrame) -> pd.DataFrame:
-    """Every hyperparameter of each cell's winner, its status (a stopped winner was cut by
-    ASHA), the epochs it trained and its validation-best epoch (most over the repeats)."""
+    """Every hyperparameter each cell's winner reads (another backbone's are left empty), its
+    status (a stopped winner was cut by ASHA), the epochs it trained and its validation-best
+    epoch (most over the repeats)."""
     frame = winners.drop(columns=VARIANT).rename(columns={"variant_name": VARIANT})
+    for f in by_group(TrainConfig, Group.ORTHO, Group.TRAIN):
+        unread = ~frame["backbone"].map(lambda backbone, name=f.name: reads(name, backbone)).astype(bool)
+        if column_name(f) in frame and unread.any():
+            frame[column_name(f)] = frame[column_name(f)].astype(object).where(~unread, None)
     frame = frame.sort_values([*ROW, ARM_COLUMN], kind="stable")
     frame = frame[WINNER_COLUMNS].reset_index(drop=True)
     ints = [c for c in (*INTEGERS, "epochs", "best_epoch", "candidates", *HYPERPARAMETERS)

@@ -132,6 +132,7 @@ print(json.dumps({
 """
 
 
+@pytest.mark.slow  # 5 s: a fresh interpreter imports the layers
 def test_a_cell_coordinate_is_one_declaration(tmp_path):
     """One more coordinate of ``core.Cell`` and the search's cell key, the report's cells,
     pairs, tables and verdict lines, and ``best``'s table all have it: trials that differ in
@@ -184,6 +185,7 @@ print(json.dumps({"type": str(TRIALS_SCHEMA.field("val_loss").type), "after": TR
 """
 
 
+@pytest.mark.slow  # 5 s: a fresh interpreter imports the layers
 def test_a_result_column_is_one_declaration(tmp_path):
     """One more entry of ``core.RESULT_COLUMNS`` and the store's schema has the typed column,
     the row builder fills it, the store reads it back and the reports' trials carry it."""

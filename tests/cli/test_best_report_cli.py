@@ -13,6 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "reports"))  # the 
 from report_stores import build_real_store, hand_row, hand_store  # noqa: E402
 
 from orthotune.cli import main  # noqa: E402
+from orthotune.reports import build_report  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -118,6 +119,29 @@ def test_best_json_and_csv_print_decimals_and_integers(tmp_path, capsys):
     header, row = out.splitlines()[:2]
     values = dict(zip(header.split(","), row.split(",")))
     assert (values["orig_repeats"], values["ortho_repeats"], values["n_pairs"]) == ("5", "5", "5")
+
+
+def test_a_winner_prints_the_fields_its_backbone_reads_and_reruns_as_them(tmp_path, capsys):
+    """A GCN winner prints no alpha, theta, heads, aggr or K (GCN reads none); GCNII prints its
+    alpha and theta, GAT its heads, APPNP alpha and K. ``best --yaml`` reruns with ``train
+    --config`` to the same config, and the report's winners table leaves the others empty."""
+    common = dict(val=[0.8], test=[0.7], splits=[0], max_epochs=2, patience=2, hidden=8, selection="val_acc",
+                  variant="default", alpha=0.3, theta=1.5, heads=2, aggr="max", K=4)
+    store = hand_store(tmp_path / "s", [hand_row(b, backbone=b, **common) for b in ("gcn", "gcnii", "gat", "appnp")])
+    code, out, _ = run_cli(capsys, "best", "--store", store.uri, "--yaml")
+    configs = {c["backbone"]: c for c in yaml.safe_load(out)}
+    specific = {"alpha", "theta", "heads", "aggr", "K", "jk", "self_loop", "gcnii_variant", "batch_size"}
+    assert {b: specific & set(c) for b, c in configs.items()} == {
+        "gcn": set(), "gcnii": {"alpha", "theta", "gcnii_variant"}, "gat": {"heads"}, "appnp": {"alpha", "K"}}
+    assert (configs["gcnii"]["alpha"], configs["gcnii"]["theta"], configs["gat"]["heads"]) == (0.3, 1.5, 2)
+    assert {"conv_bias", "batch_norm", "input_T"} & set(configs["appnp"]) == set()
+    file = tmp_path / "gcnii.yaml"
+    file.write_text(yaml.safe_dump(configs["gcnii"]))
+    code, out, _ = run_cli(capsys, "train", "--config", str(file), "--json")
+    assert code == 0 and json.loads(out)["config"] == configs["gcnii"]
+    report = build_report(store, plots=False).hyperparameters.set_index("backbone")
+    assert report.loc["gcn", ["alpha", "theta", "heads"]].isna().all()
+    assert (report.loc["gcnii", "alpha"], report.loc["gat", "heads"], report.loc["appnp", "K"]) == (0.3, 2, 4)
 
 
 def test_report_filters_by_search(tmp_path, capsys):
