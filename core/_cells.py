@@ -66,8 +66,8 @@ class CellAxis(StrEnum):
 
 
 def coordinate(doc: str, role: CellRole = CellRole.PLACE, *, axis: CellAxis | None = None,
-               source: str | None = None, kind: Callable[[Any], Any] = str, in_key: bool = True, implicit: Any = None,
-               label: str = "{}") -> Any:
+               source: str | None = None, kind: Callable[[Any], Any] = str, in_key: bool = True,
+               implicit: Any = None, label: str = "{}") -> Any:
     """A field of :class:`Cell`.
 
     ``source``: the config field (and store column) it is read from, by default its own name;
@@ -120,13 +120,14 @@ def cell_coordinates(*roles: CellRole) -> list[dataclasses.Field]:
 
 
 def cell_names(*roles: CellRole, axes: tuple[CellAxis, ...] = ()) -> tuple[str, ...]:
-    """The names of :func:`coordinates`, place coordinates restricted to ``axes`` if given."""
+    """The names of :func:`cell_coordinates` (of ``roles``), restricted to the place
+    coordinates on ``axes`` if given."""
     return tuple(f.name for f in cell_coordinates(*roles) if not axes or f.metadata["axis"] in axes)
 
 
 def cell_report_order(*roles: CellRole) -> tuple[str, ...]:
-    """:func:`coordinate_names` as the report's tables order them: the section coordinates
-    (the setting) first, then the others in declaration order."""
+    """:func:`cell_names` as the report's tables order them: the section coordinates (the
+    setting) first, then the others in declaration order."""
     names, leading = cell_names(*roles), cell_names(axes=(CellAxis.SECTION,))
     return (*[n for n in names if n in leading], *[n for n in names if n not in leading])
 
@@ -144,6 +145,7 @@ def cell_label(name: str, value: Any) -> str:
 
 
 def _read(f: dataclasses.Field, values: Mapping[str, Any]) -> Any:
+    """A coordinate's value in ``values`` as its kind (the arm of a missing ``ortho`` too)."""
     value = values.get(f.metadata["source"] or f.name)
     implicit = f.metadata["implicit"]
     if implicit is not None and not value:
