@@ -16,7 +16,7 @@ from types import ModuleType
 from typing import NoReturn
 
 from orthotune import __version__
-from orthotune.cli import best, launch, logs, report, status, store, train
+from orthotune.cli import best, launch, logs, report, slurm, status, store, train
 from orthotune.cli._common import BAD_INPUT, DEBUG_ENV, INTERRUPTED, OK, RUN_FAILED, SIGNAL_BASE
 from orthotune.core import OrthotuneError, SearchCrashed, SearchInterrupted
 
@@ -25,6 +25,7 @@ __all__ = ["main"]
 SUBCOMMANDS: dict[str, ModuleType] = {
     "train": train, "launch": launch, "status": status, "best": best, "report": report, "logs": logs,
     "store": store,
+    "slurm": slurm,  # (issue 39)
 }
 
 DESCRIPTION = """\
@@ -35,6 +36,7 @@ winners and a report from the results store (Parquet files that pandas, DuckDB a
 
   orthotune train --dataset cora --depth 8            # one config, its repeats
   orthotune launch --space quick                      # a search; results go to the store
+  orthotune slurm --space quick --nodes 2 --submit    # the same, as a Slurm batch job
   orthotune status                                    # the searches in the store
   orthotune best --yaml > best.yaml                   # each cell's validation-best config
   orthotune report --format html -o report.html       # tables and plots

@@ -28,6 +28,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     what = parser.add_mutually_exclusive_group(required=True)
     what.add_argument("--space", help=f"a preset ({', '.join(sorted(PRESETS.names()))}) or a space YAML file")
     what.add_argument("--resume", metavar="NAME", help="continue the search NAME whose driver died")
+    # (orthotune slurm) one idempotent entry for a batch job that may run several times
+    parser.add_argument("--start-or-resume", action="store_true",
+                        help="with --space and --name: continue the search if the store holds it (its outcome at "
+                             "once if it finished), else start it; what a requeued or resubmitted batch job runs")
     add_store_argument(parser)
     parser.add_argument("--datasets", nargs="+", metavar="DATASET", help="override the space's datasets")
     groups = {section: parser if section == SECTIONS[0] else parser.add_argument_group(section)
@@ -75,7 +79,9 @@ def run(args: argparse.Namespace) -> int:
     from orthotune.spaces import parse_space
 
     progress: bool | str = False if args.quiet or args.progress == "off" else args.progress
-    if args.resume:  # the search's record holds its space as a dict: parsed here, handed down
+    if args.start_or_resume:  # (orthotune slurm)
+        outcome = _start_or_resume(args, progress)
+    elif args.resume:  # the search's record holds its space as a dict: parsed here, handed down
         space = parse_space(stored_options(args.store, args.resume)["space"])
         outcome = resume(args.store, args.resume, space, args.address, progress=progress)
     else:
@@ -86,6 +92,16 @@ def run(args: argparse.Namespace) -> int:
 
         print(pair_verdicts(args.store, Filters(searches=(outcome.name,))).text())
     return OK if outcome.best_config is not None else RUN_FAILED
+
+
+def _start_or_resume(args: argparse.Namespace, progress: bool | str) -> SearchOutcome:
+    """``--start-or-resume``: the search named on the command line, started, continued or read."""
+    from orthotune.core import OrthotuneError
+    from orthotune.search import start_or_resume
+
+    if args.space is None or args.name is None:
+        raise OrthotuneError("--start-or-resume needs --space and --name: the search it starts or continues")
+    return start_or_resume(_options(args), progress=progress)
 
 
 def _options(args: argparse.Namespace, name: str | None = None) -> LaunchOptions:

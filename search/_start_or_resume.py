@@ -1,0 +1,66 @@
+"""Start a search, or continue it where the store holds it: the one idempotent entry that a
+batch job runs however many times Slurm requeues it or its user resubmits it
+(``orthotune launch --start-or-resume``, which ``orthotune slurm``'s script runs).
+
+- The store holds no record of the search: :func:`launch` starts it.
+- The record was made with other options: refused in one line (continuing would silently
+  run the stored options, not the given ones).
+- The record says finished: its outcome, read from the store; no Ray starts, nothing trains.
+- Otherwise (interrupted, crashed, or its driver died): :func:`resume` continues it once the
+  previous driver's lease is free. A driver that was killed on another node holds the lease
+  until its heartbeat is stale, so this waits for that (:data:`LEASE_WAIT_S`) instead of
+  failing at once; a live driver still holding it after that is refused, as ``--resume`` is.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from orthotune.core import OrthotuneError, SearchState
+from orthotune.search._launch import launch, outcome_from_store, resume
+from orthotune.search._options import LaunchOptions, SearchOutcome
+from orthotune.store import Store, lease_info
+
+#: Options that may differ from one session of a search to the next: where its store and
+#: data are seen from and which cluster runs it.
+SESSION_OPTIONS = frozenset({"store", "address", "data_root", "download"})
+#: Longer than a lease takes to go stale (60 s without a heartbeat: ``store.Lease``).
+LEASE_WAIT_S = 75.0
+LEASE_POLL_S = 3.0
+
+
+def start_or_resume(options: LaunchOptions, progress: bool | str = True) -> SearchOutcome:
+    """Start search ``options.name``, continue it, or return its outcome if it finished."""
+    store = Store.open(options.store, create=True)
+    if not store.exists(f"searches/{options.name}.json"):
+        return launch(options, progress=progress)
+    meta = store.search_meta(options.name)
+    LaunchOptions.check_meta(meta.get("options", {}))
+    _refuse_other_options(meta["options"], options)
+    if meta.get("state") == SearchState.FINISHED:
+        return outcome_from_store(store, options.name)
+    _wait_for_lease(store, options.name)
+    return resume(options.store, options.name, options.space, options.address, progress=progress)
+
+
+def _refuse_other_options(stored: dict[str, Any], options: LaunchOptions) -> None:
+    given = json.loads(json.dumps(options.to_meta()))  # as the record holds them (JSON)
+    differ = [key for key in sorted((set(given) | set(stored)) - SESSION_OPTIONS) if given.get(key) != stored.get(key)]
+    if not differ:
+        return
+    shown = ", ".join("space (its contents)" if key == "space" else f"{key}: stored {stored.get(key)!r}, given "
+                      f"{given.get(key)!r}" for key in differ)
+    raise OrthotuneError(f"search {options.name!r} in store {options.store!r} was started with other options "
+                         f"({shown}); continue it with the options it was started with, or pick another --name")
+
+
+def _wait_for_lease(store: Store, name: str) -> None:
+    """Until the lease on ``name`` is free or its holder judged dead, at most :data:`LEASE_WAIT_S`."""
+    deadline = time.monotonic() + LEASE_WAIT_S
+    while time.monotonic() < deadline:
+        held = lease_info(store, name)
+        if held is None or not held.alive:
+            return
+        time.sleep(LEASE_POLL_S)
