@@ -108,11 +108,14 @@ ray_node() {  # NODE CPUS RAY-START-OPTIONS...: `ray start --block` on NODE, one
   local node=$1 count=$2; shift 2
   srun --nodes=1 --ntasks=1 --cpus-per-task="$count" --nodelist="$node" "$ray" start --block \
     --num-cpus="$count" --num-gpus="$gpus_per_node" --temp-dir="$temp" --dashboard-agent-listen-port=0 \
-    --disable-usage-stats "$@" &
+    --disable-usage-stats --log-color=false "$@" &
   steps+=($!)
 }
 stop_ray() {  # srun ends its step when signalled: Slurm stops the step's processes
-  if [ ${#steps[@]} -gt 0 ]; then kill "${steps[@]}" 2>/dev/null; wait "${steps[@]}" 2>/dev/null; fi
+  if [ ${#steps[@]} -gt 0 ]; then
+    echo "orthotune slurm: stopping Ray (srun then reports its steps cancelled and their tasks killed)"
+    kill "${steps[@]}" 2>/dev/null; wait "${steps[@]}" 2>/dev/null
+  fi
   rm -rf "$temp"
 }
 finish() {  # STATUS: stop Ray; after the time-limit warning, requeue the job to continue

@@ -43,6 +43,13 @@ SLURM_TIME = re.compile(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?")
 SLURM_WORD = re.compile(r"[^\s#'\"\\]+")
 #: Slurm's largest --signal lead.
 MAX_LEAD_S = 65535
+#: How much earlier than asked Slurm may send the warning (its event loop's resolution).
+SIGNAL_EARLY_S = 60
+#: The least time an allocation must leave the search before the warning: Ray's start (tens of
+#: seconds) and some trials. Measured on a one-host Slurm: with --time 2:00 and --stop-before
+#: 60 the warning came 30-60 s after the start, before the first trial of each
+#: requeued allocation, which therefore requeued again without progress.
+MIN_WINDOW_S = 300
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -141,8 +148,11 @@ def _check_job(args: argparse.Namespace, options: LaunchOptions) -> None:
 
     check_inputs(replace(options, address="auto"))  # data files, trackers (a cluster: no memory check here)
     limit = slurm_seconds(args.time) if args.time else None
-    check(limit is None or args.stop_before < limit,
-          f"--stop-before {args.stop_before} must be shorter than the time limit --time {args.time} ({limit} s)")
+    window = None if limit is None else limit - args.stop_before - SIGNAL_EARLY_S
+    check(window is None or window >= MIN_WINDOW_S,
+          f"--time {args.time} leaves the search {window} s before Slurm's warning (--stop-before {args.stop_before}, "
+          f"which Slurm may send up to {SIGNAL_EARLY_S} s early); give it at least {MIN_WINDOW_S} s, or every "
+          f"requeued allocation could stop before it stores a trial")
     check(args.stop_before <= MAX_LEAD_S, f"--stop-before {args.stop_before} must be <= {MAX_LEAD_S} (Slurm's limit)")
     for flag, value in (("--partition", args.partition), ("--account", args.account)):
         check(value is None or SLURM_WORD.fullmatch(value) is not None,

@@ -108,7 +108,7 @@ BAD = [  # (words after `slurm --space quick`, a part of the expected line)
     (["--store", "/dev/shm/orthotune-slurm-test"], "is under /dev/shm, which each node has of its own"),
     (["--data-root", "/dev/shm"], "--data-root '/dev/shm' is under /dev/shm"),
     (["--time", "2h"], "--time '2h' must be a Slurm time limit"),
-    (["--time", "5:00", "--stop-before", "300"], "--stop-before 300 must be shorter than the time limit"),
+    (["--time", "10:00", "--stop-before", "300"], "--time 10:00 leaves the search 240 s before Slurm's warning"),
     (["--stop-before", "70000"], "--stop-before 70000 must be <= 65535"),
     (["--partition", "a b"], "--partition 'a b' must be one word"),
     (["--sbatch", "qos=high"], "--sbatch 'qos=high' must be one sbatch option"),
