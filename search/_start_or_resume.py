@@ -23,8 +23,9 @@ from orthotune.search._launch import launch, outcome_from_store, resume
 from orthotune.search._options import LaunchOptions, SearchOutcome
 from orthotune.store import Store, lease_info
 
-#: Options that may differ from one session of a search to the next: where its store and
-#: data are seen from and which cluster runs it.
+#: Options not compared with the record: where the store is seen from and which cluster runs
+#: the session may change; the data root and download are the first session's, as ``--resume``
+#: keeps them.
 SESSION_OPTIONS = frozenset({"store", "address", "data_root", "download"})
 #: Longer than a lease takes to go stale (60 s without a heartbeat: ``store.Lease``).
 LEASE_WAIT_S = 75.0
@@ -33,8 +34,8 @@ LEASE_POLL_S = 3.0
 
 def start_or_resume(options: LaunchOptions, progress: bool | str = True) -> SearchOutcome:
     """Start search ``options.name``, continue it, or return its outcome if it finished."""
-    store = Store.open(options.store, create=True)
-    if not store.exists(f"searches/{options.name}.json"):
+    store = _holding(options.store, options.name)
+    if store is None:  # launch checks the inputs before it creates the store
         return launch(options, progress=progress)
     meta = store.search_meta(options.name)
     LaunchOptions.check_meta(meta.get("options", {}))
@@ -43,6 +44,16 @@ def start_or_resume(options: LaunchOptions, progress: bool | str = True) -> Sear
         return outcome_from_store(store, options.name)
     _wait_for_lease(store, options.name)
     return resume(options.store, options.name, options.space, options.address, progress=progress)
+
+
+def _holding(uri: str, name: str) -> Store | None:
+    """The store at ``uri`` if it holds a record of search ``name``; None if it does not, or if
+    there is no store there yet (or one that is not ours: :func:`launch` says which)."""
+    try:
+        store = Store.open(uri)
+    except OrthotuneError:
+        return None
+    return store if store.exists(f"searches/{name}.json") else None
 
 
 def _refuse_other_options(stored: dict[str, Any], options: LaunchOptions) -> None:

@@ -67,6 +67,13 @@ def test_another_space_is_refused(tmp_path, capsys, no_ray):
     assert "was started with other options (space (its contents))" in capsys.readouterr().err
 
 
+def test_bad_input_creates_no_store(tmp_path, capsys, no_ray):
+    argv = words(tmp_path / "s", "--data-root", str(tmp_path / "absent"))
+    assert main(argv) == 2
+    assert "is not a directory" in capsys.readouterr().err
+    assert not (tmp_path / "s").exists()
+
+
 def test_it_needs_a_space_and_a_name(tmp_path, capsys):
     assert main(["launch", "--start-or-resume", "--space", "quick", "--store", str(tmp_path / "s")]) == 2
     assert "--start-or-resume needs --space and --name" in capsys.readouterr().err
