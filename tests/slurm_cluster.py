@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 
 REQUIRE_ENV = "ORTHOTUNE_REQUIRE_SLURM"
-DAEMONS = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "scontrol", "scancel")
+COMMANDS = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "sinfo", "scontrol", "scancel")
 NODES = ("n1", "n2")
 #: Seconds Slurm gives a job's processes between SIGTERM and SIGKILL (Slurm's default).
 KILL_WAIT_S = 30
@@ -42,7 +42,7 @@ JOBS_PER_CLUSTER = 10_000
 
 def slurm_missing() -> str | None:
     """Why no Slurm can be started here, or None."""
-    absent = [name for name in DAEMONS if shutil.which(name) is None]
+    absent = [name for name in COMMANDS if shutil.which(name) is None]
     if absent:
         return (f"Slurm is not installed ({', '.join(absent)} not on PATH; Debian: apt-get install slurmctld slurmd "
                 f"slurm-client munge)")
