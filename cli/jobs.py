@@ -23,15 +23,16 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from orthotune import LAYERS
 from orthotune.core import OrthotuneError
 
 #: Environment variables handed to the job's driver when set on the client.
 FORWARDED_ENV = ("ORTHOTUNE_DATA_ROOT", "ORTHOTUNE_CACHE")
 #: Where the client looks for the cluster's address when --address is not given.
 ADDRESS_ENV = ("RAY_API_SERVER_ADDRESS", "RAY_ADDRESS")
-#: The subpackages of ``orthotune`` (pyproject's packages): in an editable install the package
-#: is the repository root, whose other folders (tests, runs, .venv) must not travel.
-SUBPACKAGES = ("core", "models", "training", "store", "search", "spaces", "reports", "cli")
+#: The subpackages of ``orthotune``, its layers: in an editable install the package is the
+#: repository root, whose other folders (tests, runs, .venv) must not travel.
+SUBPACKAGES = LAYERS
 #: Left out of the staged package: caches, never code.
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache", ".ruff_cache")
 

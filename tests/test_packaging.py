@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from orthotune import LAYERS
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -29,11 +31,20 @@ def test_wheel_holds_only_the_orthotune_namespace(wheel):
     names = zipfile.ZipFile(wheel).namelist()
     tops = {n.split("/")[0] for n in names if not n.split("/")[0].endswith((".dist-info", ".data"))}
     assert tops == {"orthotune"}, tops
-    for package in ("core", "models", "training", "store", "search", "spaces", "reports", "cli"):
+    for package in LAYERS:
         assert f"orthotune/{package}/__init__.py" in names, package
     assert "orthotune/spaces/presets/quick.yaml" in names
     # the package's folder is the repository root: only its layers ship, never tests or benches
     assert not [n for n in names if n.startswith(("orthotune/tests/", "orthotune/bench/"))]
+
+
+def test_pyproject_packages_are_the_layers():
+    """pyproject lists the packages setuptools installs (it cannot read them from
+    ``orthotune.LAYERS``): the same layers, as a set, besides the root and the presets' data."""
+    import tomllib
+
+    packages = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    assert set(packages) == {"orthotune", "orthotune.spaces.presets", *(f"orthotune.{layer}" for layer in LAYERS)}
 
 
 @pytest.mark.slow
@@ -49,7 +60,7 @@ def test_installed_wheel_imports_outside_the_checkout(wheel, tmp_path):
     zipfile.ZipFile(wheel).extractall(site)
     code = ("import importlib.util, orthotune, orthotune.models, orthotune.cli;"
             "print(orthotune.models.__file__);"
-            "print([m for m in ('core', 'models', 'training', 'store', 'search', 'spaces', 'reports', 'cli') "
+            f"print([m for m in {LAYERS!r} "
             "if importlib.util.find_spec(m)])")
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",)}
     out = subprocess.run([str(python), "-c", code], capture_output=True, text=True, cwd=tmp_path, env=env)
