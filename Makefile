@@ -32,6 +32,11 @@ demo: setup
 	@echo "report: runs/$(SEARCH)/report.md and runs/$(SEARCH)/report.html"
 	@echo "the commands orthotune prints run in its environment: source $(BIN)/activate (README: First steps)"
 
+# The README's picture: the verdicts and paired table of a fresh demo's HTML report, shot in
+# a headless chromium (docs/_screenshot.py).
+picture: demo
+	$(BIN)/python docs/_screenshot.py runs/$(SEARCH)/report.html -o docs/img/verdict.png
+
 # Needs no root: the HTML report's browser check uses a chromium or Chrome found on PATH and
 # is skipped with one line without one (.ci/run installs Debian's chromium first).
 test: setup
@@ -42,4 +47,4 @@ test: setup
 test-fast: setup
 	$(BIN)/python -m pytest -q -m "not slow"
 
-.PHONY: setup demo test test-fast
+.PHONY: setup demo picture test test-fast
