@@ -37,9 +37,15 @@ demo: setup
 picture: demo
 	$(BIN)/python docs/_screenshot.py runs/$(SEARCH)/report.html -o docs/img/verdict.png
 
+# The manual (mkdocs.yml, docs/) into runs/site; --strict turns a broken link or anchor, or a
+# page missing from the nav, into a failure (NO_MKDOCS_2_WARNING: Material's banner about MkDocs 2,
+# which mkdocs<2 in pyproject keeps away).
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
 # Needs no root: the HTML report's browser check uses a chromium or Chrome found on PATH and
 # is skipped with one line without one (.ci/run installs Debian's chromium first).
-test: setup
+test: docs
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q
 
@@ -47,4 +53,4 @@ test: setup
 test-fast: setup
 	$(BIN)/python -m pytest -q -m "not slow"
 
-.PHONY: setup demo picture test test-fast
+.PHONY: setup demo picture docs test test-fast

@@ -1,5 +1,6 @@
 """The Makefile's entry points: `make demo` names its search once, so the launch, both
-reports and the closing message speak of one search and one folder."""
+reports and the closing message speak of one search and one folder; `make test` builds the
+manual strictly besides ruff and pytest."""
 
 from __future__ import annotations
 
@@ -31,3 +32,12 @@ def test_demo_names_one_search_whatever_the_clock_does(tmp_path):
     names = set(re.findall(r"quick-[0-9-]+", dry))
     assert len(names) == 1, names
     assert dry.count(next(iter(names))) >= 5  # launch, two reports (search and folder), message
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make not on PATH")
+def test_make_test_builds_the_manual_strictly_then_lints_and_tests():
+    dry = subprocess.run(["make", "-n", "-o", "setup", "-o", ".venv/bin/orthotune", "test"], cwd=ROOT,
+                         capture_output=True, text=True, check=True).stdout
+    steps = [line for line in dry.splitlines() if line.strip()]
+    assert [next(i for i, line in enumerate(steps) if word in line)
+            for word in ("mkdocs build --strict", "ruff check", "pytest")] == [0, 1, 2], steps
