@@ -132,13 +132,15 @@ class LaunchOptions:
               f"configs_per_trial={self.configs_per_trial!r} must be an integer >= 1")
         check(self.points is None or self.searcher == "grid",
               f"explicit points need searcher='grid', got searcher={self.searcher!r}")
-        check(self.optuna_storage is None or (isinstance(self.optuna_storage, str) and self.optuna_storage),
+        # a NUL byte is in no path or URL (the OS refuses it with a ValueError deep in a library)
+        check(self.optuna_storage is None or (isinstance(self.optuna_storage, str) and self.optuna_storage
+                                              and "\x00" not in self.optuna_storage),
               f"optuna_storage={self.optuna_storage!r} must be an RDB URL, a journal file path or {NO_STORAGE!r}")
         check(isinstance(self.tensorboard, bool), f"tensorboard={self.tensorboard!r} must be true or false")
         for tracker, what in (("mlflow", "a tracking URI or folder"), ("wandb", "a project name")):
             value = getattr(self, tracker)
-            check(value is None or (isinstance(value, str) and value.strip() != ""),
-                  f"{tracker}={value!r} must be {what} (a non-empty string)")
+            check(value is None or (isinstance(value, str) and value.strip() != "" and "\x00" not in value),
+                  f"{tracker}={value!r} must be {what} (a non-empty string without NUL bytes)")
         check(isinstance(self.download, bool), f"download={self.download!r} must be true or false")
         check(isinstance(self.retries, int) and 0 <= self.retries <= 100,
               f"retries={self.retries!r} must be an integer from 0 to 100")

@@ -45,6 +45,9 @@ FILES: dict[str, bytes] = {
 
 LAUNCH = [  # (words after `launch --store STORE`, a part of the expected line)
     (["--space", "FILE:binary.yaml"], "binary.yaml: not UTF-8 text"),
+    # a NUL byte is in no path or URL: the OS would refuse it deep inside Optuna or a tracker
+    (["--space", "quick", "--optuna-storage", "\x00"], "optuna_storage='\\x00' must be an RDB URL"),
+    (["--space", "quick", "--wandb", "a\x00b"], "wandb='a\\x00b' must be a project name"),
     (["--space", "FILE:latin1.yaml"], "latin1.yaml: not UTF-8 text"),
     (["--space", "FILE:list.yaml"], "expected a mapping of keys (datasets, backbones, depths, ...), got a list"),
     (["--space", "FILE:scalar.yaml"], "got a int"),
