@@ -75,15 +75,13 @@ def run(args: argparse.Namespace) -> int:
 
         raise OrthotuneError(f"--address {args.address!r} is a dashboard (Jobs API) address: add --submit to run "
                              f"the search as a Ray job, or give ray://HEAD:10001 to drive it from here")
-    from orthotune.search import launch, resume, stored_options
-    from orthotune.spaces import parse_space
+    from orthotune.search import launch, resume
 
     progress: bool | str = False if args.quiet or args.progress == "off" else args.progress
     if args.start_or_resume:  # (orthotune slurm)
         outcome = _start_or_resume(args, progress)
-    elif args.resume:  # the search's record holds its space as a dict: parsed here, handed down
-        space = parse_space(stored_options(args.store, args.resume)["space"])
-        outcome = resume(args.store, args.resume, space, args.address, progress=progress)
+    elif args.resume:  # the search's record holds its space: resume parses it
+        outcome = resume(args.store, args.resume, args.address, progress=progress)
     else:
         outcome = launch(_options(args), progress=progress)  # it checks the inputs before Ray starts
     print(summary(outcome, args.store))

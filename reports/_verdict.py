@@ -101,16 +101,11 @@ def _at_cap(winner: pd.Series) -> bool:
 def smoke_searches(records: Mapping[str, Mapping[str, Any]], names: Iterable[str]) -> list[str]:
     """The searches among ``names`` whose space (as their records hold it) is marked a smoke
     test; a record without a space this version reads counts as not marked."""
-    from orthotune.core import OrthotuneError
-    from orthotune.spaces import parse_space
+    from orthotune.spaces import is_smoke_test
 
     found = []
     for name in names:
         options = (records.get(name) or {}).get("options")
-        space = options.get("space") if isinstance(options, Mapping) else None
-        try:
-            if isinstance(space, Mapping) and parse_space(dict(space)).smoke_test:
-                found.append(name)
-        except OrthotuneError:
-            continue
+        if isinstance(options, Mapping) and is_smoke_test(options.get("space")):
+            found.append(name)
     return found

@@ -1,8 +1,8 @@
 """The Ray Tune glue: the trainable, per-cell searchers and schedulers, the store recorder,
 the progress display, the live views (TensorBoard, Optuna storage) and launch.
 
-What a search runs over (``Space``, ``cell_key``), its options and the objective load at once
-and are light; ``launch``, ``resume``, ``stored_options`` and ``check_inputs`` live in
+What a search runs over is the spaces layer's (below); the cell key, the options and the
+objective load at once and are light. ``launch``, ``resume`` and ``check_inputs`` live in
 ``_launch`` (``start_or_resume`` in ``_start_or_resume``), which imports Ray, torch and PyG,
 so it loads on first use (PEP 562): ``orthotune launch --help`` stays instant.
 """
@@ -10,9 +10,9 @@ so it loads on first use (PEP 562): ``orthotune launch --help`` stays instant.
 from importlib import import_module
 from typing import Any
 
+from orthotune.search._cell_key import cell_key
 from orthotune.search._objective import rung_score
 from orthotune.search._options import MODES, SECTIONS, LaunchOptions, SearchOutcome
-from orthotune.search._space import Space, cell_key
 
 __all__ = [
     "DRIVER_PARTS",
@@ -22,14 +22,12 @@ __all__ = [
     "TRIAL_END",
     "LaunchOptions",
     "SearchOutcome",
-    "Space",
     "cell_key",
     "check_inputs",
     "launch",
     "resume",
     "rung_score",
     "start_or_resume",
-    "stored_options",
 ]
 
 #: The names of ``__all__`` loaded on first access from a module other than ``_launch``.

@@ -12,29 +12,29 @@ from typing import Any
 
 from orthotune.core import OBJECTIVE, Registry
 from orthotune.search._objective import RUNG_SCORE, TIME_ATTR
-from orthotune.search._space import Space
+from orthotune.spaces import SearchSpace
 
 #: A searcher factory: ``(space, seed, storage=None, study_name=None, replay=())`` -> a Tune
 #: searcher over ``space`` (one cell's, in per-cell searches); ``storage`` is an Optuna
 #: storage; ``replay`` the configs a previous session stored (proposed first, in order).
 SEARCHERS: Registry[Callable[..., Any]] = Registry("search algorithm")
-SCHEDULERS: Registry[Callable[[Space], Any]] = Registry("scheduler")
+SCHEDULERS: Registry[Callable[[SearchSpace], Any]] = Registry("scheduler")
 
 
 @SEARCHERS.register("optuna")
-def _optuna(space: Space, seed: int, storage: Any = None, study_name: str | None = None,
+def _optuna(space: SearchSpace, seed: int, storage: Any = None, study_name: str | None = None,
             replay: Sequence[dict[str, Any]] = ()):
     return _optuna_search(space, "TPESampler", storage, study_name, replay, seed=seed)
 
 
 @SEARCHERS.register("random")
-def _random(space: Space, seed: int, storage: Any = None, study_name: str | None = None,
+def _random(space: SearchSpace, seed: int, storage: Any = None, study_name: str | None = None,
             replay: Sequence[dict[str, Any]] = ()):
     return _optuna_search(space, "RandomSampler", storage, study_name, replay, seed=seed)
 
 
 @SEARCHERS.register("grid")
-def _grid(space: Space, seed: int, storage: Any = None, study_name: str | None = None,
+def _grid(space: SearchSpace, seed: int, storage: Any = None, study_name: str | None = None,
           replay: Sequence[dict[str, Any]] = ()):
     return grid_search(shuffled_grid(space.grid(), seed))
 
@@ -54,7 +54,7 @@ def grid_search(points: list[dict[str, Any]]):
     return PointSearcher(points, metric=OBJECTIVE, mode="max")
 
 
-def _optuna_search(space: Space, sampler: str, storage: Any, study_name: str | None,
+def _optuna_search(space: SearchSpace, sampler: str, storage: Any, study_name: str | None,
                    replay: Sequence[dict[str, Any]], **kwargs):
     """Ray's OptunaSearch over a cell. ``replay``: the configs a previous session of the search
     stored, enqueued first (``_replay`` asks for and tells each), so the study continues."""
@@ -72,7 +72,7 @@ def _optuna_search(space: Space, sampler: str, storage: Any, study_name: str | N
 
 
 @SCHEDULERS.register("asha")
-def _asha(space: Space):
+def _asha(space: SearchSpace):
     """One ASHA per cell: trials are compared only within their cell."""
     from orthotune.search._cells import CellScheduler
 
@@ -82,7 +82,7 @@ def _asha(space: Space):
 class CellASHA:
     """Makes a cell's ASHA, ``max_t`` from that cell's own space (a picklable factory)."""
 
-    def __init__(self, space: Space) -> None:
+    def __init__(self, space: SearchSpace) -> None:
         self.space = space
         self.cells = {cell.key: cell for cell in space.cells()}
 
@@ -97,7 +97,7 @@ class CellASHA:
 
 
 @SCHEDULERS.register("fifo")
-def _fifo(space: Space):
+def _fifo(space: SearchSpace):
     from ray.tune.schedulers import FIFOScheduler
 
     return FIFOScheduler()

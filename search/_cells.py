@@ -29,8 +29,8 @@ from typing import Any
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 from ray.tune.search import Searcher
 
+from orthotune.search._cell_key import cell_key
 from orthotune.search._checkpoints import save_summary, stored_state_refused
-from orthotune.search._space import cell_key
 
 #: How many repeats in a row one ``suggest`` answers before it decides that the cell's
 #: searcher has nothing new to propose (it keeps returning configs already trained).

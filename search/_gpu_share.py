@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orthotune.core import OrthotuneError, TrainConfig, check
+from orthotune.search._cell_key import cell_key
 from orthotune.search._options import LaunchOptions
-from orthotune.search._space import cell_key
 from orthotune.training import (
     CellCost,
     DataRoot,

@@ -75,11 +75,11 @@ from orthotune.search._replay import (
     stored_trials,
 )
 from orthotune.search._requeue import Requeue, RetryLedger
-from orthotune.search._space import Space
 from orthotune.search._startup import callback_usage_by_name, trials_on_started_workers
 from orthotune.search._trackers import check_trackers, tracker_callbacks
 from orthotune.search._trainable import TIMINGS_ENV as TIMINGS_ENV  # public through orthotune.search
 from orthotune.search._trainable import TrialContext, error_line, train_trial
+from orthotune.spaces import SearchSpace
 from orthotune.store import Lease, Store, now
 from orthotune.training import DataRoot, check_dataset_files
 
@@ -140,14 +140,9 @@ def _refuse_taken_name(store: Store, options: LaunchOptions) -> None:
                              f"resume it with --resume {options.name} or pick another --name")
 
 
-def stored_options(store_uri: str, name: str) -> dict[str, Any]:
-    """The options search ``name`` was launched with, as its record holds them (its ``space``
-    a dict: the caller parses it and hands the space to :func:`resume`). A search that
-    finished, or whose record another orthotune version wrote, is refused."""
-    return _resumable(Store.open(store_uri), name)
-
-
 def _resumable(store: Store, name: str) -> dict[str, Any]:
+    """The options search ``name`` was launched with, as its record holds them. A search that
+    finished, or whose record another orthotune version wrote, is refused."""
     meta = store.search_meta(name)
     if meta.get("state") == SearchState.FINISHED:
         raise OrthotuneError(f"search {name!r} finished with {_counts_text(_stored_counts(store, name))}; "
@@ -156,15 +151,13 @@ def _resumable(store: Store, name: str) -> dict[str, Any]:
     return meta["options"]
 
 
-def resume(store_uri: str, name: str, space: Space, address: str | None = None,
-           progress: bool | str = True) -> SearchOutcome:
+def resume(store_uri: str, name: str, address: str | None = None, progress: bool | str = True) -> SearchOutcome:
     """Continue a search whose driver stopped (interrupted, crashed or killed): its stored
     trials are kept and replayed into its searchers and schedulers, the rest of each cell's
-    budget runs. ``space``: the search's space, parsed from :func:`stored_options`."""
+    budget runs, over the space its record holds."""
     store = Store.open(store_uri)
     stored = _resumable(store, name)
-    options = LaunchOptions.from_meta({**stored, "store": store_uri, "address": address or stored.get("address")},
-                                      space)
+    options = LaunchOptions.from_meta({**stored, "store": store_uri, "address": address or stored.get("address")})
     check_inputs(options)  # its files may have gone since
     with Lease.acquire(store, name) as lease:
         lease.start_heartbeat()
@@ -538,7 +531,7 @@ def planned_configs(options: LaunchOptions) -> int:
     return sum(min(samples, _grid_size(cell) or samples) for cell in options.space.cells())
 
 
-def _grid_size(cell: Space) -> int | None:
+def _grid_size(cell: SearchSpace) -> int | None:
     """How many distinct configs a cell has; None when a dimension is continuous."""
     try:
         return len(cell.grid())

@@ -12,7 +12,7 @@ from typing import Any
 
 from orthotune.core import OrthotuneError, check
 from orthotune.search._algorithms import SCHEDULERS, SEARCHERS
-from orthotune.search._space import Space
+from orthotune.spaces import SearchSpace, parse_space
 from orthotune.store import check_search_name
 
 #: ``--optuna-storage`` value that turns the cells' Optuna studies off.
@@ -57,7 +57,7 @@ class LaunchOptions:
 
     store: str = launch_option(MISSING, "the results store (the CLI's --store)", cli=None)
     name: str = launch_option(MISSING, "search name (default: the space's name and the time)")
-    space: Space = launch_option(MISSING, "what to search (the CLI's --space or --resume)", cli=None)
+    space: SearchSpace = launch_option(MISSING, "what to search (the CLI's --space or --resume)", cli=None)
     samples: int | None = launch_option(None, "trainings per cell and arm (default: the space's)", metavar="N")
     searcher: str = launch_option("optuna", "search algorithm", metavar="NAME", names=SEARCHERS.names)
     scheduler: str = launch_option("asha", "trial scheduler", metavar="NAME", names=SCHEDULERS.names)
@@ -166,11 +166,10 @@ class LaunchOptions:
                                  f"under a new name")
 
     @classmethod
-    def from_meta(cls, values: dict[str, Any], space: Space) -> LaunchOptions:
-        """Options saved by :meth:`to_meta`, with ``space`` parsed from their ``space`` dict by
-        the caller (the spaces layer, above this one)."""
+    def from_meta(cls, values: dict[str, Any]) -> LaunchOptions:
+        """Options saved by :meth:`to_meta`, their ``space`` parsed back."""
         cls.check_meta(values)
-        values = {**values, "space": space}
+        values = {**values, "space": parse_space(values["space"])}
         if values.get("points") is not None:
             values["points"] = tuple(values["points"])
         return cls(**values)

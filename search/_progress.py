@@ -33,9 +33,9 @@ from typing import Any, TextIO
 from ray.tune import Callback
 
 from orthotune.core import OBJECTIVE, Status
+from orthotune.search._cell_key import cell_key
 from orthotune.search._recorder import trial_statuses
 from orthotune.search._requeue import RetryLedger
-from orthotune.search._space import cell_key
 from orthotune.search._trainable import member_configs
 
 

@@ -29,9 +29,9 @@ from datetime import datetime
 from typing import Any
 
 from orthotune.core import OBJECTIVE, Status, TrainConfig, mean
+from orthotune.search._cell_key import cell_key
 from orthotune.search._cells import config_identity
 from orthotune.search._objective import RUNG_SCORE, TIME_ATTR, rung_score
-from orthotune.search._space import cell_key
 from orthotune.store import Store, config_from_columns
 
 

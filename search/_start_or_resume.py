@@ -43,7 +43,7 @@ def start_or_resume(options: LaunchOptions, progress: bool | str = True) -> Sear
     if meta.get("state") == SearchState.FINISHED:
         return outcome_from_store(store, options.name)
     _wait_for_lease(store, options.name)
-    return resume(options.store, options.name, options.space, options.address, progress=progress)
+    return resume(options.store, options.name, options.address, progress=progress)
 
 
 def _holding(uri: str, name: str) -> Store | None:

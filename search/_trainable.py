@@ -20,8 +20,8 @@ import torch
 from ray import tune
 
 from orthotune.core import OBJECTIVE, ConfigResult, EpochReport, EpochRow, RunResult, Status, TrainConfig
+from orthotune.search._cell_key import cell_key
 from orthotune.search._objective import RUNG_SCORE, TIME_ATTR, rung_score
-from orthotune.search._space import cell_key
 from orthotune.training import TrainOptions, choose_device, retain_freed_memory, run_configs, task_data
 
 

@@ -1,11 +1,13 @@
-"""Search spaces as data: the ``quick`` and ``paper`` presets, or a user's YAML file."""
+"""Search spaces as data: the ``quick`` and ``paper`` presets, or a user's YAML file, parsed
+into a :class:`SearchSpace` of cells (what the search layer above runs), and a stored space's
+flags read without parsing it (:func:`is_smoke_test`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from orthotune.core import Registry
-from orthotune.spaces._space import SearchSpace, load_space_file, parse_space
+from orthotune.spaces._space import SearchSpace, is_smoke_test, load_space_file, parse_space
 
 PRESET_DIR = Path(__file__).parent / "presets"
 PRESETS: Registry[Path] = Registry("space preset")
@@ -20,4 +22,4 @@ def resolve_space(name_or_path: str) -> SearchSpace:
     return load_space_file(PRESETS.get(name_or_path))
 
 
-__all__ = ["PRESETS", "parse_space", "resolve_space"]
+__all__ = ["PRESETS", "SearchSpace", "is_smoke_test", "parse_space", "resolve_space"]

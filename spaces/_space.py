@@ -56,6 +56,7 @@ from orthotune.core import (
     DATASETS,
     SETTINGS,
     SPLIT_FIELDS,
+    Cell,
     ConfigError,
     Group,
     OrthoSettings,
@@ -70,7 +71,6 @@ from orthotune.core import (
     profile_values,
     standard_form,
 )
-from orthotune.search import Space, cell_key
 from orthotune.spaces._dimension import Dimension
 
 TOP_KEYS = {"name", "datasets", "setting", "repeats", "split", "backbones", "depths", "original", "ortho",
@@ -112,8 +112,10 @@ class Variant:
 
 
 @dataclass(frozen=True)
-class SearchSpace(Space):
-    """A validated space file: the search layer's :class:`~orthotune.search.Space`."""
+class SearchSpace:
+    """A validated space file, split into cells: each cell (one of :meth:`cells`) gets its
+    own searcher over :meth:`define_by_run` (or :meth:`grid`), ``samples`` trainings and its
+    own ASHA (``grace_period``, ``reduction_factor``, ``max_t`` = :meth:`max_epochs`)."""
 
     name: str
     datasets: tuple[str, ...]
@@ -277,11 +279,12 @@ class SearchSpace(Space):
     @property
     def key(self) -> str:
         """The cell of a one-cell space (one of :meth:`cells`); its variant is the fixed
-        ``variant`` value of its training values, if any."""
+        ``variant`` value of its training values, if any: ``core.Cell.key``, the search's cell
+        key of each of its configs."""
         variant = self.train.get("variant")
-        return cell_key({"dataset": self.datasets[0], "backbone": self.backbones[0], "depth": self.depths[0],
-                         "ortho": self.ortho is not None,
-                         "variant": variant.values[0] if variant is not None else None})
+        return Cell.of({"dataset": self.datasets[0], "backbone": self.backbones[0], "depth": self.depths[0],
+                        "ortho": self.ortho is not None,
+                        "variant": variant.values[0] if variant is not None else None}).key
 
     def largest_configs(self) -> list[TrainConfig]:
         """Per cell, the config that needs the most memory: the widest ``hidden``, most
@@ -313,7 +316,9 @@ class SearchSpace(Space):
         return replace(self, datasets=chosen, variants=tuple(kept))
 
     def to_dict(self) -> dict[str, Any]:
-        """A YAML-able form that :func:`parse_space` reads back to an equal space."""
+        """A YAML-able form that :func:`parse_space` reads back to an equal space (a search's
+        record holds it: ``--resume`` parses it back, reports read its flags with
+        :func:`is_smoke_test`)."""
         def dims(group: Mapping[str, Dimension]) -> dict[str, Any]:
             return {name: _dump(d) for name, d in group.items()}
 
@@ -386,6 +391,13 @@ def parse_space(values: Any, default_name: str = "space") -> SearchSpace:
         raise ConfigError(f"space: split applies to datasets in the random setting; none of "
                           f"{', '.join(space.datasets)} is (set setting: random)")
     return space
+
+
+def is_smoke_test(values: Any) -> bool:
+    """Whether a space as a search's record holds it (:meth:`SearchSpace.to_dict`) is marked a
+    smoke test, read from its ``smoke_test`` flag without rebuilding the space. Anything else
+    (not a mapping, a key this version does not know, a flag that is not true) is not marked."""
+    return isinstance(values, Mapping) and not set(values) - TOP_KEYS and values.get("smoke_test") is True
 
 
 def _split_rule(values: Any) -> dict[str, Any]:

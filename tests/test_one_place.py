@@ -88,7 +88,7 @@ def test_a_launch_switch_is_one_declaration(monkeypatch):
     options = _options(args)
     assert isinstance(options, extended) and options.dry_run is True
     meta = options.to_meta()
-    assert meta["dry_run"] is True and extended.from_meta(meta, options.space).dry_run is True
+    assert meta["dry_run"] is True and extended.from_meta(meta).dry_run is True
     args = build_parser("launch").parse_args(["launch", "--space", "quick", "--store", "s"])
     assert _options(args).dry_run is False
 

@@ -354,12 +354,12 @@ def test_every_cell_tries_its_defaults_first():
 def test_a_record_from_another_version_is_refused_in_one_line_and_a_current_one_round_trips():
     meta = options(CORA_TEXAS, samples=3).to_meta()
     stored = json.loads(json.dumps(meta))
-    again = LaunchOptions.from_meta(stored, parse_space(stored["space"]))
+    again = LaunchOptions.from_meta(stored)  # its space parsed back
     assert again.samples == 3 and again.space.to_dict() == meta["space"]
     with pytest.raises(OrthotuneError, match=r"unknown option\(s\) gpu_budget.*new name"):
-        LaunchOptions.from_meta({**meta, "gpu_budget": 4}, again.space)
+        LaunchOptions.from_meta({**meta, "gpu_budget": 4})
     with pytest.raises(OrthotuneError, match="no space"):
-        LaunchOptions.from_meta({k: v for k, v in meta.items() if k != "space"}, again.space)
+        LaunchOptions.from_meta({k: v for k, v in meta.items() if k != "space"})
 
 
 def test_repeated_proposals_are_marked_in_the_cells_optuna_study():

@@ -112,7 +112,7 @@ def _options(tmp_path, **values):
 def test_launch_options_take_auto_and_reject_bad_values_in_one_line(tmp_path):
     auto = _options(tmp_path, gpu_share="auto")
     assert auto.to_meta()["gpu_share"] == "auto"
-    assert LaunchOptions.from_meta(auto.to_meta(), auto.space).gpu_share == "auto"
+    assert LaunchOptions.from_meta(auto.to_meta()).gpu_share == "auto"
     with pytest.raises(ConfigError, match=r"^gpu_share='most' must be one of fixed, auto$"):
         _options(tmp_path, gpu_share="most")
     with pytest.raises(ConfigError, match=r"^gpus_per_trial=0.5 must be 0 with gpu_share='auto'"):

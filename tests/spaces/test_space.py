@@ -6,7 +6,7 @@ import yaml
 
 from orthotune.cli import main
 from orthotune.core import ConfigError
-from orthotune.spaces import PRESETS, parse_space, resolve_space
+from orthotune.spaces import PRESETS, is_smoke_test, parse_space, resolve_space
 
 BASE = {"datasets": ["cora"], "backbones": ["gcn"], "depths": [2]}
 
@@ -151,3 +151,13 @@ def test_largest_configs_take_each_cells_widest_values():
                                                                 (8, True, 128)]
     assert [c.T for c in configs if c.ortho] == [6, 6]
     assert resolve_space("gcnii-semi").largest_configs()[-1].depth == 64
+
+
+def test_a_stored_spaces_smoke_flag_reads_without_parsing_it():
+    """``is_smoke_test`` reads the flag of a space as a record holds it (``to_dict``): the quick
+    preset's is set, the paper's is not; what is not a space of this version is not marked."""
+    quick = resolve_space("quick").to_dict()
+    assert is_smoke_test(quick) and not is_smoke_test(resolve_space("paper").to_dict())
+    assert parse_space(quick).smoke_test  # the flag as the parser reads it
+    for other in ({**quick, "budget": 3}, {**quick, "smoke_test": "yes"}, [quick], None):
+        assert not is_smoke_test(other)
