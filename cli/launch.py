@@ -75,15 +75,18 @@ def run(args: argparse.Namespace) -> int:
 
         raise OrthotuneError(f"--address {args.address!r} is a dashboard (Jobs API) address: add --submit to run "
                              f"the search as a Ray job, or give ray://HEAD:10001 to drive it from here")
-    from orthotune.search import launch, resume
-
     progress: bool | str = False if args.quiet or args.progress == "off" else args.progress
     if args.start_or_resume:  # (orthotune slurm)
         outcome = _start_or_resume(args, progress)
     elif args.resume:  # the search's record holds its space: resume parses it
+        from orthotune.search import resume
+
         outcome = resume(args.store, args.resume, args.address, progress=progress)
     else:
-        outcome = launch(_options(args), progress=progress)  # it checks the inputs before Ray starts
+        options = _options(args)  # the space and the options, validated before Ray, torch and PyG load
+        from orthotune.search import launch
+
+        outcome = launch(options, progress=progress)  # it checks the inputs before Ray starts
     print(summary(outcome, args.store))
     if outcome.best_by_cell:
         from orthotune.reports import Filters, pair_verdicts
@@ -95,11 +98,13 @@ def run(args: argparse.Namespace) -> int:
 def _start_or_resume(args: argparse.Namespace, progress: bool | str) -> SearchOutcome:
     """``--start-or-resume``: the search named on the command line, started, continued or read."""
     from orthotune.core import OrthotuneError
-    from orthotune.search import start_or_resume
 
     if args.space is None or args.name is None:
         raise OrthotuneError("--start-or-resume needs --space and --name: the search it starts or continues")
-    return start_or_resume(_options(args), progress=progress)
+    options = _options(args)  # validated before Ray, torch and PyG load
+    from orthotune.search import start_or_resume
+
+    return start_or_resume(options, progress=progress)
 
 
 def _options(args: argparse.Namespace, name: str | None = None) -> LaunchOptions:

@@ -1,5 +1,6 @@
 """What a search is asked to do, light enough for the CLI to import at once: the launch
-options and the outcome. The heavy machinery lives in ``_launch``.
+options (validated here, with the space in them, before Ray or torch load) and the outcome.
+The heavy machinery lives in ``_launch`` and the stages it runs.
 """
 
 from __future__ import annotations

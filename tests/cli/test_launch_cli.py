@@ -1,5 +1,9 @@
 """Bad launch/status input: one line, non-zero exit, nothing written."""
 
+import json
+import subprocess
+import sys
+
 import pytest
 
 from orthotune.cli import main
@@ -30,6 +34,41 @@ def test_bad_launch_input_is_one_line(tmp_path, capsys, args, message):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0], err
     assert not store.exists()
+
+
+#: Run in a fresh interpreter: each case's exit code and the heavy libraries loaded after it.
+VALIDATION_IMPORTS = r"""
+import json, sys
+from orthotune.cli import main
+
+heavy = ("torch", "torch_geometric", "ray")
+seen = []
+for words in json.loads(sys.argv[1]):
+    code = main(["launch", *words])
+    seen.append([code, sorted(m for m in heavy if m in sys.modules)])
+print(json.dumps(seen))
+"""
+
+
+def test_launch_refuses_a_bad_space_or_option_before_torch_pyg_or_ray_load(tmp_path):
+    """The space file and the options are validated before the heavy libraries load, so a bad
+    one is refused at once (``launch`` and ``--start-or-resume``). (The data root's check is
+    training's and comes after them.)"""
+    (tmp_path / "malformed.yaml").write_text("datasets: [cora\n")
+    (tmp_path / "unknown-key.yaml").write_text("datasets: [cora]\nbackbones: [gcn]\ndepths: [2]\nbudget: 3\n")
+    (tmp_path / "good.yaml").write_text("datasets: [cora]\nbackbones: [gcn]\ndepths: [2]\n")
+    store = ["--store", str(tmp_path / "store")]
+    bad = [[str(tmp_path / "malformed.yaml")], [str(tmp_path / "unknown-key.yaml")],
+           ["quick", "--datasets", "mnist"], [str(tmp_path / "good.yaml"), "--samples", "0"],
+           [str(tmp_path / "good.yaml"), "--searcher", "bayes"]]
+    cases = [["--space", *words, *store] for words in bad]
+    cases.append(["--space", *bad[3], *store, "--name", "n", "--start-or-resume"])
+    out = subprocess.run([sys.executable, "-c", VALIDATION_IMPORTS, json.dumps(cases)], capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    seen = json.loads(out.stdout)
+    assert seen == [[2, []]] * len(cases), list(zip(cases, seen))
+    assert not (tmp_path / "store").exists()
 
 
 def test_status_of_a_folder_that_is_not_a_store(tmp_path, capsys):
