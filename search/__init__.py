@@ -2,9 +2,10 @@
 the progress display, the live views (TensorBoard, Optuna storage) and launch.
 
 What a search runs over is the spaces layer's (below); the cell key, the options and the
-objective load at once and are light. ``launch``, ``resume`` and ``check_inputs`` live in
-``_launch`` (``start_or_resume`` in ``_start_or_resume``), which imports Ray, torch and PyG,
-so it loads on first use (PEP 562): ``orthotune launch --help`` stays instant.
+objective load at once and are light, so the options (and the space in them) are validated
+before Ray, torch or PyG load. ``launch``, ``resume``, ``check_inputs`` and
+``start_or_resume`` import those, so they load on first use (PEP 562, :data:`LAZY`):
+``orthotune launch --help`` stays instant and a bad space file is refused at once.
 """
 
 from importlib import import_module
@@ -30,14 +31,16 @@ __all__ = [
     "start_or_resume",
 ]
 
-#: The names of ``__all__`` loaded on first access from a module other than ``_launch``.
-LAZY_ELSEWHERE = {"start_or_resume": "_start_or_resume"}
+#: The names of ``__all__`` not imported above, by the module each is loaded from on first
+#: access: they import Ray, torch and PyG.
+LAZY = {"launch": "_launch", "resume": "_launch", "check_inputs": "_inputs", "start_or_resume": "_start_or_resume",
+        "DRIVER_PARTS": "_tuner", "TRIAL_END": "_tuner", "TIMINGS_ENV": "_trainable"}
 
 
 def __getattr__(name: str) -> Any:
-    """The names of ``__all__`` not imported above: ``_launch``'s, loaded on first access."""
-    if name not in __all__:
+    """The names of :data:`LAZY`, loaded on first access."""
+    if name not in LAZY:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(f"{__name__}.{LAZY_ELSEWHERE.get(name, '_launch')}"), name)
+    value = getattr(import_module(f"{__name__}.{LAZY[name]}"), name)
     globals()[name] = value  # later lookups skip this function
     return value

@@ -19,7 +19,8 @@ import time
 from typing import Any
 
 from orthotune.core import OrthotuneError, SearchState
-from orthotune.search._launch import launch, outcome_from_store, resume
+from orthotune.search._ending import outcome_from_store
+from orthotune.search._launch import launch, resume
 from orthotune.search._options import LaunchOptions, SearchOutcome
 from orthotune.store import Store, lease_info
 

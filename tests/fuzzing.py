@@ -139,7 +139,7 @@ def stop_before_ray(monkeypatch) -> None:
         raise Reached
 
     monkeypatch.setattr(ray, "init", init)
-    monkeypatch.setattr("orthotune.search._launch._start_ray", lambda options: 2)
+    monkeypatch.setattr("orthotune.search._launch.start_ray", lambda options: 2)
     monkeypatch.setattr(tune.Tuner, "fit", fit)
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from orthotune.search import LaunchOptions, launch, rung_score
 from orthotune.search._algorithms import shuffled_grid
-from orthotune.search._launch import plan
+from orthotune.search._plan import plan
 from orthotune.search._replay import objective_curves, stored_trials
 from orthotune.spaces import parse_space
 from orthotune.store import Store

@@ -12,9 +12,9 @@ from ray.tune.search import Searcher
 from orthotune.core import OBJECTIVE, OrthotuneError, Status, TrainConfig
 from orthotune.search import LaunchOptions, cell_key
 from orthotune.search._cells import CellScheduler, CellSearcher, config_identity
-from orthotune.search._launch import plan
 from orthotune.search._live import optuna_storage
 from orthotune.search._objective import RUNG_SCORE, TIME_ATTR
+from orthotune.search._plan import plan
 from orthotune.search._replay import StoredTrial, config_canon, replay_rungs
 from orthotune.spaces import parse_space
 from orthotune.store import config_columns, config_from_columns

@@ -308,7 +308,7 @@ def test_prior_elapsed_counts_a_killed_session_until_its_last_stored_trial(store
 
 
 def test_tune_settings_live_only_while_a_search_runs(monkeypatch):
-    from orthotune.search._launch import TUNE_SETTINGS, tune_settings
+    from orthotune.search._ray_start import TUNE_SETTINGS, tune_settings
 
     monkeypatch.delenv("RAY_AIR_NEW_OUTPUT", raising=False)
     monkeypatch.setenv("TUNE_GLOBAL_CHECKPOINT_S", "1")  # the user's own value wins

@@ -46,12 +46,12 @@ def test_nothing_is_imported_unless_asked():
     code = ("import sys\n"
             "from orthotune.cli import main\n"
             "from orthotune.search import LaunchOptions\n"
-            "from orthotune.search._launch import _callbacks\n"
+            "from orthotune.search._tuner import callbacks_of\n"
             "from orthotune.search._requeue import RetryLedger\n"
             "from orthotune.spaces import resolve_space\n"
             "from orthotune.store import Store\n"
             "o = LaunchOptions(store='s', name='n', space=resolve_space('quick'), tensorboard=False)\n"
-            "assert len(_callbacks(o, None, False, 1, RetryLedger(2))) == 3\n"  # ledger, recorder, node watch only
+            "assert len(callbacks_of(o, None, False, 1, RetryLedger(2))) == 3\n"  # ledger, recorder, node watch only
             "print(sorted(m for m in ('mlflow', 'wandb') if m in sys.modules))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
