@@ -36,8 +36,11 @@ def test_demo_names_one_search_whatever_the_clock_does(tmp_path):
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="make not on PATH")
 def test_make_test_builds_the_manual_strictly_then_lints_and_tests():
-    dry = subprocess.run(["make", "-n", "-o", "setup", "-o", ".venv/bin/orthotune", "test"], cwd=ROOT,
-                         capture_output=True, text=True, check=True).stdout
+    # CI runs the suite inside `make test`: a make started from there (MAKELEVEL 1) prints
+    # "make[1]: Entering directory" first unless told not to
+    env = {**os.environ, "MAKELEVEL": "1"}
+    dry = subprocess.run(["make", "--no-print-directory", "-n", "-o", "setup", "-o", ".venv/bin/orthotune", "test"],
+                         cwd=ROOT, env=env, capture_output=True, text=True, check=True).stdout
     steps = [line for line in dry.splitlines() if line.strip()]
     assert [next(i for i, line in enumerate(steps) if word in line)
             for word in ("mkdocs build --strict", "ruff check", "pytest")] == [0, 1, 2], steps
