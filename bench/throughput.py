@@ -154,9 +154,11 @@ class Breakdown:
     own methods for the run (searcher, scheduler, the recorder's store writes and history,
     TensorBoard, the Optuna journal, the progress display, ``Tuner.fit``). The workers' parts
     come from each trial's final report, which says where its worker's time went when
-    ``ORTHOTUNE_TIMINGS=1`` (set here before Ray starts, so the workers inherit it)."""
+    ``ORTHOTUNE_TIMINGS=1`` (set by orthotune's benchmark hook, entered before Ray starts so
+    that the workers inherit it)."""
 
-    #: Ray's and Optuna's own parts of the driver (orthotune's come from ``DRIVER_PARTS``).
+    #: Ray's and Optuna's own parts of the driver (orthotune's come from its benchmark hook,
+    #: ``orthotune.search.instrumentation``).
     LIBRARIES = {
         "scheduler": ("ray.tune.schedulers", "FIFOScheduler",
                       ("on_trial_add", "on_trial_result", "on_trial_complete", "choose_trial_to_run")),
@@ -167,47 +169,44 @@ class Breakdown:
         self.driver: dict[str, float] = {}
         self.before: dict[str, float] = {}
         self.after: dict[str, float] = {}
-        self.workers: list[dict[str, float]] = []
+        self.workers: list[dict[str, Any]] = []
         self.launch_started = self.fit_started = 0.0  # perf_counter readings
         self.fit_clock = 0.0  # time.time() when Tune's run began
         self.idle_workers: set[int] = set()  # the workers Ray had started when the launch began
         self.fit_s = self.launch_s = 0.0
-
-    def _parts(self) -> dict[str, tuple[type, tuple[str, ...]]]:
-        import importlib
-
-        from orthotune.search import DRIVER_PARTS
-
-        libraries = {part: (getattr(importlib.import_module(module), owner), methods)
-                     for part, (module, owner, methods) in self.LIBRARIES.items()}
-        return {**DRIVER_PARTS, **libraries}
+        self.tunes_env: dict[str, str] = {}
 
     @contextlib.contextmanager
     def timers(self):
+        """Timers around the driver's parts (orthotune's through its benchmark hook, then
+        Ray's and Optuna's) and ``Tuner.fit``; each ended trial's worker timings collected."""
+        import importlib
+
         from ray import tune
+        from ray.tune.execution import class_cache
 
-        from orthotune.search import TIMINGS_ENV, TRIAL_END
+        from orthotune.search.instrumentation import instrumented
 
+        # what Ray Tune adds to its trial actors' runtime env (a search leaves it out, _startup)
+        self.tunes_env = dict(class_cache.DEFAULT_ENV_VARS)
         patched: list[tuple[Any, str, Any]] = []
-        for part, (cls, methods) in self._parts().items():
-            self.driver[part] = 0.0
-            for name in methods:
-                patched.append((cls, name, getattr(cls, name)))
-                setattr(cls, name, self._timed(getattr(cls, name), part))
-        patched.append((tune.Tuner, "fit", tune.Tuner.fit))
-        tune.Tuner.fit = self._timed_fit(tune.Tuner.fit)
-        owner, name = TRIAL_END
-        patched.append((owner, name, getattr(owner, name)))
-        setattr(owner, name, self._collecting(getattr(owner, name)))
-        os.environ[TIMINGS_ENV] = "1"
-        try:
-            yield self
-        finally:
-            os.environ.pop(TIMINGS_ENV, None)
-            for cls, name, original in reversed(patched):
-                setattr(cls, name, original)
+        with instrumented(self._timed, self._collect):
+            for part, (module, owner, methods) in self.LIBRARIES.items():
+                cls = getattr(importlib.import_module(module), owner)
+                for name in methods:
+                    patched.append((cls, name, getattr(cls, name)))
+                    setattr(cls, name, self._timed(part, getattr(cls, name)))
+            patched.append((tune.Tuner, "fit", tune.Tuner.fit))
+            tune.Tuner.fit = self._timed_fit(tune.Tuner.fit)
+            try:
+                yield self
+            finally:
+                for cls, name, original in reversed(patched):
+                    setattr(cls, name, original)
 
-    def _timed(self, method, part: str):
+    def _timed(self, part: str, method):
+        self.driver.setdefault(part, 0.0)
+
         def timed(*args, **kwargs):
             start = time.perf_counter()
             try:
@@ -225,13 +224,8 @@ class Breakdown:
                 self.fit_s = time.perf_counter() - self.fit_started
         return timed
 
-    def _collecting(self, on_trial_complete):
-        def collect(recorder, iteration, trials, trial, **info):
-            timings = (trial.last_result or {}).get("timings")
-            if timings:
-                self.workers.append(timings)
-            return on_trial_complete(recorder, iteration, trials, trial, **info)
-        return collect
+    def _collect(self, timings: dict[str, Any]) -> None:
+        self.workers.append(timings)
 
     def rows(self, cores: int) -> list[tuple[str, float]]:
         """(part, core-seconds); the parts add up to cores x (Ray start + launch + shutdown)."""
@@ -279,13 +273,22 @@ class Breakdown:
 
     def summary(self, args: argparse.Namespace, floor: float | None) -> dict[str, Any]:
         return {"configs": args.configs, "epochs": args.epochs, "cores": args.cores, "trials": len(self.workers),
-                "trials_on_ray_init_workers": self.prestarted(), "floor_s": floor, "launch_s": self.launch_s,
+                "trials_on_ray_init_workers": self.prestarted(),
+                # a variable of Ray Tune's in a trial actor's runtime env keeps it off the
+                # workers Ray started at ray.init (a search leaves them out, _startup)
+                "trials_on_the_jobs_runtime_env": sum(1 for w in self.workers
+                                                      if not set(w.get("env_vars", ())) & set(self.tunes_env)),
+                "floor_s": floor, "launch_s": self.launch_s,
                 "fit_s": self.fit_s,
                 "core_seconds": dict(self.rows(args.cores)), "driver_s": self.driver}
 
     def prestarted(self) -> int:
         """How many trials ran on a worker Ray started with the job (at ``ray.init``, idle
-        when the launch began) rather than one started for the search."""
+        when the launch began) rather than one started for the search. Not every one can:
+        Ray ends a worker idle for a second once the free CPUs are fewer than its idle
+        workers ("Worker exited because it was idle for a long time" in its raylet.out), and
+        Tune reserves the trials' CPUs (placement groups) before it places their actors, so
+        on a busy machine a prestarted worker may end in between and a trial start a new one."""
         return sum(1 for w in self.workers if w.get("pid") in self.idle_workers)
 
     def _training(self) -> float:

@@ -6,6 +6,9 @@ objective load at once and are light, so the options (and the space in them) are
 before Ray, torch or PyG load. ``launch``, ``resume``, ``check_inputs`` and
 ``start_or_resume`` import those, so they load on first use (PEP 562, :data:`LAZY`):
 ``orthotune launch --help`` stays instant and a bad space file is refused at once.
+
+Benchmarks time a search through one hook of their own, ``orthotune.search.instrumentation``
+(not listed here).
 """
 
 from importlib import import_module
@@ -16,11 +19,8 @@ from orthotune.search._objective import rung_score
 from orthotune.search._options import MODES, SECTIONS, LaunchOptions, SearchOutcome
 
 __all__ = [
-    "DRIVER_PARTS",
     "MODES",
     "SECTIONS",
-    "TIMINGS_ENV",
-    "TRIAL_END",
     "LaunchOptions",
     "SearchOutcome",
     "cell_key",
@@ -33,8 +33,7 @@ __all__ = [
 
 #: The names of ``__all__`` not imported above, by the module each is loaded from on first
 #: access: they import Ray, torch and PyG.
-LAZY = {"launch": "_launch", "resume": "_launch", "check_inputs": "_inputs", "start_or_resume": "_start_or_resume",
-        "DRIVER_PARTS": "_tuner", "TRIAL_END": "_tuner", "TIMINGS_ENV": "_trainable"}
+LAZY = {"launch": "_launch", "resume": "_launch", "check_inputs": "_inputs", "start_or_resume": "_start_or_resume"}
 
 
 def __getattr__(name: str) -> Any:

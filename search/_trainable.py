@@ -38,7 +38,7 @@ class TrialContext:
 
 
 #: ``ORTHOTUNE_TIMINGS=1`` in a search's environment: each trial's final report also says
-#: where its worker's time went (``timings``; ``bench/throughput.py --breakdown`` reads it).
+#: where its worker's time went (``timings``; the benchmarks' hook, ``instrumentation``, sets it).
 TIMINGS_ENV = "ORTHOTUNE_TIMINGS"
 
 
@@ -50,18 +50,21 @@ class WorkerTimings:
     ``process_started`` are clock times (``time.time()``): the driver, which knows when its
     Tune run began, works out how long starting that worker and its imports took (to about a
     second: a process's start time is counted from the boot time, which Linux gives in whole
-    seconds). ``pid``, also on a process's first trial, tells which worker ran it."""
+    seconds). ``pid``, also on a process's first trial, tells which worker ran it;
+    ``env_vars``: the variables the trial actor's runtime env sets (one other than the job's
+    keeps a trial off the workers Ray started with the job)."""
 
     entered: float = 0.0
     process_started: float | None = None
     pid: int | None = None
+    env_vars: list[str] = field(default_factory=list)
     data_s: float = 0.0
     train_s: float = 0.0
     report_s: float = 0.0
     trial_s: float = 0.0
     started: float = field(default=0.0, repr=False)  # perf_counter at entry
 
-    def to_dict(self) -> dict[str, float | None]:
+    def to_dict(self) -> dict[str, Any]:
         return {name: value for name, value in asdict(self).items() if name != "started"}
 
 
@@ -72,8 +75,11 @@ def _timings() -> WorkerTimings | None:
     if os.environ.get(TIMINGS_ENV, "") in ("", "0"):
         return None
     import psutil
+    import ray
 
-    timings = WorkerTimings(entered=time.time(), started=time.perf_counter())
+    runtime_env = ray.get_runtime_context().runtime_env or {}
+    timings = WorkerTimings(entered=time.time(), started=time.perf_counter(),
+                            env_vars=sorted(runtime_env.get("env_vars") or {}))
     if not _WORKER_STARTED:
         timings.process_started, timings.pid = psutil.Process().create_time(), os.getpid()
         _WORKER_STARTED.append(True)

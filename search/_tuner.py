@@ -153,17 +153,3 @@ def _sweep_dead_scratch() -> None:
         if mine and not psutil.pid_exists(int(pid)):
             shutil.rmtree(entry.path, ignore_errors=True)
 
-
-#: For ``bench/throughput.py --breakdown``: the driver's parts of a search, each with the
-#: class and the methods that do it (the benchmark times around them); ``TRIAL_END``: the
-#: callback every ended trial passes through (its last result holds the worker's timings
-#: when ``TIMINGS_ENV`` is set, ``train_trial``).
-DRIVER_PARTS: dict[str, tuple[type, tuple[str, ...]]] = {
-    "searcher": (Requeue, ("suggest", "on_trial_result", "on_trial_complete")),
-    "store writes (recorder)": (StoreRecorder, ("_write",)),
-    "history kept per report (recorder)": (StoreRecorder, ("on_trial_result",)),
-    "TensorBoard event files": (TensorBoardLogger,
-                                ("on_trial_result", "on_trial_complete", "on_trial_error", "on_experiment_end")),
-    "progress display": (SearchProgress, ("on_step_end", "on_trial_complete", "on_trial_error", "on_experiment_end")),
-}
-TRIAL_END = (StoreRecorder, "on_trial_complete")
