@@ -225,3 +225,23 @@ def test_the_check_tells_benchmarks_from_tests():
     assert outside_violations(unlisted, "test", private_allowed=True)
     assert not outside_violations(defined_there, "test", private_allowed=True)
     assert outside_violations(defined_there, "bench", private_allowed=False)
+
+
+#: The most lines a search module may have: the launch is split along its stages, each file
+#: read top to bottom (the split that took ``_launch.py`` from 644 lines to its stages).
+SEARCH_FILE_LINES = 400
+
+
+def test_no_search_module_is_over_400_lines():
+    long = {p.name: n for p in sorted((ROOT / "search").glob("*.py"))
+            if (n := len(p.read_text().splitlines())) > SEARCH_FILE_LINES}
+    assert not long, f"search/ files over {SEARCH_FILE_LINES} lines: {long}"
+
+
+def test_the_space_sits_below_the_search():
+    """No module of spaces/ imports search (in-function imports included): ``--resume`` and
+    the reports read a stored space without climbing to the search that ran it."""
+    found = [f"{p.relative_to(ROOT)}:{line}" for p in sorted((ROOT / "spaces").rglob("*.py"))
+             for target, _, line in imports(p.read_text()) if package_of(target) == "orthotune.search"]
+    assert LAYERS.index("orthotune.spaces") < LAYERS.index("orthotune.search")
+    assert not found, found
