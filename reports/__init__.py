@@ -10,12 +10,14 @@ test accuracy is only reported, never used to choose.
     >>> winners = best_configs("runs/store", Filters(datasets=("cora",)))   # one row per cell
     >>> config = row_to_config(winners.iloc[0])                              # a TrainConfig
     >>> print(pair_verdicts("runs/store").text())   # one line per pair, then warnings
+    >>> curves = tuning_curves("runs/store")          # per pair: the gain against trials per arm
     >>> write_report(build_report("runs/store"), "html", "report.html")
 """
 
+from orthotune.reports._curve import PairCurve
 from orthotune.reports._formats import FORMATS, format_of, write_report
 from orthotune.reports._load import Filters
-from orthotune.reports._report import best_configs, build_report, pair_verdicts
+from orthotune.reports._report import best_configs, build_report, pair_verdicts, tuning_curves
 from orthotune.reports._select import config_dict, row_to_config, tidy
 from orthotune.reports._verdict import FEW_TRIALS, Verdicts
 
@@ -23,6 +25,7 @@ __all__ = [
     "FEW_TRIALS",
     "FORMATS",
     "Filters",
+    "PairCurve",
     "Verdicts",
     "best_configs",
     "build_report",
@@ -31,5 +34,6 @@ __all__ = [
     "pair_verdicts",
     "row_to_config",
     "tidy",
+    "tuning_curves",
     "write_report",
 ]

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from orthotune.core import ARMS, OBJECTIVE, SETTINGS, OrthotuneError, Registry, cell_label
+from orthotune.reports._curve import SETTLED_RULE
 from orthotune.reports._load import ARM, COLUMNS, LEAD, ROWS, VARIANT
 from orthotune.reports._report import Report
 from orthotune.reports._verdict import FEW_TRIALS
@@ -188,7 +189,7 @@ def _pair_rows(report: Report) -> list[list[str]]:
     return [
         [*_lead(r), r[VARIANT], r["repeat_kind"],
          number(r["n_pairs"]), _signed(r["diff_mean"]), _signed(r["diff_std"]).lstrip("+"), _ci(r),
-         _plain(r["t"]), _p(r["p"]), _p(r["p_holm"]), r["verdict"], r["note"] or ""]
+         _plain(r["t"]), _p(r["p"]), _p(r["p_holm"]), r["verdict"], r.get("settled") or "", r["note"] or ""]
         for _, r in report.summary.iterrows()
     ]
 
@@ -206,7 +207,7 @@ def _lead(row: pd.Series) -> list[str]:
 
 
 PAIR_HEADER = [*LEAD, VARIANT, "repeat", "pairs", "Δ mean (pts)",
-               "Δ std (pts, ddof 1)", "Δ 95% CI (pts)", "t", "p", "p (Holm)", "verdict", "note"]
+               "Δ std (pts, ddof 1)", "Δ 95% CI (pts)", "t", "p", "p (Holm)", "verdict", "tuning curve", "note"]
 #: Leading columns of each table that hold names (left-aligned in html).
 PAIR_NAMES = len(LEAD) + 2
 ACC_NOTE = ("Test accuracy (%) of each cell's validation-selected config: mean ± std (sample std, ddof = 1) over its "
@@ -222,7 +223,8 @@ def _pair_note(report: Report) -> str:
             f"family). Verdict: significant when the Holm-adjusted p < {report.alpha:g}; 'reversed' when "
             f"Ortho-GConv is worse. "
             f"Few repeats make p-values coarse: read them with the number of pairs. The original arm pairs "
-            f"with each Ortho-GConv variant sharing its variant label and common switches.")
+            f"with each Ortho-GConv variant sharing its variant label and common switches. Tuning curve: the "
+            f"gain of the winners among each arm's first k trials, k = 1..n (figures below). {SETTLED_RULE}")
 
 
 def _repeat_nouns() -> str:
@@ -498,7 +500,7 @@ def _html_accuracy(report: Report, setting: str, variant: str | None, title: str
 
 
 def _html_pairs(report: Report) -> list[str]:
-    rows = [[_td(c, i < PAIR_NAMES or i >= len(row) - 2) for i, c in enumerate(row)] for row in _pair_rows(report)]
+    rows = [[_td(c, i < PAIR_NAMES or i >= len(row) - 3) for i, c in enumerate(row)] for row in _pair_rows(report)]
     return [f'<p class="note">{html.escape(ACC_NOTE)}</p>', "<h2>Paired comparison: Ortho-GConv − original</h2>",
             _html_table(PAIR_HEADER, rows, "paired"), f'<p class="note">{html.escape(_pair_note(report))}</p>']
 

@@ -7,6 +7,8 @@ from datetime import UTC, datetime
 
 import pandas as pd
 
+from orthotune.reports._curve import PairCurve, curve_notes, pair_curves, with_settled
+from orthotune.reports._curve_plot import curve_figures
 from orthotune.reports._load import Filters, load_trials, open_store
 from orthotune.reports._plots import Figure, figures
 from orthotune.reports._select import TIE_RULE_TEXT, select_best
@@ -46,6 +48,7 @@ class Report:
     importance: pd.DataFrame = field(default_factory=pd.DataFrame)
     figures: list[Figure] = field(default_factory=list)
     verdicts: Verdicts = Verdicts((), ())  # the summary the report opens with
+    curves: list[PairCurve | None] = field(default_factory=list)  # per summary row, its tuning curve
 
     selection_rule: str = TIE_RULE_TEXT
     test_name: str = TEST_NAME
@@ -64,7 +67,24 @@ def pair_verdicts(store: Store | str, filters: Filters | None = None) -> Verdict
     trials = load_trials(store, filters)
     winners = select_best(trials)
     expected = expected_cells(trials, _arms(filters))
-    return _verdicts(store, trials, winners, summary(winners, expected), missing_cells(trials, winners, expected))
+    table, curves = _with_curves(trials, summary(winners, expected))
+    return _verdicts(store, trials, winners, table, missing_cells(trials, winners, expected), curves)
+
+
+def tuning_curves(store: Store | str, filters: Filters | None = None) -> list[PairCurve]:
+    """The tuning curve of every pair that matches ``filters`` and has a winner in both arms
+    (``best --curve``; the report draws the same)."""
+    store, filters = open_store(store), filters or Filters()
+    trials = load_trials(store, filters)
+    winners = select_best(trials)
+    _, curves = _with_curves(trials, summary(winners, expected_cells(trials, _arms(filters))))
+    return [curve for curve in curves if curve is not None]
+
+
+def _with_curves(trials: pd.DataFrame, table: pd.DataFrame) -> tuple[pd.DataFrame, list[PairCurve | None]]:
+    """The summary with each pair's settled word, and the curves it was read from."""
+    curves = pair_curves(trials, table)
+    return with_settled(table, curves), curves
 
 
 def _arms(filters: Filters) -> tuple[bool, ...]:
@@ -72,9 +92,9 @@ def _arms(filters: Filters) -> tuple[bool, ...]:
 
 
 def _verdicts(store: Store, trials: pd.DataFrame, winners: pd.DataFrame, table: pd.DataFrame,
-              missing: pd.DataFrame) -> Verdicts:
+              missing: pd.DataFrame, curves: list[PairCurve | None]) -> Verdicts:
     searched = sorted(trials["search"].unique()) if len(trials) else []
-    return verdicts(table, winners, missing, smoke_searches(store.searches(), searched))
+    return verdicts(table, winners, missing, smoke_searches(store.searches(), searched), curve_notes(curves))
 
 
 def build_report(store: Store | str, filters: Filters | None = None, plots: bool = True) -> Report:
@@ -83,7 +103,7 @@ def build_report(store: Store | str, filters: Filters | None = None, plots: bool
     trials = load_trials(store, filters)
     winners = select_best(trials)
     expected = expected_cells(trials, _arms(filters))
-    table = summary(winners, expected)
+    table, curves = _with_curves(trials, summary(winners, expected))
     missing = missing_cells(trials, winners, expected)
     effect = t_effect(trials)
     drawn = plots and not winners.empty
@@ -101,8 +121,10 @@ def build_report(store: Store | str, filters: Filters | None = None, plots: bool
         hyperparameters=winners_table(winners),
         ablation=ablation(winners),
         importance=importance(trials),
-        figures=figures(table, winners, effect, trials, _epoch_grad_norms(store, winners)) if drawn else [],
-        verdicts=_verdicts(store, trials, winners, table, missing),
+        figures=[*figures(table, winners, effect, trials, _epoch_grad_norms(store, winners)),
+                 *curve_figures(curves)] if drawn else [],
+        verdicts=_verdicts(store, trials, winners, table, missing, curves),
+        curves=curves,
     )
 
 

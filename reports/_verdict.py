@@ -7,7 +7,10 @@ Warnings, each from the data:
 
 - a smoke-test space (``smoke_test: true`` in the space file, as in the ``quick`` preset): short training and a
   small budget to show the tool runs; not evidence for or against Ortho-GConv;
-- few trials: a winner chosen among fewer than :data:`FEW_TRIALS` trials of its cell;
+- few trials: a winner chosen among fewer than :data:`FEW_TRIALS` trials of its cell, where
+  the tuning curve (``_curve``) says nothing more about its pair;
+- the curve's statements (``_curve.curve_notes``): an arm whose winner came in the last
+  quarter of its trials, and which way that may move the gain;
 - still improving: a winner whose validation-best epoch is its epoch cap (``best_epoch ==
   max_epochs``): more epochs might have changed the result;
 - cells without a winner (no trials, or all failed): their pairs have no test.
@@ -23,6 +26,7 @@ from typing import Any
 import pandas as pd
 
 from orthotune.core import CellRole, cell_label, cell_names
+from orthotune.reports._load import CELL
 
 #: Fewer trials than this in a cell and its winner is flagged. Why 20: the default searcher
 #: is Optuna's TPE, whose first ``n_startup_trials`` (10) proposals are random; below 20
@@ -56,14 +60,25 @@ def pair_label(row: Mapping[str, Any]) -> str:
 
 
 def verdicts(summary: pd.DataFrame, winners: pd.DataFrame, missing: pd.DataFrame,
-             smoke_searches: Iterable[str] = ()) -> Verdicts:
-    """The verdict lines of ``summary`` (one per row, in its order) and the warnings."""
-    lines = tuple(f"{pair_label(row)}: {row['verdict']}" for _, row in summary.iterrows())
-    return Verdicts(lines, tuple(warnings(winners, missing, smoke_searches)))
+             smoke_searches: Iterable[str] = (), notes: Iterable[Any] = ()) -> Verdicts:
+    """The verdict lines of ``summary`` (one per row, in its order; each with its tuning
+    curve's word where the summary has one, ``settled``) and the warnings."""
+    lines = tuple(f"{pair_label(row)}: {row['verdict']}{_settled(row)}" for _, row in summary.iterrows())
+    return Verdicts(lines, tuple(warnings(winners, missing, smoke_searches, notes)))
 
 
-def warnings(winners: pd.DataFrame, missing: pd.DataFrame, smoke_searches: Iterable[str] = ()) -> list[str]:
-    """What makes the verdicts weak, in words (see the module doc); empty when nothing does."""
+def _settled(row: pd.Series) -> str:
+    word = row.get("settled")
+    return f"; tuning curve: {word}" if isinstance(word, str) and word else ""
+
+
+def warnings(winners: pd.DataFrame, missing: pd.DataFrame, smoke_searches: Iterable[str] = (),
+             notes: Iterable[Any] = ()) -> list[str]:
+    """What makes the verdicts weak, in words (see the module doc); empty when nothing does.
+    ``notes``: the tuning curves' statements (``_curve.CurveNote``: ``text``, and the ``cells``
+    it covers, which the few-trials warning then leaves to it)."""
+    notes = list(notes)
+    covered = {cell for note in notes for cell in note.cells}
     out = []
     smoke = sorted(set(smoke_searches))
     if smoke:
@@ -72,10 +87,13 @@ def warnings(winners: pd.DataFrame, missing: pd.DataFrame, smoke_searches: Itera
                    f"follows the paper's protocol)")
     if len(winners):
         few = winners[winners["candidates"].astype(int) < FEW_TRIALS]
+        few = few[[key not in covered for key in zip(*(few[c] for c in CELL))]]  # the curve says more there
         if len(few):
             out.append(f"{len(few)} of {len(winners)} cells chose their winner among fewer than {FEW_TRIALS} "
                        f"trials (fewest: {int(few['candidates'].min())}); TPE's first 10 proposals are random, "
                        f"so these winners are barely tuned")
+    out += [note.text for note in notes]
+    if len(winners):
         capped = [pair_label(_cell_row(r)) + f" {r['arm']}" for _, r in winners.iterrows() if _at_cap(r)]
         if capped:
             out.append(f"{len(capped)} of {len(winners)} winners were still improving at their epoch cap (best "

@@ -104,3 +104,44 @@ def _pstd(values: list[float]) -> float:
         return math.nan
     mean = _mean(values)
     return math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
+
+
+
+# -- tuning curves: each arm's trials in start order, one a minute ---------------------------
+
+CURVE_BASE = [0.70, 0.72, 0.71, 0.73, 0.69]
+JITTER = [0.001, -0.002, 0.0, 0.002, -0.001]  # per-repeat differences, so the paired test has a CI
+
+
+def curve_row(trial_id: str, val: float | list[float], test: list[float], minute: float, **columns: Any
+              ) -> dict[str, Any]:
+    """A current row (variant and selection set) that started at ``minute`` and trained one second."""
+    vals = val if isinstance(val, list) else [val] * len(test)
+    finished = _START + timedelta(minutes=minute, seconds=1)
+    return hand_row(trial_id, val=vals, test=test, **{"variant": "default", "selection": "val_acc",
+                                                      "finished_at": finished, "seconds": 1.0, **columns})
+
+
+def shifted(values: list[float], by: float, jitter: bool = False) -> list[float]:
+    return [v + by + (j if jitter else 0.0) for v, j in zip(values, JITTER)]
+
+
+def shrinking_rows(n: int = 8) -> list[dict[str, Any]]:
+    """The original arm improves with every trial (validation and test), the Ortho-GConv arm's
+    first trial stays its best: the gain falls from +5 by 0.5 points a trial."""
+    rows = []
+    for i in range(n):
+        rows.append(curve_row(f"o{i}", 0.70 + 0.01 * i, shifted(CURVE_BASE, 0.005 * i), i, lr=0.001 * (i + 1)))
+        rows.append(curve_row(f"x{i}", 0.80 - 0.01 * i, shifted(CURVE_BASE, 0.05, jitter=True), i, ortho=True,
+                              lr=0.001 * (i + 1)))
+    return rows
+
+
+def stable_rows(n: int = 8) -> list[dict[str, Any]]:
+    """Both arms find their winner in the first trial: the gain is +5 at every k."""
+    rows = []
+    for i in range(n):
+        rows.append(curve_row(f"o{i}", 0.80 - 0.01 * i, shifted(CURVE_BASE, -0.01 * i), i, lr=0.001 * (i + 1)))
+        rows.append(curve_row(f"x{i}", 0.80 - 0.01 * i, shifted(CURVE_BASE, 0.05, jitter=True), i, ortho=True,
+                              lr=0.001 * (i + 1)))
+    return rows
