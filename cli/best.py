@@ -22,7 +22,7 @@ from orthotune.core import (
 if TYPE_CHECKING:  # pandas and the reports layer are imported inside run: --help stays fast
     import pandas as pd
 
-    from orthotune.reports import Filters
+    from orthotune.reports import Filters, PairCurve
 
 #: Columns of the table view, in order: the cell's coordinates, then its winner (accuracies as
 #: mean ± std over the repeats).
@@ -61,12 +61,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     output = parser.add_mutually_exclusive_group()
     output.add_argument("--json", action="store_true", help="a JSON list of configs (TrainConfig keys)")
     output.add_argument("--yaml", action="store_true", help="a YAML list of configs (TrainConfig keys)")
+    parser.add_argument("--curve", action="store_true",
+                        help="each pair's tuning curve too: the gain of the winners among each arm's first k "
+                             "trials; with --json/--yaml the output becomes {configs: [...], curves: [...]}")
 
 
 def run(args: argparse.Namespace) -> int:
     import yaml
 
-    from orthotune.reports import best_configs, config_dict, pair_verdicts
+    from orthotune.reports import best_configs, config_dict, pair_verdicts, tuning_curves
     from orthotune.store import Store
 
     filters = filters_from_args(args)
@@ -76,15 +79,47 @@ def run(args: argparse.Namespace) -> int:
         raise OrthotuneError(f"no trial in store {args.store!r} can win with filters {filters.describe()} "
                              f"(none match, or all failed)")
     configs = [config_dict(row) for _, row in winners.iterrows()]
+    curves = tuning_curves(store, filters) if args.curve else []
+    # a list of configs alone, as `train --config` reads it; with the curves, one mapping
+    data = {"configs": configs, "curves": [c.to_dict() for c in curves]} if args.curve else configs
     if args.json:
-        print(json.dumps(configs, indent=2))
+        print(json.dumps(data, indent=2))
     elif args.yaml:
-        print(yaml.safe_dump(configs, sort_keys=False), end="")
+        print(yaml.safe_dump(data, sort_keys=False), end="")
     else:
         print(format_table(winners))
         print()
         print(pair_verdicts(store, filters).text())
+        for curve in curves:
+            print()
+            print(format_curve(curve))
     return 0
+
+
+def format_curve(curve: PairCurve) -> str:
+    """One pair's tuning curve as a table: per k, each arm's winner's test accuracy, the gain
+    and its 95% CI (points), and the epochs each arm's first k trials trained."""
+    from orthotune.core import ARMS
+
+    lines = [f"tuning curve of {curve.label}: {curve.settled.word}"]
+    header = ["k", *(f"{arm.name} test %" for arm in ARMS), "gain (pts)", "95% CI (pts)",
+              *(f"{arm.name} epochs" for arm in ARMS)]
+    rows = [header]
+    for point in curve.trials.to_dict("records"):
+        rows.append([str(point["k"]), *(_pct(point[f"{arm.prefix}_test_acc"]) for arm in ARMS),
+                     _pct(point["diff_mean"], "+.2f"), f"[{_pct(point['ci_low'], '+.2f')}, "
+                     f"{_pct(point['ci_high'], '+.2f')}]", *(str(point[f"{arm.prefix}_epochs"]) for arm in ARMS)])
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    lines += ["  " + "  ".join(cell.rjust(width) for cell, width in zip(row, widths)) for row in rows]
+    return "\n".join(lines)
+
+
+def _pct(value: object, spec: str = ".2f") -> str:
+    try:
+        number = 100 * float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return "-"
+    return format(number, spec) if number == number else "-"
 
 
 def format_table(winners: pd.DataFrame) -> str:

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "reports"))  # the shared store builders
-from report_stores import build_real_store, hand_row, hand_store  # noqa: E402
+from report_stores import build_real_store, hand_row, hand_store, shrinking_rows  # noqa: E402
 
 from orthotune.cli import main  # noqa: E402
 from orthotune.reports import build_report  # noqa: E402
@@ -186,3 +186,33 @@ def test_a_torn_trial_file_is_named_once_and_the_rest_still_answers(tmp_path, ca
     assert code == 0 and out and len(warnings) == 1, err
     assert "skipping unreadable file" in warnings[0] and torn.name in warnings[0]
     assert "orthotune store check" in warnings[0]
+
+
+def test_best_prints_each_verdicts_tuning_curve_word_and_json_carries_the_curve(tmp_path, capsys):
+    """issue 40: the word after each verdict line; --curve adds the curves: as tables in the
+    text view, and with --json/--yaml beside the configs; --json alone stays train's list."""
+    store = hand_store(tmp_path / "s", shrinking_rows())
+    code, out, _ = run_cli(capsys, "best", "--store", store.uri)
+    verdict = next(line for line in out.splitlines() if line.startswith("  cora full gcn depth 2"))
+    assert code == 0 and verdict.endswith("; tuning curve: still shrinking (+2.00 pts at k = 7, outside the 95% CI "
+                                          "at k = 8)")
+    code, out, _ = run_cli(capsys, "best", "--store", store.uri, "--json")
+    assert code == 0 and isinstance(json.loads(out), list)
+    code, out, _ = run_cli(capsys, "best", "--store", store.uri, "--json", "--curve")
+    data = json.loads(out)
+    assert code == 0 and len(data["configs"]) == 2
+    (curve,) = data["curves"]
+    assert (curve["pair"], curve["settled"], curve["trials_per_arm"]) == (
+        "cora full gcn depth 2 (default)", False, {"original": 8, "Ortho-GConv": 8})
+    assert [p["k"] for p in curve["by_trials"]] == list(range(1, 9))
+    assert [round(100 * p["diff_mean"], 2) for p in curve["by_trials"]] == [5.0, 4.5, 4.0, 3.5, 3.0, 2.5, 2.0, 1.5]
+    first = curve["by_trials"][0]
+    assert (first["orig_trial_id"], first["ortho_trial_id"], first["n_pairs"]) == ("o0", "x0", 5)
+    assert len(first["orig_repeat_test_acc"]) == 5 and first["ci_low"] < first["diff_mean"] < first["ci_high"]
+    assert curve["by_epochs"][-1]["orig_epochs"] == 800  # 8 trials of 5 repeats of 20 epochs
+    code, out, _ = run_cli(capsys, "best", "--store", store.uri, "--yaml", "--curve")
+    assert code == 0 and yaml.safe_load(out) == data
+    code, out, _ = run_cli(capsys, "best", "--store", store.uri, "--curve")
+    table = out[out.index("tuning curve of cora full gcn depth 2 (default): still shrinking"):].splitlines()
+    assert table[1].split()[:3] == ["k", "original", "test"] and len(table) == 2 + 8
+    assert table[-1].split()[:4] == ["8", "74.50", "76.00", "+1.50"]
