@@ -14,6 +14,7 @@ from report_stores import CURVE_BASE, curve_row, hand_store, shifted, shrinking_
 
 from orthotune.reports import FEW_TRIALS, build_report, pair_verdicts, tuning_curves, write_report
 from orthotune.reports._curve import LATE_SHARE, settle, start_order
+from orthotune.reports._curve_plot import curve_figures
 from orthotune.reports._load import load_trials
 from orthotune.reports._select import select_best
 from orthotune.reports._tables import expected_cells, summary
@@ -250,8 +251,8 @@ def test_curves_too_short_to_judge_are_not_drawn(tmp_path):
     """Two trials per arm: the last half (k > 1) is one point, no trend."""
     rows = [curve_row(f"o{i}", 0.8, CURVE_BASE, i) for i in range(2)]
     rows += [curve_row(f"x{i}", 0.8, shifted(CURVE_BASE, 0.02, jitter=True), i, ortho=True) for i in range(2)]
-    report = build_report(hand_store(tmp_path / "s", rows))
-    assert not [f for f in report.figures if f.name.startswith("curve-")]
-    assert report.summary["settled"].iloc[0] == "not judged: 2 trial(s) per arm, too few for a curve"
-    three = build_report(hand_store(tmp_path / "three", rows + [curve_row("o2", 0.8, CURVE_BASE, 2)]))
-    assert [f.name for f in three.figures if f.name.startswith("curve-")] == ["curve-full-cora-gcn-2-default"]
+    curves = tuning_curves(hand_store(tmp_path / "s", rows))
+    assert curve_figures(curves) == []
+    assert curves[0].settled.word == "not judged: 2 trial(s) per arm, too few for a curve"
+    three = tuning_curves(hand_store(tmp_path / "three", rows + [curve_row("o2", 0.8, CURVE_BASE, 2)]))
+    assert [f.name for f in curve_figures(three)] == ["curve-full-cora-gcn-2-default"]
