@@ -197,3 +197,23 @@ def test_a_result_column_is_one_declaration(tmp_path):
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == {"type": "double", "after": "device", "stored": 1.5, "report": 1.5}
+
+
+#: The loop's machinery a trainer reaches through its base (``training/_base.py``), not by
+#: importing it: one place drives packs through the loop.
+LOOP_MACHINERY = {"TrainingLoop", "execution", "runs_of", "Rng", "Outcome", "fault_codes", "faults_of", "LOSS",
+                  "OUTPUT", "adam_groups"}
+
+
+@pytest.mark.parametrize("trainer", ["_node", "_modules", "_graph"])
+def test_each_trainer_reaches_the_one_loop_through_its_base(trainer):
+    import ast
+    from pathlib import Path
+
+    import orthotune.training
+
+    source = (Path(orthotune.training.__file__).parent / f"{trainer}.py").read_text()
+    imported = {(node.module, alias.name) for node in ast.walk(ast.parse(source))
+                if isinstance(node, ast.ImportFrom) for alias in node.names}
+    assert not {name for module, name in imported if module == "orthotune.training._loop"} & LOOP_MACHINERY
+    assert {module for module, _ in imported} >= {"orthotune.training._base"}

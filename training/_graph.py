@@ -24,7 +24,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -53,24 +52,9 @@ from orthotune.models import (
     signal_magnification,
     smoothness,
 )
+from orthotune.training._base import BaseTrainer, OneRunPack, first_fault
 from orthotune.training._data import DataRoot, load_dataset
-from orthotune.training._loop import (
-    DEFAULT_OPTIONS,
-    LOSS,
-    OUTPUT,
-    Outcome,
-    Rng,
-    Run,
-    Steadiness,
-    TrainingLoop,
-    TrainOptions,
-    adam_groups,
-    execution,
-    fault_codes,
-    faults_of,
-    one_slot_results,
-    runs_of,
-)
+from orthotune.training._loop import DEFAULT_OPTIONS, Run, Steadiness, TrainOptions
 
 NUM_FOLDS = 10
 #: The fixed seed of the fold assignment (not a training seed: changing it changes the folds).
@@ -181,42 +165,40 @@ def build_graph_model(config: TrainConfig, data: GraphData, seed: int) -> OrthoG
     )
 
 
-class _GraphPack:
+class _GraphTask(BaseTrainer):
+    """The graph task's trainer: one pack per fold (and seed) of each config."""
+
+    def __init__(self, data: GraphData, device: torch.device, options: TrainOptions = DEFAULT_OPTIONS) -> None:
+        super().__init__(device, options)
+        self.data = data
+
+    def packs(self, runs: list[Run]) -> list[_GraphPack]:
+        return [_GraphPack(run, i, self.data) for i, run in enumerate(runs)]
+
+
+class _GraphPack(OneRunPack):
     """One fold (and seed) of one config as a pack of one slot: its model, optimiser and
     loaders. Losses, accuracies and failures stay on the device (no per-batch sync)."""
-
-    runs: list[int]
 
     def __init__(self, run: Run, index: int, data: GraphData) -> None:
         config = run.config
         check(config.batch_size is not None, f"batch_size is required for {config.dataset}")
-        self.runs, self.config, self.data, self.device = [index], config, data, data.device
-        self.seconds = 0.0
         fold = data.fold(run.split)
-        self.rng = Rng(run.seed, self.device)
+        super().__init__(run, index, data.device)
+        self.config, self.data, self.device = config, data, data.device
         self.model = build_graph_model(config, data, run.seed).to(self.device)
         # Adam with amsgrad, as Gao & Ji train Graph U-Nets (their trainer.py)
-        self.optimizer = torch.optim.Adam(adam_groups(self.model, config), lr=config.lr, amsgrad=True)
+        self.optimizer = self.adam(config, amsgrad=True)
         shuffle = torch.Generator().manual_seed(run.seed)
         self.train_loader = DataLoader(data.dataset[fold.train], config.batch_size, shuffle=True, generator=shuffle)
         self.val_loader = DataLoader(data.dataset[fold.val], config.batch_size)
         self.test_loader = DataLoader(data.dataset[fold.test], config.batch_size)
         # Steadiness metrics use one fixed batch: the first graphs of the training part.
         self.probe = Batch.from_data_list(list(data.dataset[fold.train[: config.batch_size]]))
-        self.best_state = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+        self.best = self.snapshot()
 
-    def epoch(self, epoch: int, active: Tensor, record_grads: bool = False) -> Outcome:
+    def train_step(self, active: Tensor, record_grads: bool) -> tuple[Tensor, Tensor, None]:
         """One epoch of mini-batches (per-epoch gradient norms are recorded for node tasks only)."""
-        start = time.perf_counter()
-        with self.rng.active():
-            loss, fault = self._train()
-            val_acc, val_loss, val_fault = self._evaluate(self.val_loader)
-            test_acc, _, test_fault = self._evaluate(self.test_loader)
-        fault = _first(_first(fault, val_fault), test_fault)
-        self.seconds += time.perf_counter() - start
-        return Outcome(loss, val_acc, val_loss, test_acc, fault)
-
-    def _train(self) -> tuple[Tensor, Tensor]:
         self.model.train()
         total = torch.zeros(1, device=self.device)
         fault = torch.zeros(1, dtype=torch.long, device=self.device)
@@ -226,11 +208,19 @@ class _GraphPack:
             self.optimizer.zero_grad(set_to_none=True)
             out = self.model.run(batch.x, batch.edge_index, batch.batch)
             loss = F.cross_entropy(out.logits, batch.y) + out.penalty.sum()
-            fault = _first(fault, fault_codes(~torch.isfinite(loss).view(1), faults_of(out.weights, 1), LOSS))
+            fault = first_fault(fault, self.loss_fault(~torch.isfinite(loss).view(1), out.weights))
             loss.backward()  # a failed run trains on to the next sync point; its result is frozen
             self.optimizer.step()
             total, graphs = total + loss.detach() * batch.num_graphs, graphs + batch.num_graphs
-        return total / max(graphs, 1), fault
+        return total / max(graphs, 1), fault, None
+
+    def evaluate(self) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """On the validation and test folds, on the pack's own random stream as its training:
+        each pass over a loader draws its base seed from the global stream."""
+        with self.rng.active():
+            val_acc, val_loss, val_fault = self._evaluate(self.val_loader)
+            test_acc, _, test_fault = self._evaluate(self.test_loader)
+        return val_acc, val_loss, test_acc, first_fault(val_fault, test_fault)
 
     @torch.no_grad()
     def _evaluate(self, loader: DataLoader) -> tuple[Tensor, Tensor, Tensor]:
@@ -244,21 +234,15 @@ class _GraphPack:
             batch = batch.to(self.device)
             out = self.model.run(batch.x, batch.edge_index, batch.batch)
             bad = ~torch.isfinite(out.logits).all().view(1)
-            fault = _first(fault, fault_codes(bad, faults_of(out.weights, 1), OUTPUT))
+            fault = first_fault(fault, self.output_fault(bad, out.weights))
             correct += (out.logits.argmax(-1) == batch.y).sum()
             loss += F.cross_entropy(out.logits, batch.y, reduction="sum")
             graphs += batch.num_graphs
         return correct / max(graphs, 1), loss / max(graphs, 1), fault
 
-    @torch.no_grad()
-    def keep_best(self, improved: Tensor) -> None:
-        """The current weights become the selected ones if ``improved`` (no host sync)."""
-        for key, value in self.model.state_dict().items():
-            self.best_state[key].copy_(torch.where(improved[0], value, self.best_state[key]))
-
     def finish(self, slots: Sequence[int]) -> list[Steadiness]:
         """Steadiness metrics of the selected model (no dropout) on the probe batch."""
-        self.model.load_state_dict(self.best_state)
+        self.model.load_state_dict(self.best)
         self.model.eval()
         probe = self.probe.to(self.device)
         out = self.model.run(probe.x, probe.edge_index, probe.batch)
@@ -267,14 +251,6 @@ class _GraphPack:
         m_sig = signal_magnification(feature_norms(probe.x), out.last.detach())
         return [Steadiness(float(m_sig[0]),
                            float(smoothness(out.last.detach())[0]), [float(v) for v in norms[0]])]
-
-    def drop(self, keep: Sequence[int]) -> None:
-        raise AssertionError("a pack of one slot ends, it is never compacted")
-
-
-def _first(fault: Tensor, new: Tensor) -> Tensor:
-    """The first failure code seen."""
-    return torch.where(fault > 0, fault, new)
 
 
 def train_graph(
@@ -292,9 +268,4 @@ def train_graph(
     configs = [configs] if isinstance(configs, TrainConfig) else list(configs)
     check(all(c.dataset == data.name for c in configs),
           f"configs for {sorted({c.dataset for c in configs})} cannot train on {data.name}")
-    data = data.to(device)
-    runs = runs_of(configs)
-    with execution(options, device):
-        packs = [_GraphPack(run, i, data) for i, run in enumerate(runs)]
-        outcome = TrainingLoop(runs, packs, device, options, sync_every=1).run(on_epoch)
-    return one_slot_results(configs, runs, packs, outcome, device)
+    return _GraphTask(data.to(device), device, options).train(configs, on_epoch)

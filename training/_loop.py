@@ -34,14 +34,13 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Protocol
+from typing import NamedTuple, Protocol
 
 import torch
 from torch import Tensor, nn
 
 from orthotune.core import (
     ConfigError,
-    ConfigResult,
     EpochCallback,
     EpochReport,
     EpochValues,
@@ -457,17 +456,3 @@ def adam_groups(model: nn.Module, config: TrainConfig) -> list[dict]:
               for params, decays in decay_groups(model, trained, [config])]
     return [g for g in groups if g["params"]]
 
-
-def one_slot_results(configs: Sequence[TrainConfig], runs: Sequence[Run], packs: Sequence[Any],
-                     outcome: LoopResult, device: torch.device) -> list[ConfigResult]:
-    """One :class:`ConfigResult` per config from packs of one slot each (a run per pack, with
-    its own ``seconds``); ``seconds_per_epoch`` is per run-epoch, train and evaluation."""
-    seconds = {p.runs[0]: p.seconds for p in packs}
-    results = []
-    for i, config in enumerate(configs):
-        members = [k for k, run in enumerate(runs) if run.owner == i]
-        total = sum(seconds[k] for k in members)
-        epochs = sum(outcome.results[k].epochs for k in members)
-        results.append(ConfigResult(config, [outcome.results[k] for k in members], seconds=total,
-                                    seconds_per_epoch=total / max(epochs, 1), device=str(device)))
-    return results

@@ -14,7 +14,6 @@ Adam (coupled L2, as the packed trainer) with the model's input and output layer
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Sequence
 
 import torch
@@ -33,63 +32,42 @@ from orthotune.models import (
     signal_magnification,
     smoothness,
 )
+from orthotune.training._base import BaseTrainer, OneRunPack
 from orthotune.training._data import NodeData
-from orthotune.training._loop import (
-    DEFAULT_OPTIONS,
-    LOSS,
-    OUTPUT,
-    Outcome,
-    Rng,
-    Run,
-    Steadiness,
-    TrainingLoop,
-    TrainOptions,
-    adam_groups,
-    execution,
-    fault_codes,
-    faults_of,
-    one_slot_results,
-    runs_of,
-)
+from orthotune.training._loop import DEFAULT_OPTIONS, Run, Steadiness, TrainOptions
 
 
-class _Graph:
-    """What every run of one call shares: dense features, the graph's edges without self-loops
-    (the symmetrised graph ``A_hat`` was built from), labels."""
+class _Graph(BaseTrainer):
+    """The trainer of one model per run; what every run of one call shares: dense features,
+    the graph's edges without self-loops (the symmetrised graph ``A_hat`` was built from), labels."""
 
-    def __init__(self, data: NodeData, device: torch.device) -> None:
-        self.data, self.device = data, device
+    def __init__(self, data: NodeData, device: torch.device, options: TrainOptions = DEFAULT_OPTIONS) -> None:
+        super().__init__(device, options)
+        self.data = data
         x = data.x.to_dense() if data.x.is_sparse else data.x
         self.x = x.float()
         self.x_norms = feature_norms(self.x)
         self.edge_index = remove_self_loops(to_edge_index(data.adj)[0])[0]
 
+    def packs(self, runs: list[Run]) -> list[_ModulePack]:
+        return [_ModulePack(self, run, i) for i, run in enumerate(runs)]
 
-class _ModulePack:
+
+class _ModulePack(OneRunPack):
     """One run as a pack of one slot: its model, optimiser and selected weights."""
 
     def __init__(self, graph: _Graph, run: Run, index: int) -> None:
+        super().__init__(run, index, graph.device)
         config = run.config
-        self.graph, self.config, self.runs, self.seconds = graph, config, [index], 0.0
-        self.rng = Rng(run.seed, graph.device)  # dropout's stream
+        self.graph, self.config = graph, config
         self.model: NodeModule = build_module_model(config, graph.x.shape[1], graph.data.num_classes,
                                                     run.seed).to(graph.device)
-        self.optimizer = torch.optim.Adam(adam_groups(self.model, config), lr=config.lr)
+        self.optimizer = self.adam(config)
         self.train_mask, self.val_mask, self.test_mask = (m[:, 0].bool() for m in graph.data.masks([run.split]))
-        # parameters and buffers by name, not the state dict: PyG's Linear also saves a
-        # parametrized weight's transformed value there, which a parametrized module refuses to load
-        self.best = {k: v.detach().clone() for k, v in self._state().items()}
+        self.best = self.snapshot()
 
-    def epoch(self, epoch: int, active: Tensor, record_grads: bool = False) -> Outcome:
-        """One training step and an evaluation (per-epoch gradient norms: packed backbones only)."""
-        start = time.perf_counter()
-        with self.rng.active():
-            loss, fault = self._train()
-        val_acc, val_loss, test_acc, eval_fault = self._evaluate()
-        self.seconds += time.perf_counter() - start
-        return Outcome(loss, val_acc, val_loss, test_acc, torch.where(fault > 0, fault, eval_fault))
-
-    def _train(self) -> tuple[Tensor, Tensor]:
+    def train_step(self, active: Tensor, record_grads: bool) -> tuple[Tensor, Tensor, None]:
+        """One training step (per-epoch gradient norms: packed backbones only)."""
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
         with parametrize.cached():  # each W computed once for the pass and the regulariser
@@ -98,30 +76,26 @@ class _ModulePack:
             if self.config.ortho:
                 loss = loss + orthogonality_regulariser(self.model)
             weights = list(orthogonalised_weights(self.model).values())
-            fault = fault_codes(~torch.isfinite(loss).view(1), faults_of(weights, 1), LOSS)
+            fault = self.loss_fault(~torch.isfinite(loss).view(1), weights)
             loss.backward()  # a failed run stops at the loop's next sync (every epoch); its result is frozen
         self.optimizer.step()
-        return loss.detach().view(1), fault
+        return loss.detach().view(1), fault, None
 
     @torch.no_grad()
-    def _evaluate(self) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    def evaluate(self) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         self.model.eval()
         with parametrize.cached():
             logits = self.model(self.graph.x, self.graph.edge_index)
             weights = list(orthogonalised_weights(self.model).values())
         y = self.graph.data.y
-        fault = fault_codes(~torch.isfinite(logits).all().view(1), faults_of(weights, 1), OUTPUT)
+        fault = self.output_fault(~torch.isfinite(logits).all().view(1), weights)
         correct = (logits.argmax(-1) == y).float()
         val_loss = F.cross_entropy(logits[self.val_mask], y[self.val_mask]).view(1)
         return _share(correct, self.val_mask), val_loss, _share(correct, self.test_mask), fault
 
-    @torch.no_grad()
-    def keep_best(self, improved: Tensor) -> None:
-        """The current weights become the selected ones if ``improved`` (no host sync)."""
-        for key, value in self._state().items():
-            self.best[key].copy_(torch.where(improved[0], value, self.best[key]))
-
-    def _state(self) -> dict[str, Tensor]:
+    def state(self) -> dict[str, Tensor]:
+        """Parameters and buffers by name, not the state dict: PyG's Linear also saves a
+        parametrized weight's transformed value there, which a parametrized module refuses to load."""
         return {**dict(self.model.named_parameters()), **dict(self.model.named_buffers())}
 
     def finish(self, slots: Sequence[int]) -> list[Steadiness]:
@@ -129,7 +103,7 @@ class _ModulePack:
         weights (the same layers' raw weights in the original arm); ``M_sig`` and smoothness
         of the output layer's input (NaN for a factory, whose output layer is unknown)."""
         with torch.no_grad():
-            for key, value in self._state().items():
+            for key, value in self.state().items():
                 value.copy_(self.best[key])
         self.model.eval()
         captured: list[Tensor] = []
@@ -159,9 +133,6 @@ class _ModulePack:
         return [p for prefix, owner in self.model.named_modules()
                 for name, p in owner.named_parameters(recurse=False) if select(prefix, owner, name, p)]
 
-    def drop(self, keep: Sequence[int]) -> None:
-        raise AssertionError("a pack of one slot ends, it is never compacted")
-
 
 def _share(correct: Tensor, mask: Tensor) -> Tensor:
     return ((correct * mask).sum() / mask.sum().clamp_min(1)).view(1)
@@ -175,9 +146,4 @@ def train_modules(
     options: TrainOptions = DEFAULT_OPTIONS,
 ) -> list[ConfigResult]:
     """Train every run of every config, one model per run, in lock-step (see the module docstring)."""
-    runs = runs_of(configs)
-    graph = _Graph(data, device)
-    with execution(options, device):
-        packs = [_ModulePack(graph, run, i) for i, run in enumerate(runs)]
-        outcome = TrainingLoop(runs, packs, device, options, sync_every=1).run(on_epoch)
-    return one_slot_results(configs, runs, packs, outcome, device)
+    return _Graph(data, device, options).train(configs, on_epoch)

@@ -64,23 +64,9 @@ from orthotune.models import (
     signal_magnification,
     smoothness,
 )
+from orthotune.training._base import BasePack, BaseTrainer
 from orthotune.training._data import NodeData
-from orthotune.training._loop import (
-    DEFAULT_OPTIONS,
-    LOSS,
-    OUTPUT,
-    Outcome,
-    Rng,
-    Run,
-    Steadiness,
-    TrainingLoop,
-    TrainOptions,
-    decay_groups,
-    execution,
-    fault_codes,
-    faults_of,
-    runs_of,
-)
+from orthotune.training._loop import DEFAULT_OPTIONS, LoopResult, Run, Steadiness, TrainOptions, decay_groups
 from orthotune.training._memory import pack_capacity
 from orthotune.training._modules import train_modules
 
@@ -123,19 +109,7 @@ def train_node(
     if len({pack_key(c) for c in configs}) != 1:
         raise OrthotuneError("configs packed together must share dataset, backbone, depth, arm, "
                              "hidden width, dropout and every structural switch")
-    task = _NodeTask(data, device)
-    runs = runs_of(configs)
-    with execution(options, device):
-        size = pack_capacity(partial(_NodePack, task), runs, device, options, _state_bytes(configs[0], data))
-        packs = [_NodePack(task, runs, list(range(start, min(start + size, len(runs)))))
-                 for start in range(0, len(runs), size)]
-        outcome = TrainingLoop(runs, packs, device, options).run(on_epoch)
-    per_epoch = outcome.seconds / max(outcome.epochs, 1)
-    return [
-        ConfigResult(config, [r for r, run in zip(outcome.results, runs) if run.owner == i],
-                     seconds=outcome.seconds, seconds_per_epoch=per_epoch, device=str(device))
-        for i, config in enumerate(configs)
-    ]
+    return _NodeTask(data, device, options).train(configs, on_epoch)
 
 
 def _state_bytes(config: TrainConfig, data: NodeData) -> int:
@@ -143,11 +117,16 @@ def _state_bytes(config: TrainConfig, data: NodeData) -> int:
     return data.num_nodes * readout_width(config) * 4
 
 
-class _NodeTask:
-    """What every pack of one call shares: the graph, its features and masks."""
+class _NodeTask(BaseTrainer):
+    """The node task's trainer; what every pack of one call shares: the graph, its features
+    and masks. Its packs hold as many runs as fit (:func:`~._memory.pack_capacity`) and the
+    loop looks at them at the options' cadence."""
 
-    def __init__(self, data: NodeData, device: torch.device) -> None:
-        self.data, self.device = data, device
+    sync_every = None
+
+    def __init__(self, data: NodeData, device: torch.device, options: TrainOptions = DEFAULT_OPTIONS) -> None:
+        super().__init__(device, options)
+        self.data = data
         self.x = node_features(data.x)  # sparse bag-of-words: sparse input projection
         self.x_norms = feature_norms(data.x)  # M_sig's ||h_i(0)|| = ||x_i|| (the paper's H(0) = X)
         self.adj = adjacency(data.adj)
@@ -158,6 +137,22 @@ class _NodeTask:
         model = build_node_model(first, self.data.x.shape[1], self.data.num_classes, [r.seed for r in runs], ortho)
         return model.to(self.device)
 
+    def packs(self, runs: list[Run]) -> list[_NodePack]:
+        size = pack_capacity(partial(_NodePack, self), runs, self.device, self.options,
+                             _state_bytes(runs[0].config, self.data))
+        return [_NodePack(self, runs, list(range(start, min(start + size, len(runs)))))
+                for start in range(0, len(runs), size)]
+
+    def results(self, configs: Sequence[TrainConfig], runs: Sequence[Run], packs: Sequence[_NodePack],
+                outcome: LoopResult) -> list[ConfigResult]:
+        """The packs train in lock-step: every config's seconds are the loop's."""
+        per_epoch = outcome.seconds / max(outcome.epochs, 1)
+        return [
+            ConfigResult(config, [r for r, run in zip(outcome.results, runs) if run.owner == i],
+                         seconds=outcome.seconds, seconds_per_epoch=per_epoch, device=str(self.device))
+            for i, config in enumerate(configs)
+        ]
+
     def losses(self, logits: Tensor, mask: Tensor) -> Tensor:
         """Mean cross-entropy over each slot's masked nodes, ``[slots]``."""
         nodes, slots, classes = logits.shape
@@ -167,13 +162,13 @@ class _NodeTask:
         return ce.sum(0) / mask.sum(0).clamp_min(1)
 
 
-class _NodePack:
+class _NodePack(BasePack):
     """Runs ``runs`` (indices into the call's runs) as the slots of one batched model."""
 
     def __init__(self, task: _NodeTask, all_runs: Sequence[Run], runs: list[int]) -> None:
-        self.task, self.all_runs, self.runs, self.seconds = task, all_runs, runs, 0.0
+        super().__init__(runs, all_runs[runs[0]].seed, task.device)
+        self.task, self.all_runs = task, all_runs
         members = self.members()
-        self.rng = Rng(members[0].seed, task.device)  # dropout's stream; weights come from per-run seeds
         self.model = task.build(members)
         self.optimizer = _PackAdam(self.model, members)
         self.masks = task.data.masks([r.split for r in members])
@@ -189,19 +184,13 @@ class _NodePack:
         slots = len(self.runs)
         return {k: v for k, v in model.state_dict().items() if v.dim() >= 1 and v.shape[0] == slots}
 
-    def epoch(self, epoch: int, active: Tensor, record_grads: bool = False) -> Outcome:
-        with self.rng.active():
-            loss, fault, grads = self._train(active, record_grads)
-        val_acc, val_loss, test_acc, eval_fault = self._evaluate()
-        return Outcome(loss, val_acc, val_loss, test_acc, torch.where(fault > 0, fault, eval_fault), grads)
-
-    def _train(self, active: Tensor, record_grads: bool) -> tuple[Tensor, Tensor, Tensor | None]:
+    def train_step(self, active: Tensor, record_grads: bool) -> tuple[Tensor, Tensor, Tensor | None]:
         self.model.train()
         self.optimizer.zero_grad()
         out = self.model.run(self.task.x, *self.task.adj, weights=self._weights_ahead())
         loss = self.task.losses(out.logits, self.masks[0]) + out.penalty
         finite = torch.isfinite(loss)
-        fault = fault_codes(~finite, faults_of(out.weights, len(self.runs)), LOSS)
+        fault = self.loss_fault(~finite, out.weights)
         if record_grads:  # dL/dW(l) of the effective weights: kept through backward
             for weight in out.weights:
                 if weight.requires_grad:
@@ -215,12 +204,12 @@ class _NodePack:
         return loss.detach(), fault, grads
 
     @torch.no_grad()
-    def _evaluate(self) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    def evaluate(self) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         self.model.eval()
         out = self.model.run(self.task.x, *self.task.adj, weights=self._compute_ahead(), penalty=False)
         _, val_mask, test_mask = self.masks
         bad = ~torch.isfinite(out.logits).all(dim=(0, 2))
-        fault = fault_codes(bad, faults_of(out.weights, len(self.runs)), OUTPUT)
+        fault = self.output_fault(bad, out.weights)
         correct = (out.logits.argmax(-1) == self.task.data.y.unsqueeze(1)).float()
         # equals OGB's Evaluator for ogbn-arxiv (accuracy over the split's nodes), on the device
         return (accuracy(correct, val_mask), self.task.losses(out.logits, val_mask),

@@ -76,12 +76,12 @@ def test_a_changed_parameter_is_orthogonalised_again(cora):
     from orthotune.training._node import _NodeTask
 
     pack = _NodePack(_NodeTask(cora, CPU), runs_of([_config()]), [0])
-    pack._evaluate()
+    pack.evaluate()
     first = pack.ahead.weights[0]
     with torch.no_grad():
         pack.model.transforms[0].weight.mul_(0.5)  # as an optimiser step would
     assert pack._weights_ahead() is None
-    pack._evaluate()
+    pack.evaluate()
     assert pack._weights_ahead()[0] is not first
     assert pack._weights_ahead() is None  # used once
 
