@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pandas as pd
 
-from orthotune.reports._load import Filters, load_trials, open_store
+from orthotune.reports._load import SCALARS, Filters, complete_rows, load_trials, open_store
 from orthotune.reports._plots import Figure, figures
 from orthotune.reports._select import TIE_RULE_TEXT, select_best
 from orthotune.reports._tables import (
@@ -27,6 +27,9 @@ from orthotune.store import Store
 #: The epochs-table column of per-layer gradient norms (recorded every k epochs), if the
 #: store has it; the paper's Figure 1(b, c) is drawn from it.
 EPOCH_GRAD_NORMS = "grad_norms"
+#: The trials columns a report reads for every trial: the scalars, and each repeat's selected
+#: epoch (whether a trial was stuck, for the effect of T); the winners' rows are read whole.
+REPORT_COLUMNS = (*SCALARS, "repeat_best_epoch")
 
 
 @dataclass(frozen=True)
@@ -54,15 +57,16 @@ class Report:
 
 def best_configs(store: Store | str, filters: Filters | None = None) -> pd.DataFrame:
     """The validation-best trial of every cell that matches ``filters`` (one row per cell)."""
-    return select_best(load_trials(store, filters))
+    store = open_store(store)
+    return complete_rows(store, select_best(load_trials(store, filters, SCALARS)))
 
 
 def pair_verdicts(store: Store | str, filters: Filters | None = None) -> Verdicts:
     """The verdict line of every pair that matches ``filters`` and the warnings on them (what
     ``launch`` ends with and ``best`` prints; the report opens with the same)."""
     store, filters = open_store(store), filters or Filters()
-    trials = load_trials(store, filters)
-    winners = select_best(trials)
+    trials = load_trials(store, filters, SCALARS)
+    winners = complete_rows(store, select_best(trials))
     expected = expected_cells(trials, _arms(filters))
     return _verdicts(store, trials, winners, summary(winners, expected), missing_cells(trials, winners, expected))
 
@@ -80,8 +84,8 @@ def _verdicts(store: Store, trials: pd.DataFrame, winners: pd.DataFrame, table: 
 def build_report(store: Store | str, filters: Filters | None = None, plots: bool = True) -> Report:
     """Select the winners of ``store`` and compute the tables (and, with ``plots``, figures)."""
     store, filters = open_store(store), filters or Filters()
-    trials = load_trials(store, filters)
-    winners = select_best(trials)
+    trials = load_trials(store, filters, REPORT_COLUMNS)
+    winners = complete_rows(store, select_best(trials))
     expected = expected_cells(trials, _arms(filters))
     table = summary(winners, expected)
     missing = missing_cells(trials, winners, expected)
@@ -107,16 +111,10 @@ def build_report(store: Store | str, filters: Filters | None = None, plots: bool
 
 
 def _epoch_grad_norms(store: Store, winners: pd.DataFrame) -> pd.DataFrame | None:
-    """The winners' per-epoch per-layer gradient norms, or None where the store has none."""
-    dataset = store.dataset("epochs")
-    if EPOCH_GRAD_NORMS not in dataset.schema.names or winners.empty:
+    """The winners' per-epoch per-layer gradient norms (their epochs rows alone), or None where
+    the store has none."""
+    if winners.empty:
         return None
-    import pyarrow.dataset as ds
-
     columns = ["search", "trial_id", "repeat", "epoch", EPOCH_GRAD_NORMS]
-    found = dataset.to_table(columns=columns, filter=ds.field("trial_id").isin(list(winners["trial_id"])))
-    frame = found.to_pandas()
-    wanted = set(zip(winners["search"], winners["trial_id"]))  # trial ids repeat across searches
-    keep = pd.Series([key in wanted for key in zip(frame["search"], frame["trial_id"])], index=frame.index)
-    return frame[keep & frame[EPOCH_GRAD_NORMS].notna()]
-
+    frame = store.read("epochs", columns=columns, trials=zip(winners["search"], winners["trial_id"])).to_pandas()
+    return frame[frame[EPOCH_GRAD_NORMS].notna()]
