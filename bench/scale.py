@@ -11,11 +11,13 @@ estimate at 10^6), compacted and not, and what one trial's write costs the drive
    which takes hours at this size), so the generation is not a figure.
 2. Runs ``orthotune status``, ``best --search scale-00``, ``report --search scale-00`` (md,
    with plots) and, with ``--check``, ``store check`` on it as a user would (a fresh process
-   each) and prints each one's wall time and peak memory (the child's maximum RSS, from
-   ``wait4``); then ``orthotune store compact`` (timed likewise) and the same commands on the
+   each) and prints each one's wall time, CPU time and peak memory (the child's, from
+   ``wait4``) and the load average; then ``orthotune store compact`` (timed likewise) and the same commands on the
    compacted store. A store found compacted already is measured compacted only.
 3. From the two largest sizes, each command's growth (``t(big) / t(small)`` over the size
-   ratio, as an exponent: 1 is linear in trials, 0 constant) and its time at 10^6 trials
+   ratio, as an exponent: 1 is linear in trials, 0 constant; of the wall and of the CPU time,
+   which other jobs on the machine disturb less), what it is linear in (trials and files, as
+   per-trial files grow together, or trials alone, or nothing) and its time at 10^6 trials
    extrapolated with that exponent: an estimate, not a measurement.
 4. Times the driver's own store write per trial (``Store.write_trial``: two Parquet files
    written durably and the folder fsync'ed, then the search's summary) over ``--writes``
@@ -135,7 +137,9 @@ def generate(store_path: str, trials: int, searches: int, epochs: int, jobs: int
 
 
 def measure(argv: list[str], max_rss_gib: float) -> dict:
-    """Wall seconds and peak RSS (MiB) of one orthotune command in a fresh process; a command
+    """Wall seconds, CPU seconds (user and system: on a machine shared with other jobs they
+    move less than the wall), the 1-minute load average at its end and peak RSS (MiB) of one
+    orthotune command in a fresh process; a command
     whose memory passes ``max_rss_gib`` is killed there (``killed_at_gib``), so the bench never
     takes the machine down."""
     import psutil
@@ -160,6 +164,7 @@ def measure(argv: list[str], max_rss_gib: float) -> dict:
     err = process.stderr.read().decode()
     process.stderr.close()
     return {"command": "orthotune " + " ".join(argv), "seconds": round(seconds, 2),
+            "cpu_s": round(usage.ru_utime + usage.ru_stime, 2), "load": round(os.getloadavg()[0], 1),
             "peak_rss_mib": round(usage.ru_maxrss / 1024, 1), "exit": os.waitstatus_to_exitcode(status),
             "killed_at_gib": killed, "stderr": err.strip().splitlines()[-1:] if err.strip() else []}
 
@@ -268,8 +273,10 @@ def s3_writes(count: int) -> dict | None:
 
 
 def growth(results: dict[int, dict[str, dict]]) -> dict[str, dict]:
-    """Per command and layout, from the two largest sizes: the exponent of its time's growth
-    (1: linear in trials, 0: constant) and its seconds at 10^6 trials extrapolated with it."""
+    """Per command and layout, from the two largest sizes: the exponent of its growth in trials
+    (``t(big) / t(small)`` over the size ratio; 1: linear, 0: constant), from the wall and from
+    the CPU seconds, what it is linear in, and its wall, CPU and memory at 10^6 trials
+    extrapolated with those exponents."""
     sizes = sorted(results)
     if len(sizes) < 2:
         return {}
@@ -279,13 +286,26 @@ def growth(results: dict[int, dict[str, dict]]) -> dict[str, dict]:
         before = results[small].get(key)
         if before is None or before["exit"] or measured["exit"]:
             continue
-        exponent = math.log(measured["seconds"] / before["seconds"]) / math.log(big / small)
-        memory = math.log(measured["peak_rss_mib"] / before["peak_rss_mib"]) / math.log(big / small)
-        estimates[key] = {"exponent": round(exponent, 2),
-                          "at_1e6_s": round(measured["seconds"] * (1e6 / big) ** exponent, 1),
-                          "memory_exponent": round(memory, 2),
-                          "at_1e6_mib": round(measured["peak_rss_mib"] * (1e6 / big) ** memory)}
+        # a smaller figure at the larger size is noise around a constant: extrapolated as one
+        exponents = {name: max(0.0, math.log(measured[name] / before[name]) / math.log(big / small))
+                     for name in ("seconds", "cpu_s", "peak_rss_mib")}
+        estimates[key] = {"exponent": round(exponents["seconds"], 2), "cpu_exponent": round(exponents["cpu_s"], 2),
+                          "grows_with": _grows_with(key, exponents["cpu_s"]),
+                          "at_1e6_s": round(measured["seconds"] * (1e6 / big) ** exponents["seconds"], 1),
+                          "at_1e6_cpu_s": round(measured["cpu_s"] * (1e6 / big) ** exponents["cpu_s"], 1),
+                          "memory_exponent": round(exponents["peak_rss_mib"], 2),
+                          "at_1e6_mib": round(measured["peak_rss_mib"] * (1e6 / big) ** exponents["peak_rss_mib"])}
     return estimates
+
+
+def _grows_with(key: str, exponent: float) -> str:
+    """What a command's time follows, from its exponent in trials: a per-trial-files store has
+    two files per trial (files and trials grow together), a compacted one two files in all."""
+    if exponent < 0.3:
+        return "constant"
+    if key.startswith("compacted"):
+        return "trials (rows; the files stay 2)"
+    return "trials and files (2 per trial)"
 
 
 COMMANDS = {"status": ["status"], "best": ["best", "--search", "scale-00"],
@@ -374,8 +394,9 @@ def main() -> None:
                 if name in found[layout]:
                     _print(found[layout][name])
     for key, estimate in figures["growth"].items():
-        print(f"  {key:<40} grows as trials^{estimate['exponent']:<5}: about {estimate['at_1e6_s']} s and "
-              f"{estimate['at_1e6_mib']} MiB at 10^6 trials (extrapolated, not measured)")
+        print(f"  {key:<32} wall ~ trials^{estimate['exponent']:<5} CPU ~ trials^{estimate['cpu_exponent']:<5} "
+              f"({estimate['grows_with']}): about {estimate['at_1e6_s']} s wall, {estimate['at_1e6_cpu_s']} s CPU "
+              f"and {estimate['at_1e6_mib']} MiB at 10^6 trials (extrapolated, not measured)")
     if latency:
         print(f"  Store.write_trial (durable, local disk): mean {latency['mean_ms']} ms, max {latency['max_ms']} ms; "
               f"with the summary: mean {latency['with_summary_mean_ms']} ms, max {latency['with_summary_max_ms']} ms "
@@ -393,7 +414,8 @@ def main() -> None:
 def _print(result: dict) -> None:
     killed = f"  killed at {result['killed_at_gib']} GiB" if result["killed_at_gib"] else ""
     print(f"    {result['command'].split(' --store')[0]:<60} {result['seconds']:>8.2f} s  "
-          f"{result['peak_rss_mib']:>8.1f} MiB  exit {result['exit']}{killed}")
+          f"(CPU {result['cpu_s']:.2f} s, load {result['load']})  {result['peak_rss_mib']:>8.1f} MiB  "
+          f"exit {result['exit']}{killed}")
 
 
 if __name__ == "__main__":
