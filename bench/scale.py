@@ -31,6 +31,7 @@ estimate at 10^6), compacted and not, and what one trial's write costs the drive
    on loopback (a real bucket adds its round-trip time to each request).
 
     .venv/bin/python bench/scale.py --store runs/scale [--trials 10000 100000] [--json]
+    .venv/bin/python bench/scale.py --growth-of run-1e4.json run-1e5.json   # sizes measured apart
 
 Each size's store goes to ``STORE/N`` and is kept (compacted) for the next run.
 """
@@ -339,7 +340,8 @@ def measure_store(path: str, trials: int, args: argparse.Namespace) -> dict:
             figures[layout] = {"parquet_files": sum(1 for _ in Path(path).rglob("*.parquet")),
                                "parquet_mib": round(sum(p.stat().st_size for p in Path(path).rglob("*.parquet"))
                                                     / 2**20, 1)}
-            for name in names:
+            before = args.per_trial_commands if args.per_trial_commands is not None else names
+            for name in names if layout == "compacted" else [n for n in names if n in before]:
                 argv = [part.format(out=out) for part in COMMANDS[name]]
                 figures[layout][name] = measure([*argv, "--store", path], args.max_rss_gib)
                 print(json.dumps(figures[layout][name]), file=sys.stderr, flush=True)  # each figure as it comes
@@ -354,6 +356,9 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=20, help="epoch rows per trial (one per report)")
     parser.add_argument("--commands", nargs="+", default=["status", "best", "report"], choices=list(COMMANDS),
                         help="the commands measured on each store (check reads every file: slow)")
+    parser.add_argument("--per-trial-commands", nargs="*", choices=list(COMMANDS), metavar="COMMAND",
+                        help="measure only these on the per-trial-files layout (default: --commands; at 10^5 "
+                             "trials `best` and `report` take tens of minutes there)")
     parser.add_argument("--writes", type=int, default=300, help="trials written through Store.write_trial")
     parser.add_argument("--optuna-trials", type=int, default=10_000, help="trials in the Optuna study (0: skip)")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes generating the store")
@@ -362,21 +367,25 @@ def main() -> None:
     parser.add_argument("--only", nargs="+", metavar="PART", choices=["stores", "writes", "optuna", "s3"],
                         help="measure only these parts (default: all)")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--growth-of", nargs="+", metavar="JSON",
+                        help="print the growth and 10^6 estimate of earlier --json runs' stores taken together "
+                             "(one size in each), measuring nothing")
     args = parser.parse_args()
     wanted = set(args.only or ["stores", "writes", "optuna", "s3"])
 
+    if args.growth_of:  # earlier runs' stores together (one size each): their growth
+        stores = {int(n): found for path in args.growth_of
+                  for n, found in json.loads(Path(path).read_text())["stores"].items()}
+        _print_growth(growth(by_size(stores)))
+        return
     stores = {n: measure_store(f"{args.store}/{n}", n, args) for n in args.trials} if "stores" in wanted else {}
-    by_size = {n: {f"{layout}: {name}": figures[layout][name] for layout in ("per-trial files", "compacted")
-                   if layout in figures for name in args.commands if name in figures[layout]}
-               | ({"store compact": figures["compact"]} if "compact" in figures else {})
-               for n, figures in stores.items()}
     Path(args.store).mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="orthotune-writes-", dir=args.store) as folder:
         latency = write_latency(f"{folder}/store", args.writes) if "writes" in wanted else None
         study = optuna_scale(folder, args.optuna_trials) if args.optuna_trials and "optuna" in wanted else None
     s3 = s3_writes(50) if "s3" in wanted else None
     figures = {"searches": args.searches, "epoch_rows_per_trial": args.epochs, "stores": stores,
-               "growth": growth(by_size), "store_write_per_trial": latency, "optuna": study,
+               "growth": growth(by_size(stores)), "store_write_per_trial": latency, "optuna": study,
                "s3_write_per_trial": s3}
     if args.json:
         print(json.dumps(figures, indent=2))
@@ -393,10 +402,7 @@ def main() -> None:
             for name in args.commands:
                 if name in found[layout]:
                     _print(found[layout][name])
-    for key, estimate in figures["growth"].items():
-        print(f"  {key:<32} wall ~ trials^{estimate['exponent']:<5} CPU ~ trials^{estimate['cpu_exponent']:<5} "
-              f"({estimate['grows_with']}): about {estimate['at_1e6_s']} s wall, {estimate['at_1e6_cpu_s']} s CPU "
-              f"and {estimate['at_1e6_mib']} MiB at 10^6 trials (extrapolated, not measured)")
+    _print_growth(figures["growth"])
     if latency:
         print(f"  Store.write_trial (durable, local disk): mean {latency['mean_ms']} ms, max {latency['max_ms']} ms; "
               f"with the summary: mean {latency['with_summary_mean_ms']} ms, max {latency['with_summary_max_ms']} ms "
@@ -409,6 +415,21 @@ def main() -> None:
         print(f"  Optuna, one cell's journal study with {study['trials']} trials: one TPE ask {study['tpe_ask_s']} s, "
               f"reopening the journal {study['reload_s']} s, journal {study['journal_mib']} MiB "
               f"(filled in {study['fill_s']} s)")
+
+
+def by_size(stores: dict[int, dict]) -> dict[int, dict[str, dict]]:
+    """Each size's measured commands, keyed ``LAYOUT: COMMAND`` (and ``store compact``)."""
+    return {n: {f"{layout}: {name}": figures[layout][name] for layout in ("per-trial files", "compacted")
+                if layout in figures for name in COMMANDS if name in figures[layout]}
+            | ({"store compact": figures["compact"]} if "compact" in figures else {})
+            for n, figures in stores.items()}
+
+
+def _print_growth(estimates: dict[str, dict]) -> None:
+    for key, estimate in estimates.items():
+        print(f"  {key:<32} wall ~ trials^{estimate['exponent']:<5} CPU ~ trials^{estimate['cpu_exponent']:<5} "
+              f"({estimate['grows_with']}): about {estimate['at_1e6_s']} s wall, {estimate['at_1e6_cpu_s']} s CPU "
+              f"and {estimate['at_1e6_mib']} MiB at 10^6 trials (extrapolated, not measured)")
 
 
 def _print(result: dict) -> None:

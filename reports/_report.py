@@ -64,11 +64,17 @@ def best_configs(store: Store | str, filters: Filters | None = None) -> pd.DataF
 def pair_verdicts(store: Store | str, filters: Filters | None = None) -> Verdicts:
     """The verdict line of every pair that matches ``filters`` and the warnings on them (what
     ``launch`` ends with and ``best`` prints; the report opens with the same)."""
+    return best_and_verdicts(store, filters)[1]
+
+
+def best_and_verdicts(store: Store | str, filters: Filters | None = None) -> tuple[pd.DataFrame, Verdicts]:
+    """:func:`best_configs` and :func:`pair_verdicts` from one read of the trials (``best``)."""
     store, filters = open_store(store), filters or Filters()
     trials = load_trials(store, filters, SCALARS)
     winners = complete_rows(store, select_best(trials))
     expected = expected_cells(trials, _arms(filters))
-    return _verdicts(store, trials, winners, summary(winners, expected), missing_cells(trials, winners, expected))
+    found = _verdicts(store, trials, winners, summary(winners, expected), missing_cells(trials, winners, expected))
+    return winners, found
 
 
 def _arms(filters: Filters) -> tuple[bool, ...]:
