@@ -137,36 +137,51 @@ def generate(store_path: str, trials: int, searches: int, epochs: int, jobs: int
     return time.perf_counter() - started
 
 
+#: Runs a command and writes its own rusage as JSON to the file named first. The command is
+#: forked from this small process, not from the bench: Linux carries a forked process's peak
+#: RSS over ``exec``, so a child of the bench would report at least the bench's own memory.
+RUSAGE_SHIM = """
+import json, os, sys
+pid = os.fork()
+if pid == 0:
+    os.execv(sys.argv[2], sys.argv[2:])
+_, status, usage = os.wait4(pid, 0)
+with open(sys.argv[1], "w") as out:
+    json.dump({"exit": os.waitstatus_to_exitcode(status), "cpu_s": usage.ru_utime + usage.ru_stime,
+               "peak_rss_mib": usage.ru_maxrss / 1024}, out)
+"""
+
+
 def measure(argv: list[str], max_rss_gib: float) -> dict:
     """Wall seconds, CPU seconds (user and system: on a machine shared with other jobs they
     move less than the wall), the 1-minute load average at its end and peak RSS (MiB) of one
-    orthotune command in a fresh process; a command
-    whose memory passes ``max_rss_gib`` is killed there (``killed_at_gib``), so the bench never
-    takes the machine down."""
+    orthotune command in a fresh process (:data:`RUSAGE_SHIM`); a command whose memory passes
+    ``max_rss_gib`` is killed there (``killed_at_gib``), so the bench never takes the machine down."""
     import psutil
 
-    started = time.perf_counter()
-    process = subprocess.Popen([sys.executable, "-m", "orthotune.cli", *argv], stdout=subprocess.DEVNULL,
-                               stderr=subprocess.PIPE)
-    watched, killed = psutil.Process(process.pid), None
-    while True:
-        pid, status, usage = os.wait4(process.pid, os.WNOHANG)
-        if pid:
-            break
-        try:
-            rss = watched.memory_info().rss / 2**30
-        except psutil.Error:
-            rss = 0.0
-        if rss > max_rss_gib and killed is None:
-            killed = round(rss, 1)
-            process.kill()
-        time.sleep(0.2)
-    seconds = time.perf_counter() - started
-    err = process.stderr.read().decode()
-    process.stderr.close()
+    with tempfile.NamedTemporaryFile(suffix=".json") as usage_file:
+        started = time.perf_counter()
+        process = subprocess.Popen([sys.executable, "-c", RUSAGE_SHIM, usage_file.name, sys.executable, "-m",
+                                    "orthotune.cli", *argv], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        killed = None
+        while process.poll() is None:
+            try:
+                command = psutil.Process(process.pid).children()
+                rss = sum(c.memory_info().rss for c in command) / 2**30
+            except psutil.Error:
+                command, rss = [], 0.0
+            if rss > max_rss_gib and killed is None:
+                killed = round(rss, 1)
+                for child in command:
+                    child.kill()
+            time.sleep(0.2)
+        seconds = time.perf_counter() - started
+        err = process.stderr.read().decode()
+        process.stderr.close()
+        usage = json.loads(Path(usage_file.name).read_text() or "{}")
     return {"command": "orthotune " + " ".join(argv), "seconds": round(seconds, 2),
-            "cpu_s": round(usage.ru_utime + usage.ru_stime, 2), "load": round(os.getloadavg()[0], 1),
-            "peak_rss_mib": round(usage.ru_maxrss / 1024, 1), "exit": os.waitstatus_to_exitcode(status),
+            "cpu_s": round(usage.get("cpu_s", 0.0), 2), "load": round(os.getloadavg()[0], 1),
+            "peak_rss_mib": round(usage.get("peak_rss_mib", 0.0), 1), "exit": usage.get("exit", process.returncode),
             "killed_at_gib": killed, "stderr": err.strip().splitlines()[-1:] if err.strip() else []}
 
 
