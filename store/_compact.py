@@ -143,7 +143,9 @@ def _write_rows(store: Store, table: str, files: list[str], sink, read: list[str
                     found[path] = data
                 else:
                     store.warn_unreadable(path, data)
-            data = _conform(store, found, schema)  # one table per group: the files' small buffers go
+            # one chunk per column per group: the files' own small buffers go (a table of 10^5
+            # one-row chunks per column holds gigabytes and sorts slowly)
+            data = _conform(store, found, schema).combine_chunks()
             read += found
             pending.append(data)
             rows += data.num_rows
