@@ -69,12 +69,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import yaml
 
-    from orthotune.reports import best_configs, config_dict, pair_verdicts, tuning_curves
+    from orthotune.reports import best_and_verdicts, best_configs, config_dict, tuning_curves
     from orthotune.store import Store
 
     filters = filters_from_args(args)
     store = Store.open(args.store)  # once: an unreadable file is then named once, not once per table read
-    winners = best_configs(store, filters)
+    if args.json or args.yaml:
+        winners, verdicts = best_configs(store, filters), None
+    else:  # the table and the verdicts from one read of the trials
+        winners, verdicts = best_and_verdicts(store, filters)
     if winners.empty:
         raise OrthotuneError(f"no trial in store {args.store!r} can win with filters {filters.describe()} "
                              f"(none match, or all failed)")
@@ -89,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(format_table(winners))
         print()
-        print(pair_verdicts(store, filters).text())
+        print(verdicts.text())
         for curve in curves:
             print()
             print(format_curve(curve))

@@ -3,6 +3,10 @@
 A search's state is its record's (running, finished, interrupted, crashed); a running one
 whose driver's lease has gone stale (its pid gone from its host, or no heartbeat for a
 minute) shows as ``dead``, with the command that continues it. Reading never touches a lease.
+The counts come from each search's summary (``summaries/NAME.json``, which its driver
+rewrites after every trial): no trial file is opened, whatever the store's size. Only a
+search without one (written before summaries existed; ``orthotune store compact`` or
+``store check --quarantine`` writes it) is counted from its rows.
 """
 
 from __future__ import annotations
@@ -59,14 +63,13 @@ def search_status(store: Store) -> list[dict]:
     note saying what to do where there is something to do, and trial counts by status."""
     from orthotune.store import lease_info
 
-    # only the two columns counted: a store's every trial is a file, and a full read decodes every column
-    trials = store.dataset("trials").to_table(columns=["search", "status"]).to_pylist()
-    counts: dict[str, Counter] = {}
-    for row in trials:
-        counts.setdefault(row["search"], Counter())[row["status"]] += 1
     records = store.searches()
+    counts = {name: store.summary(name) for name in sorted(set(records) | set(store.table_searches()))}
+    for name, found in counts.items():
+        if found is None:  # no summary: counted from the rows (two columns of this search)
+            counts[name] = Counter(store.trial_statuses(name).values())
     entries = []
-    for name in sorted(set(records) | set(counts)):
+    for name in counts:
         meta = records.get(name, {})
         state, note = meta.get("state", "unknown"), ""
         resume = f"continue with: {shlex.join(['orthotune', 'launch', '--resume', name, '--store', store.uri])}"
@@ -83,7 +86,7 @@ def search_status(store: Store) -> list[dict]:
         elif state == SearchState.CRASHED:
             note = f"crashed: {meta.get('reason') or 'no reason recorded'}"
         entries.append({"search": name, "state": state, "note": note, "created_at": meta.get("created_at", ""),
-                        **{s: counts.get(name, Counter())[s] for s in STATUSES}})
+                        **{s: counts[name].get(s, 0) for s in STATUSES}})
     return entries
 
 

@@ -17,7 +17,7 @@ test accuracy is only reported, never used to choose.
 from orthotune.reports._curve import PairCurve
 from orthotune.reports._formats import FORMATS, format_of, write_report
 from orthotune.reports._load import Filters
-from orthotune.reports._report import best_configs, build_report, pair_verdicts, tuning_curves
+from orthotune.reports._report import best_and_verdicts, best_configs, build_report, pair_verdicts, tuning_curves
 from orthotune.reports._select import config_dict, row_to_config, tidy
 from orthotune.reports._verdict import FEW_TRIALS, Verdicts
 
@@ -27,6 +27,7 @@ __all__ = [
     "Filters",
     "PairCurve",
     "Verdicts",
+    "best_and_verdicts",
     "best_configs",
     "build_report",
     "config_dict",

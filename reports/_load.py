@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from orthotune.core import (
     ARMS,
@@ -27,7 +28,7 @@ from orthotune.core import (
     cell_report_order,
     cell_source,
 )
-from orthotune.store import Store
+from orthotune.store import TRIALS_SCHEMA, Store
 
 #: The cell's coordinates (``core.Cell``) as the report reads them. The place (dataset,
 #: setting, backbone, depth) in the cell's order, which ``best`` and the winners follow ...
@@ -64,6 +65,9 @@ CELL = (*BASE, "switches")
 PAIR = (*LEAD, "shared")
 #: Display names of the two arms.
 ORIGINAL, ORTHO = (arm.name for arm in ARMS)
+#: The columns :func:`load_trials` reads whatever it is asked for: the trial's identity, the
+#: filters' columns and what the cell's keys and the arm derive from.
+_KEYS = ("search", "trial_id", *BASE, "variant", *SWITCHES)
 
 
 @dataclass(frozen=True)
@@ -108,22 +112,38 @@ def open_store(store: Store | str) -> Store:
     return store if isinstance(store, Store) else Store.open(str(store))
 
 
-def load_trials(store: Store | str, filters: Filters | None = None) -> pd.DataFrame:
+#: The ``trials`` columns that are lists (per repeat, per layer): decoding them for every trial
+#: is most of a read's cost, and only winners' rows show them, so the reports read them for
+#: the winners alone (:func:`complete_rows`).
+LISTS = tuple(f.name for f in TRIALS_SCHEMA if pa.types.is_list(f.type))
+#: Every other column: what selection, the tables and the plots read of every trial.
+SCALARS = tuple(f.name for f in TRIALS_SCHEMA if f.name not in LISTS)
+
+
+def load_trials(store: Store | str, filters: Filters | None = None,
+                columns: Sequence[str] | None = None) -> pd.DataFrame:
     """The ``trials`` table of ``store`` as a data frame, restricted to ``filters``.
 
-    Columns are the store's TRIALS_SCHEMA plus ``arm`` (``original``/``Ortho-GConv``),
+    Columns are the store's TRIALS_SCHEMA (``columns``: only those, in the schema's order;
+    :data:`SCALARS` holds all a selection needs) plus ``arm`` (``original``/``Ortho-GConv``),
     ``switches`` and ``shared`` (the cell's and the pair's variant keys, see :data:`CELL`) and
     ``variant_name`` (the ``variant`` label, with the switches that tell apart cells sharing
-    a label). An unknown search name fails listing the searches the store holds.
+    a label). Only the searches asked for are read. An unknown search name fails listing the
+    searches the store holds.
     """
     store, filters = open_store(store), filters or Filters()
-    table = store.read("trials")
+    _check_searches(store, filters.searches)
+    names = [c for c in TRIALS_SCHEMA.names if columns is None or c in columns or c in _KEYS]
+    if filters.searches:
+        table = pa.concat_tables([store.read("trials", search=name, columns=names)
+                                  for name in dict.fromkeys(filters.searches)])
+    else:
+        table = store.read("trials", columns=names)
     frame = table.to_pandas()
-    _check_searches(store, frame, filters.searches)
     keep = pd.Series(True, index=frame.index)
-    for column, values in (("search", filters.searches), ("dataset", filters.datasets),
-                           ("setting", filters.settings), ("backbone", filters.backbones),
-                           ("depth", filters.depths), ("variant", filters.variants)):
+    for column, values in (("dataset", filters.datasets), ("setting", filters.settings),
+                           ("backbone", filters.backbones), ("depth", filters.depths),
+                           ("variant", filters.variants)):
         if values:
             keep &= frame[column].isin(values)
     if filters.ortho is not None:
@@ -131,6 +151,19 @@ def load_trials(store: Store | str, filters: Filters | None = None) -> pd.DataFr
     frame = frame[keep].reset_index(drop=True)
     frame[ARM] = frame[ARM_COLUMN].map({arm.ortho: arm.name for arm in ARMS})
     return add_variant_keys(frame)
+
+
+def complete_rows(store: Store, frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` (rows of :func:`load_trials` read with some ``columns``, or a selection of
+    them) with every other ``trials`` column, read for its trials alone (by search and trial
+    id: their own files, or the compacted files filtered), in :func:`load_trials`' order."""
+    missing = [c for c in TRIALS_SCHEMA.names if c not in frame.columns]
+    if not missing:
+        return frame
+    keys = list(zip(frame["search"], frame["trial_id"]))
+    rows = store.read("trials", columns=["search", "trial_id", *missing], trials=keys).to_pandas()
+    merged = frame.merge(rows.drop_duplicates(["search", "trial_id"]), on=["search", "trial_id"], how="left")
+    return merged[[*TRIALS_SCHEMA.names, *(c for c in frame.columns if c not in TRIALS_SCHEMA.names)]]
 
 
 def add_variant_keys(frame: pd.DataFrame) -> pd.DataFrame:
@@ -173,13 +206,13 @@ def _variant_names(combos: list[dict]) -> list[str]:
     return names
 
 
-def known_searches(store: Store, frame: pd.DataFrame) -> list[str]:
-    """Searches with metadata or with trials (a store written trial by trial has no metadata)."""
-    return sorted(set(store.search_names()) | set(frame["search"].dropna().unique()))
+def known_searches(store: Store) -> list[str]:
+    """Searches with a record or with rows (a store written trial by trial has no record)."""
+    return sorted(set(store.search_names()) | set(store.table_searches()))
 
 
-def _check_searches(store: Store, frame: pd.DataFrame, wanted: Sequence[str]) -> None:
-    known = known_searches(store, frame)
+def _check_searches(store: Store, wanted: Sequence[str]) -> None:
+    known = known_searches(store) if wanted else []
     for name in wanted:
         if name not in known:
             raise OrthotuneError(

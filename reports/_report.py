@@ -9,7 +9,7 @@ import pandas as pd
 
 from orthotune.reports._curve import PairCurve, curve_notes, pair_curves, with_settled
 from orthotune.reports._curve_plot import curve_figures
-from orthotune.reports._load import Filters, load_trials, open_store
+from orthotune.reports._load import SCALARS, Filters, complete_rows, load_trials, open_store
 from orthotune.reports._plots import Figure, figures
 from orthotune.reports._select import TIE_RULE_TEXT, select_best
 from orthotune.reports._tables import (
@@ -29,6 +29,12 @@ from orthotune.store import Store
 #: The epochs-table column of per-layer gradient norms (recorded every k epochs), if the
 #: store has it; the paper's Figure 1(b, c) is drawn from it.
 EPOCH_GRAD_NORMS = "grad_norms"
+#: The trials columns a report reads for every trial: the scalars, and each repeat's selected
+#: epoch (whether a trial was stuck, for the effect of T); the winners' rows are read whole.
+#: The trials columns a verdict reads for every trial: the scalars, and each repeat's test
+#: accuracy and epochs trained (the tuning curve pairs the first k trials' winners by repeat).
+CURVE_COLUMNS = (*SCALARS, "repeat_test_acc", "repeat_epochs")
+REPORT_COLUMNS = (*CURVE_COLUMNS, "repeat_best_epoch")
 
 
 @dataclass(frozen=True)
@@ -57,25 +63,31 @@ class Report:
 
 def best_configs(store: Store | str, filters: Filters | None = None) -> pd.DataFrame:
     """The validation-best trial of every cell that matches ``filters`` (one row per cell)."""
-    return select_best(load_trials(store, filters))
+    store = open_store(store)
+    return complete_rows(store, select_best(load_trials(store, filters, SCALARS)))
 
 
 def pair_verdicts(store: Store | str, filters: Filters | None = None) -> Verdicts:
     """The verdict line of every pair that matches ``filters`` and the warnings on them (what
     ``launch`` ends with and ``best`` prints; the report opens with the same)."""
+    return best_and_verdicts(store, filters)[1]
+
+
+def best_and_verdicts(store: Store | str, filters: Filters | None = None) -> tuple[pd.DataFrame, Verdicts]:
+    """:func:`best_configs` and :func:`pair_verdicts` from one read of the trials (``best``)."""
     store, filters = open_store(store), filters or Filters()
-    trials = load_trials(store, filters)
-    winners = select_best(trials)
+    trials = load_trials(store, filters, CURVE_COLUMNS)
+    winners = complete_rows(store, select_best(trials))
     expected = expected_cells(trials, _arms(filters))
     table, curves = _with_curves(trials, summary(winners, expected))
-    return _verdicts(store, trials, winners, table, missing_cells(trials, winners, expected), curves)
+    return winners, _verdicts(store, trials, winners, table, missing_cells(trials, winners, expected), curves)
 
 
 def tuning_curves(store: Store | str, filters: Filters | None = None) -> list[PairCurve]:
     """The tuning curve of every pair that matches ``filters`` and has a winner in both arms
     (``best --curve``; the report draws the same)."""
     store, filters = open_store(store), filters or Filters()
-    trials = load_trials(store, filters)
+    trials = load_trials(store, filters, CURVE_COLUMNS)
     winners = select_best(trials)
     _, curves = _with_curves(trials, summary(winners, expected_cells(trials, _arms(filters))))
     return [curve for curve in curves if curve is not None]
@@ -100,8 +112,8 @@ def _verdicts(store: Store, trials: pd.DataFrame, winners: pd.DataFrame, table: 
 def build_report(store: Store | str, filters: Filters | None = None, plots: bool = True) -> Report:
     """Select the winners of ``store`` and compute the tables (and, with ``plots``, figures)."""
     store, filters = open_store(store), filters or Filters()
-    trials = load_trials(store, filters)
-    winners = select_best(trials)
+    trials = load_trials(store, filters, REPORT_COLUMNS)
+    winners = complete_rows(store, select_best(trials))
     expected = expected_cells(trials, _arms(filters))
     table, curves = _with_curves(trials, summary(winners, expected))
     missing = missing_cells(trials, winners, expected)
@@ -129,16 +141,10 @@ def build_report(store: Store | str, filters: Filters | None = None, plots: bool
 
 
 def _epoch_grad_norms(store: Store, winners: pd.DataFrame) -> pd.DataFrame | None:
-    """The winners' per-epoch per-layer gradient norms, or None where the store has none."""
-    dataset = store.dataset("epochs")
-    if EPOCH_GRAD_NORMS not in dataset.schema.names or winners.empty:
+    """The winners' per-epoch per-layer gradient norms (their epochs rows alone), or None where
+    the store has none."""
+    if winners.empty:
         return None
-    import pyarrow.dataset as ds
-
     columns = ["search", "trial_id", "repeat", "epoch", EPOCH_GRAD_NORMS]
-    found = dataset.to_table(columns=columns, filter=ds.field("trial_id").isin(list(winners["trial_id"])))
-    frame = found.to_pandas()
-    wanted = set(zip(winners["search"], winners["trial_id"]))  # trial ids repeat across searches
-    keep = pd.Series([key in wanted for key in zip(frame["search"], frame["trial_id"])], index=frame.index)
-    return frame[keep & frame[EPOCH_GRAD_NORMS].notna()]
-
+    frame = store.read("epochs", columns=columns, trials=zip(winners["search"], winners["trial_id"])).to_pandas()
+    return frame[frame[EPOCH_GRAD_NORMS].notna()]

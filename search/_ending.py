@@ -19,6 +19,7 @@ from typing import Any
 from orthotune.core import SearchCrashed, SearchInterrupted, SearchState
 from orthotune.search._budget import planned_configs
 from orthotune.search._options import LaunchOptions, SearchOutcome
+from orthotune.search._recorder import compact_finished
 from orthotune.search._replay import stored_trials
 from orthotune.search._trainable import error_line
 from orthotune.store import Store, now
@@ -54,6 +55,7 @@ def finish(store: Store, options: LaunchOptions, meta: dict[str, Any]) -> Search
     """Record the search finished (counts from the store) and return its outcome."""
     outcome = outcome_from_store(store, options.name)
     _record(store, options.name, meta, SearchState.FINISHED, finished_at=now().isoformat(), counts=outcome.counts)
+    compact_finished(store, options.name)  # its trial files merged, under the lease still held
     return outcome
 
 

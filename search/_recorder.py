@@ -5,19 +5,23 @@ its own end: max epochs or patience), ``stopped`` (ASHA stopped it: its row hold
 had reached) or ``failed`` (a non-finite loss or weight, or an error in the trial). The
 per-epoch history is collected from the reports, keyed by (config, repeat, epoch), so a
 report of an attempt Tune retried (its worker died) overwrites instead of duplicating; the file names
-are keyed by trial id, so a trial written twice replaces its files.
+are keyed by trial id, so a trial written twice replaces its files. After each trial the
+search's summary (its trial counts by status, what ``orthotune status`` shows) is rewritten.
 """
 
 from __future__ import annotations
 
+import shlex
+import sys
+from collections import Counter
 from typing import Any
 
 from ray.tune import Callback
 
 from orthotune.core import ConfigResult, EpochRow, RunResult, Status, TrainConfig
 from orthotune.search._requeue import RetryLedger
-from orthotune.search._trainable import member_configs, member_trial_id
-from orthotune.store import Store, epoch_rows, trial_row
+from orthotune.search._trainable import error_line, member_configs, member_trial_id
+from orthotune.store import Store, compact, epoch_rows, trial_row
 
 
 class StoreRecorder(Callback):
@@ -27,9 +31,16 @@ class StoreRecorder(Callback):
         self.store_uri, self.search, self.ledger = store_uri, search, ledger
         self._history: dict[str, dict[tuple[int, int, int], dict[str, float]]] = {}
         self._store: Store | None = None
+        #: Each stored trial's status (this session's and, read once, the earlier sessions'):
+        #: the summary's counts. A trial written again (Tune retried it) counts once.
+        self._statuses: dict[str, str] | None = None
 
     def __getstate__(self) -> dict[str, Any]:  # Tune pickles callbacks with its state
-        return {"store_uri": self.store_uri, "search": self.search, "ledger": None, "_history": {}, "_store": None}
+        return {"store_uri": self.store_uri, "search": self.search, "ledger": None, "_history": {}, "_store": None,
+                "_statuses": None}
+
+    def setup(self, **info) -> None:
+        self._stored_statuses()  # a resumed search's earlier trials: read now, not at its first trial's end
 
     @property
     def store(self) -> Store:
@@ -76,6 +87,24 @@ class StoreRecorder(Callback):
             trial_id = member_trial_id(trial.trial_id, member, len(members))
             row = trial_row(self.search, trial_id, result, status, reason, trial.trial_id)
             self.store.write_trial(row, epoch_rows(own, result.runs))
+            self._stored_statuses()[trial_id] = row["status"]
+        self.store.write_summary(self.search, Counter(self._stored_statuses().values()))
+
+    def _stored_statuses(self) -> dict[str, str]:
+        if self._statuses is None:
+            self._statuses = self.store.trial_statuses(self.search)
+        return self._statuses
+
+
+def compact_finished(store: Store, search: str) -> None:
+    """Merge a finished search's trial files into compacted ones (its driver holds the lease).
+    A store that cannot take it keeps the trial files, which read as before: one warning line."""
+    try:
+        compact(store, search)
+    except OSError as error:
+        command = shlex.join(["orthotune", "store", "compact", "--search", search, "--store", store.uri])
+        print(f"orthotune: warning: search {search!r} finished, but its trial files were not compacted "
+              f"({error_line(error)}); they read as they are; compact them with: {command}", file=sys.stderr)
 
 
 def _final_result(config: TrainConfig, values: dict[str, Any]) -> ConfigResult:

@@ -1,24 +1,30 @@
 """Find what in a store cannot be read, and move it aside (``orthotune store check``).
 
 Looked at: every file of the ``trials`` and ``epochs`` tables (read whole and cast to the
-declared schema), the search records and leases (JSON objects), and temporaries left by a
-writer that died (hidden ``.tmp-*`` names older than :data:`TEMPORARY_GRACE_S`; a younger
-one may be a live writer's). Ray Tune's, Optuna's and TensorBoard's folders are theirs and
-not looked at. Quarantining moves each problem file to
-``quarantine/<UTC stamp>/<its path in the store>``: nothing is deleted, no good file moved.
+declared schema), trial files that a compacted file already holds (copies an interrupted
+compaction left), the search records, summaries and leases (JSON objects), each summary's
+counts against the rows (a search whose driver is alive is skipped: it writes them), and
+temporaries left by a writer that died (hidden ``.tmp-*`` names older than
+:data:`TEMPORARY_GRACE_S`; a younger one may be a live writer's). Ray Tune's, Optuna's and
+TensorBoard's folders are theirs and not looked at. Quarantining moves each problem file to
+``quarantine/<UTC stamp>/<its path in the store>``: nothing is deleted, no good file moved;
+a summary moved aside is written anew from the rows.
 """
 
 from __future__ import annotations
 
 import time
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import pyarrow.fs as pafs
 
+from orthotune.store._files import held_names, is_compacted, is_trial_file
 from orthotune.store._io import TEMPORARY_PREFIX
+from orthotune.store._lease import lease_info
 from orthotune.store._schema import TABLES
-from orthotune.store._store import READ_ERRORS, _first_line, now
+from orthotune.store._store import READ_ERRORS, SUMMARIES, _first_line, now
 
 if TYPE_CHECKING:
     from orthotune.store._store import Store
@@ -27,7 +33,9 @@ QUARANTINE = "quarantine"
 #: A temporary younger than this may still be being written: it is left alone.
 TEMPORARY_GRACE_S = 300.0
 #: Folders of JSON documents, and whether a young unreadable one may be a lease being created.
-DOCUMENTS = {"searches": False, "leases": True}
+DOCUMENTS = {"searches": False, SUMMARIES: False, "leases": True}
+#: The problem of a summary whose counts are not the rows' (``--quarantine`` rewrites it).
+STALE_SUMMARY = "stale summary"
 
 
 @dataclass(frozen=True)
@@ -46,7 +54,9 @@ def check_store(store: Store) -> list[Problem]:
     """Every problem file in ``store``, in path order. Reads only."""
     problems = []
     for folder in (*TABLES, *DOCUMENTS):
-        for info in _files(store, folder):
+        infos = _files(store, folder)
+        copies = _compacted_copies(store, infos) if folder in TABLES else set()
+        for info in infos:
             relative = info.path[len(store.root) + 1:]
             if info.base_name.startswith(TEMPORARY_PREFIX):
                 age = _age(info)
@@ -55,15 +65,20 @@ def check_store(store: Store) -> list[Problem]:
                                             "a writer died before moving it into place"))
             elif info.base_name.startswith((".", "_")):
                 continue  # hidden: no reader looks at it
+            elif info.path in copies:
+                problems.append(Problem(relative, "compacted copy", "a compacted file holds its trial (an "
+                                        "interrupted compaction left it; `orthotune store compact` removes it)"))
             elif folder in TABLES:
                 problems += _check_parquet(store, folder, info.path, relative)
             elif info.base_name.endswith(".json"):
                 problems += _check_json(store, info, relative, young_ok=DOCUMENTS[folder])
+    problems += _check_summaries(store, {p.path for p in problems})
     return sorted(problems, key=lambda p: p.path)
 
 
 def quarantine(store: Store, problems: list[Problem]) -> list[tuple[str, str]]:
-    """Move each problem file to ``quarantine/STAMP/PATH``; ``(from, to)`` store-relative paths."""
+    """Move each problem file to ``quarantine/STAMP/PATH``; ``(from, to)`` store-relative paths.
+    A summary moved aside is written again from the rows (it holds nothing else)."""
     stamp = now().strftime("%Y%m%dT%H%M%S.%fZ")
     moved = []
     for problem in problems:
@@ -74,7 +89,49 @@ def quarantine(store: Store, problems: list[Problem]) -> list[tuple[str, str]]:
         except FileNotFoundError:  # gone since the check (a writer finished it): nothing to move
             continue
         moved.append((problem.path, target))
+    for problem in problems:
+        folder, _, name = problem.path.partition("/")
+        if folder == SUMMARIES and name.endswith(".json"):
+            search = name[:-len(".json")]
+            store.write_summary(search, Counter(store.trial_statuses(search).values()))
     return moved
+
+
+def _compacted_copies(store: Store, infos: list[pafs.FileInfo]) -> set[str]:
+    """Trial files whose trial a compacted file of the same folder holds."""
+    folders: dict[str, list[str]] = defaultdict(list)
+    for info in infos:
+        folders[info.path.rsplit("/", 1)[0]].append(info.path)
+    copies = set()
+    for paths in folders.values():
+        compacted = [p for p in paths if is_compacted(p)]
+        if compacted and any(map(is_trial_file, paths)):
+            held = held_names(store.fs, compacted)
+            copies.update(p for p in paths if is_trial_file(p) and p.rsplit("/", 1)[-1] in held)
+    return copies
+
+
+def _check_summaries(store: Store, flagged: set[str]) -> list[Problem]:
+    """Each summary whose counts are not its search's rows' (a live driver's search aside)."""
+    problems = []
+    for info in _files(store, SUMMARIES):
+        relative = info.path[len(store.root) + 1:]
+        name = info.base_name[:-len(".json")]
+        if not info.base_name.endswith(".json") or info.base_name.startswith((".", "_")) or relative in flagged:
+            continue
+        summary = store.summary(name)
+        lease = lease_info(store, name)
+        if summary is None or (lease is not None and lease.alive):
+            continue
+        rows = {k: n for k, n in Counter(store.trial_statuses(name).values()).items() if n}
+        if summary != rows:
+            problems.append(Problem(relative, STALE_SUMMARY, f"it counts {_counts(summary)}, the rows "
+                                    f"{_counts(rows)}; --quarantine writes it again from the rows"))
+    return problems
+
+
+def _counts(counts: dict[str, int]) -> str:
+    return ", ".join(f"{n} {status}" for status, n in sorted(counts.items())) or "no trials"
 
 
 def _files(store: Store, folder: str) -> list[pafs.FileInfo]:

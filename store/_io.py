@@ -3,8 +3,12 @@ retried remote ones.
 
 Local: a file is written under a hidden temporary name, flushed and fsync'ed, moved over its
 final name with ``os.replace``, and its folder fsync'ed (the rename itself must reach the
-disk), so a power cut leaves the old file or the new one, never a torn one. Remote (s3://,
-gs://, ...): the put-then-move is retried with exponential backoff on transient ``OSError``.
+disk), so a power cut leaves the old file or the new one, never a torn one. Object stores
+(s3://, gs://, Azure): a file is put straight under its final name, since an object store
+shows an object only once its upload is complete (no temporary, no copy, no folder markers:
+one request for a small file). Other remote filesystems (hdfs://, ...): a hidden temporary
+is put, then moved over the final name. Remote writes are retried with exponential backoff
+on transient ``OSError``.
 """
 
 from __future__ import annotations
@@ -50,16 +54,43 @@ def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
             raise OrthotuneError(f"store URI {shown!r} carries credentials, which orthotune would save in the "
                                  f"store and print; remove them from the URI and {CREDENTIALS_HELP}")
         try:
-            return pafs.FileSystem.from_uri(str(uri))
+            return pafs.FileSystem.from_uri(_s3_options(str(uri)) if scheme == "s3" else str(uri))
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError) as error:
             raise OrthotuneError(f"store URI {uri!r} is not usable: {error}") from None
     return pafs.LocalFileSystem(), str(Path(uri).expanduser().resolve())
 
 
-def remote_write(fs: pafs.FileSystem, final: str, write: Callable[[IO[bytes]], object]) -> None:
-    """One attempt on a remote filesystem: put a hidden temporary, then move it over ``final``."""
+def _s3_options(uri: str) -> str:
+    """``uri`` with ``allow_delayed_open``: a small file then goes up in one PUT request, not
+    the three of a multipart upload (a user's own setting in the URI stays)."""
+    if "allow_delayed_open=" in uri:
+        return uri
+    return f"{uri}{'&' if '?' in uri else '?'}allow_delayed_open=true"
+
+
+def object_store(fs: pafs.FileSystem) -> bool:
+    """Whether ``fs`` is an object store, where an object appears whole or not at all."""
+    kinds = tuple(getattr(pafs, name) for name in ("S3FileSystem", "GcsFileSystem", "AzureFileSystem")
+                  if hasattr(pafs, name))
+    return isinstance(fs, kinds)
+
+
+def remote_write(fs: pafs.FileSystem, final: str, write: Callable[[IO[bytes]], object], whole: bool = True) -> None:
+    """One attempt on a remote filesystem. An object store, ``whole``: the file is made in
+    memory and put as ``final`` itself (an object appears only once its upload is complete; a
+    failed one leaves the old object). Else (a file too large to hold in memory, or another
+    filesystem): put a hidden temporary, then move it over ``final`` (on an object store a
+    server-side copy, which also appears whole)."""
+    if whole and object_store(fs):
+        buffer = pa.BufferOutputStream()
+        write(buffer)
+        data = buffer.getvalue()
+        with fs.open_output_stream(final) as sink:
+            sink.write(data)
+        return
     folder = final.rsplit("/", 1)[0]
-    fs.create_dir(folder, recursive=True)
+    if not object_store(fs):
+        fs.create_dir(folder, recursive=True)
     temporary = f"{folder}/{TEMPORARY_PREFIX}{uuid.uuid4().hex}"
     try:
         with fs.open_output_stream(temporary) as sink:

@@ -1,6 +1,7 @@
 """Reading files older than the current schema: what their missing columns mean.
 
-Three kinds of old rows, both filled in when a table is read (``Store.read``), never rewritten:
+Three kinds of old rows, both filled in when a table is read (``Store.read``), never rewritten
+(a compacted file holds the rows as they were written, so they read the same after it):
 
 * schema v1 rows lack every variant column; their runs trained what :data:`V1_VARIANT`
   states (:func:`upgrade_v1`);
@@ -33,17 +34,25 @@ V1_VARIANT = dict(bound="frobenius", transform="newton", hybrid="init", target="
 SWITCH_DEFAULTS = {column_name(f): f.default for f in declared(TrainConfig) if f.metadata["group"] is Group.VARIANT}
 
 
+#: The columns the upgrades below decide by: a read of some columns reads these too.
+MIGRATION_INPUTS = ("selection", "schema_version", "layout", "backbone", "depth")
+
+
 def fill_switch_defaults(trials: pa.Table) -> pa.Table:
-    """Fill the nulls of the :data:`SWITCH_DEFAULTS` columns (files older than the switch) with its default."""
+    """Fill the nulls of the :data:`SWITCH_DEFAULTS` columns (files older than the switch) with its
+    default (those of the columns ``trials`` holds)."""
     for name, value in SWITCH_DEFAULTS.items():
         index = trials.schema.get_field_index(name)
+        if index < 0:
+            continue
         column = trials[name]
         trials = trials.set_column(index, trials.schema.field(index), pa.compute.fill_null(column, value))
     return trials
 
 
 def upgrade_v1(trials: pa.Table) -> pa.Table:
-    """Fill the columns v1 rows lack (``selection`` is null only in v1 rows) with v1's behaviour."""
+    """Fill the columns v1 rows lack (``selection`` is null only in v1 rows) with v1's behaviour
+    (those of the columns ``trials`` holds, which include :data:`MIGRATION_INPUTS`)."""
     if trials.num_rows == 0:
         return trials
     is_v1 = pa.compute.is_null(trials["selection"])
@@ -51,6 +60,8 @@ def upgrade_v1(trials: pa.Table) -> pa.Table:
         return trials
     for name, value in V1_VARIANT.items():
         index = trials.schema.get_field_index(name)
+        if index < 0:
+            continue
         column = trials[name]
         filled = pa.compute.if_else(is_v1, pa.scalar(value, column.type), column)
         trials = trials.set_column(index, trials.schema.field(index), filled)

@@ -7,8 +7,11 @@ Layout under the store root (a local path or any URI pyarrow's filesystems under
 
     orthotune-store.json                   marker: format and schema version
     trials/search=NAME/trial-ID.parquet    one row per trial (TRIALS_SCHEMA)
+    trials/search=NAME/compacted-*.parquet many trials' rows, merged by ``store compact``
     epochs/search=NAME/trial-ID.parquet    per-epoch history of that trial (EPOCHS_SCHEMA)
+    epochs/search=NAME/compacted-*.parquet many trials' histories
     searches/NAME.json                     how the search was launched, and its state
+    summaries/NAME.json                    its trial counts by status (what ``status`` shows)
     leases/NAME.json                       the live driver's lease on that search (see _lease)
     quarantine/STAMP/...                   what ``orthotune store check --quarantine`` moved aside
     optuna/NAME.journal                    the cells' Optuna studies (optuna-dashboard)
@@ -21,11 +24,13 @@ derived from the search and trial id alone, so writing the same trial again (a t
 Tune retried after its worker died) replaces the file instead of adding rows, and two
 searches never share a file. Files are written under a hidden temporary name (readers
 skip names starting with ``.``) and then moved into place, so no reader sees half a file.
+``_compact`` merges a search's trial files into compacted ones; which file a reader takes
+when both hold a trial is ``_files``' rule (the compacted one).
 
 Durability (``_io``): on a local filesystem the temporary file is fsync'ed before it is
 moved into place and the folder after, so a power cut leaves the old file or the new one;
-on a remote filesystem (s3://, gs://, ...) the put-then-move is retried with backoff on
-transient ``OSError``. The tables' columns are declared in ``_schema``; rows of older
+on an object store (s3://, gs://) a file is put whole under its final name; remote writes
+are retried with backoff on transient ``OSError``. The tables' columns are declared in ``_schema``; rows of older
 schema versions are filled in on reading by ``_migrate``. Readers are tolerant all the
 same: a Parquet file that cannot be read (truncated, corrupt, or of a schema that does not
 cast) is skipped with one warning line naming it and ``orthotune store check``, which lists
@@ -34,11 +39,13 @@ and quarantines such files.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
-import re
+import operator
 import shlex
 import sys
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import IO, TYPE_CHECKING, Any
@@ -51,8 +58,9 @@ if TYPE_CHECKING:
     import pyarrow.dataset as ds
 
 from orthotune.core import OrthotuneError
+from orthotune.store._files import READ_ERRORS, is_compacted, listing, readable, trial_file_name
 from orthotune.store._io import TEMPORARY_PREFIX, durable_write, filesystem, remote_write, retrying
-from orthotune.store._migrate import fill_switch_defaults, upgrade_v1, upgrade_v2
+from orthotune.store._migrate import MIGRATION_INPUTS, fill_switch_defaults, upgrade_v1, upgrade_v2
 from orthotune.store._schema import (
     MARKER,
     PARTITION,
@@ -63,8 +71,8 @@ from orthotune.store._schema import (
     check_search_name,
 )
 
-#: What reading a damaged or foreign Parquet file raises (ArrowInvalid is a ValueError).
-READ_ERRORS = (pa.ArrowException, OSError, ValueError)
+#: The folder of the searches' summaries (trial counts by status).
+SUMMARIES = "summaries"
 
 
 @dataclass(frozen=True)
@@ -107,6 +115,10 @@ class Store:
     def path(self, *parts: str) -> str:
         return "/".join([self.root, *parts])
 
+    def relative(self, path: str) -> str:
+        """A filesystem path inside the store, relative to its root."""
+        return path[len(self.root) + 1:] if path.startswith(f"{self.root}/") else path
+
     def _check_marker(self) -> None:
         try:
             marker = self.read_json(MARKER)
@@ -139,61 +151,122 @@ class Store:
         """Write one trial's row and its epoch rows; writing it again replaces them."""
         search, trial_id = check_search_name(trial["search"]), str(trial["trial_id"])
         trial = {**trial, "schema_version": SCHEMA_VERSION}
-        name = f"search={search}/trial-{_safe(trial_id)}.parquet"
+        name = f"search={search}/{trial_file_name(trial_id)}"
         epoch_rows = [{**row, "search": search, "trial_id": trial_id} for row in epochs]
         # epochs first: a reader that sees the trial row also sees its history
         self._write_table("epochs", name, epoch_rows)
         self._write_table("trials", name, [trial])
 
     def _write_table(self, table: str, name: str, rows: list[Mapping[str, Any]]) -> None:
-        schema = TABLES[table]
-        data = pa.Table.from_pylist([dict(r) for r in rows], schema=schema).drop_columns(["search"])
-        file_schema = data.schema.with_metadata(schema.metadata)
-        data = data.cast(file_schema)
+        data = file_table(table, pa.Table.from_pylist([dict(r) for r in rows], schema=TABLES[table]))
         self._atomic_write(f"{table}/{name}", lambda sink: pq.write_table(data, sink))
 
-    def _atomic_write(self, relative: str, write: Callable[[IO[bytes]], object]) -> None:
+    def _atomic_write(self, relative: str, write: Callable[[IO[bytes]], object], whole: bool = True) -> None:
+        """Write a file so that readers see the old one or the new one; ``whole``: small enough
+        to make in memory first (an object store then takes it in one request)."""
         final = self.path(relative)
         if isinstance(self.fs, pafs.LocalFileSystem):
             durable_write(final, write)
         else:
-            retrying(lambda: remote_write(self.fs, final, write))
+            retrying(lambda: remote_write(self.fs, final, write, whole))
 
-    def dataset(self, table: str) -> TolerantDataset:
-        """A table as a dataset whose reads skip unreadable files (one warning line each)."""
-        return TolerantDataset(self, table, self._dataset(table))
+    def dataset(self, table: str, search: str | None = None) -> TolerantDataset:
+        """A table (one search's rows, when given) as a dataset whose reads skip unreadable
+        files (one warning line each) and take each trial from one file (``_files``)."""
+        return TolerantDataset(self, table, lambda: readable(self.fs, listing(
+            self.fs, self.path(table), None if search is None else [check_search_name(search)])))
 
-    def _dataset(self, table: str, files: list[str] | None = None) -> ds.Dataset:
+    def _dataset(self, table: str, files: list[str]) -> ds.Dataset:
         # imported here: pyarrow.dataset pulls in pandas, which `launch --help` does not need
         import pyarrow.dataset as ds
 
-        schema = TABLES[table]
-        base = self.path(table)
-        partitioning = ds.partitioning(PARTITION, flavor="hive")
-        if files is not None:
-            return ds.dataset(files, schema=schema, format="parquet", filesystem=self.fs,
-                              partitioning=partitioning, partition_base_dir=base)
-        if self.fs.get_file_info(base).type != pafs.FileType.Directory:
-            return ds.dataset(pa.Table.from_pylist([], schema=schema))
-        return ds.dataset(base, schema=schema, format="parquet", filesystem=self.fs, partitioning=partitioning)
+        if not files:
+            return ds.dataset(TABLES[table].empty_table())
+        return ds.dataset(files, schema=TABLES[table], format="parquet", filesystem=self.fs,
+                          partitioning=ds.partitioning(PARTITION, flavor="hive"), partition_base_dir=self.path(table))
 
     def read_file(self, table: str, path: str) -> pa.Table:
         """One Parquet file of ``table`` (a filesystem path), whole, in the declared schema;
         raises one of :data:`READ_ERRORS` when it cannot be read or cast."""
         return self._dataset(table, [path]).to_table().cast(TABLES[table])
 
-    def read(self, table: str, search: str | None = None) -> pa.Table:
-        """A whole table (optionally one search's rows), in the declared schema.
+    def read(self, table: str, search: str | None = None, columns: Sequence[str] | None = None,
+             trials: Iterable[tuple[str, str]] | None = None) -> pa.Table:
+        """A table (optionally one search's rows), in the declared schema.
 
-        Rows written by schema v1 (no variant columns) come back with :data:`V1_VARIANT`,
-        rows written before v3 with their depth in graph convolutions (:func:`upgrade_v2`).
-        An unreadable file is skipped with a warning (see :class:`TolerantDataset`).
+        ``columns``: only these (in this order), the rest never decoded. ``trials``: only these
+        ``(search, trial_id)``, whose own files are opened by name and whose compacted files
+        are filtered (never the whole table). Rows written by schema v1 (no variant columns)
+        come back with :data:`V1_VARIANT`, rows written before v3 with their depth in graph
+        convolutions (:func:`upgrade_v2`), whatever ``columns`` asks for. An unreadable file
+        is skipped with a warning (see :class:`TolerantDataset`).
         """
         import pyarrow.dataset as ds
 
+        wanted = None if trials is None else _by_search(trials)
+        if search is not None:
+            wanted = None if wanted is None else {search: wanted.get(search, set())}
+        searches = [search] if search is not None else None if wanted is None else sorted(wanted)
         where = None if search is None else ds.field("search") == search
-        data = self.dataset(table).to_table(filter=where).cast(TABLES[table])
-        return fill_switch_defaults(upgrade_v2(upgrade_v1(data))) if table == "trials" else data
+        if wanted is not None:
+            chosen = [(ds.field("search") == name) & ds.field("trial_id").isin(sorted(ids))
+                      for name, ids in wanted.items() if ids]
+            where = functools.reduce(operator.or_, chosen) if chosen else ds.scalar(False)
+
+        def files() -> list[str]:
+            found = listing(self.fs, self.path(table),
+                            None if searches is None else [check_search_name(s) for s in searches])
+            if wanted is not None:  # a trial's own file, by name; compacted files (filtered)
+                names = {f"{self.path(table)}/search={s}/{trial_file_name(i)}"
+                         for s, ids in wanted.items() for i in ids}
+                found = [p for p in found if is_compacted(p) or p in names]
+            return readable(self.fs, found)
+
+        schema = TABLES[table]
+        names = schema.names if columns is None else list(columns)
+        read = names if table != "trials" else [*names, *(c for c in MIGRATION_INPUTS if c not in names)]
+        data = TolerantDataset(self, table, files).to_table(columns=read, filter=where)
+        data = data.cast(pa.schema([schema.field(c) for c in read]))
+        if table == "trials":
+            data = fill_switch_defaults(upgrade_v2(upgrade_v1(data)))
+        return data.select(names)
+
+    def trial_statuses(self, search: str) -> dict[str, str]:
+        """Each stored trial of ``search`` and its status, from the rows."""
+        rows = self.read("trials", search=search, columns=["trial_id", "status"])
+        return dict(zip(rows["trial_id"].to_pylist(), rows["status"].to_pylist()))
+
+    # -- summaries: a search's trial counts, kept beside its rows ------------------------
+
+    def summary(self, search: str) -> dict[str, int] | None:
+        """The trial counts by status the driver (or ``store compact``/``store check``) last
+        wrote for ``search``; None where there is none or it cannot be read."""
+        relative = f"{SUMMARIES}/{check_search_name(search)}.json"
+        try:
+            value = self.read_json(relative)
+        except FileNotFoundError:
+            return None
+        except (ValueError, OSError) as error:
+            self.warn_unreadable(self.path(relative), error)
+            return None
+        counts = value.get("counts") if isinstance(value, dict) else None
+        if not isinstance(counts, dict) or not all(isinstance(n, int) for n in counts.values()):
+            self.warn_unreadable(self.path(relative), "not a summary")
+            return None
+        return counts
+
+    def write_summary(self, search: str, counts: Mapping[str, int]) -> None:
+        """Record ``search``'s trial counts by status (zero counts left out)."""
+        self.write_json(f"{SUMMARIES}/{check_search_name(search)}.json",
+                        {"search": search, "counts": {k: int(n) for k, n in sorted(counts.items()) if n},
+                         "updated_at": now().isoformat(timespec="milliseconds")})
+
+    def table_searches(self) -> list[str]:
+        """The searches with a folder in the ``trials`` table (listed, no file opened)."""
+        folder = self.path("trials")
+        infos = self.fs.get_file_info(pafs.FileSelector(folder, allow_not_found=True))
+        return sorted(i.base_name[len("search="):] for i in infos if i.type == pafs.FileType.Directory
+                      and i.base_name.startswith("search=") and SEARCH_NAME.match(i.base_name[len("search="):]))
 
     def warn_unreadable(self, path: str, error: BaseException | str) -> None:
         """One warning line on stderr per unreadable file (per opened store), naming the repair."""
@@ -274,43 +347,58 @@ SCAN_FILES = 200
 
 
 class TolerantDataset:
-    """A table's Parquet dataset whose ``to_table`` never fails on one bad file.
+    """A table's Parquet files as a dataset whose ``to_table`` never fails on one bad file.
 
-    The dataset is read in one scan (the fast path), or, above :data:`SCAN_FILES` files, in
-    scans of that many; only a scan that fails is read file by file, skipping (with
-    :meth:`Store.warn_unreadable`) each file that fails. Other attributes are the underlying
-    ``pyarrow.dataset.Dataset``'s.
+    ``files`` lists the files to read (the store's listing under ``_files``' rule); it is
+    called again when a listed file has gone before it was read (a compaction moved its rows
+    into a compacted file meanwhile), so a reader during a compaction still reads each trial
+    once. The files are read in one scan (the fast path), or, above :data:`SCAN_FILES`
+    files, in scans of that many; only a scan that fails is read file by file, skipping (with
+    :meth:`Store.warn_unreadable`) each file that fails.
     """
 
-    def __init__(self, store: Store, table: str, dataset: ds.Dataset) -> None:
-        self.store, self.table, self.dataset = store, table, dataset
+    #: Listings tried when files vanish between listing and reading (then they are skipped).
+    ATTEMPTS = 3
+
+    def __init__(self, store: Store, table: str, files: Callable[[], list[str]]) -> None:
+        self.store, self.table, self._list = store, table, files
 
     @property
     def schema(self) -> pa.Schema:
-        return self.dataset.schema
+        return TABLES[self.table]
 
     @property
     def files(self) -> list[str]:
-        return list(getattr(self.dataset, "files", []))
+        return self._list()
 
     def to_table(self, columns: list[str] | None = None, filter: Any = None) -> pa.Table:  # noqa: A002
-        files = self.files
+        for attempt in range(self.ATTEMPTS):
+            gone: list[str] = []
+            found = self._read(self._list(), columns, filter, gone if attempt < self.ATTEMPTS - 1 else None)
+            if not gone:
+                return found
+        raise AssertionError("unreachable: the last attempt skips vanished files")
+
+    def _read(self, files: list[str], columns: list[str] | None, filter: Any,  # noqa: A002
+              gone: list[str] | None) -> pa.Table:
         if len(files) > SCAN_FILES:
             # only the files the filter's partition values can match (``search == NAME``)
-            files = [fragment.path for fragment in self.dataset.get_fragments(filter=filter)]
+            with contextlib.suppress(*READ_ERRORS):  # a file gone since listed: the scans find it
+                files = [f.path for f in self.store._dataset(self.table, files).get_fragments(filter=filter)]
         if len(files) <= SCAN_FILES:
-            return self._scan(self.dataset, files, columns, filter)
+            return self._scan(files, columns, filter, gone)
         parts = []
         for start in range(0, len(files), SCAN_FILES):
-            group = files[start:start + SCAN_FILES]
-            parts.append(self._scan(self.store._dataset(self.table, group), group, columns, filter).combine_chunks())
+            parts.append(self._scan(files[start:start + SCAN_FILES], columns, filter, gone).combine_chunks())
             pa.default_memory_pool().release_unused()
         return pa.concat_tables(parts)
 
-    def _scan(self, dataset: ds.Dataset, files: list[str], columns: list[str] | None, filter: Any) -> pa.Table:  # noqa: A002
-        """``files`` (those of ``dataset``) in one scan, or file by file when that scan fails."""
+    def _scan(self, files: list[str], columns: list[str] | None, filter: Any,  # noqa: A002
+              gone: list[str] | None) -> pa.Table:
+        """``files`` in one scan, or file by file when that scan fails; a file that has gone
+        since it was listed goes to ``gone`` (None: skipped like a bad one)."""
         try:
-            return dataset.to_table(columns=columns, filter=filter)
+            return self.store._dataset(self.table, files).to_table(columns=columns, filter=filter)
         except READ_ERRORS:
             pass
         import pyarrow.dataset as ds
@@ -322,19 +410,29 @@ class TolerantDataset:
             try:
                 parts.append(self.store._dataset(self.table, [path]).to_table(columns=columns, filter=filter))
             except READ_ERRORS as error:
-                self.store.warn_unreadable(path, error)
+                if gone is not None and self.store.fs.get_file_info(path).type == pafs.FileType.NotFound:
+                    gone.append(path)
+                else:
+                    self.store.warn_unreadable(path, error)
         return pa.concat_tables(parts) if parts else empty
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.dataset, name)
 
 
 def _first_line(error: BaseException | str) -> str:
     return (str(error).strip().splitlines() or [type(error).__name__])[0]
 
 
-def _safe(trial_id: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", trial_id)
+def file_table(table: str, data: pa.Table) -> pa.Table:
+    """Rows of ``table`` as its files hold them: without the ``search`` partition column, with
+    the schema's metadata (the schema version)."""
+    data = data.drop_columns(["search"])
+    return data.cast(data.schema.with_metadata(TABLES[table].metadata))
+
+
+def _by_search(trials: Iterable[tuple[str, str]]) -> dict[str, set[str]]:
+    wanted: dict[str, set[str]] = {}
+    for search, trial_id in trials:
+        wanted.setdefault(str(search), set()).add(str(trial_id))
+    return wanted
 
 
 def now() -> datetime:

@@ -81,6 +81,23 @@ def test_status_shows_states_and_what_to_do_without_touching_leases(tmp_path, ca
     live.release()
 
 
+def test_status_counts_from_summaries_without_opening_a_trial_file(tmp_path, capsys, monkeypatch):
+    store = status_store(tmp_path)
+    store.write_summary("done", {"completed": 2, "failed": 1})
+    for path in Path(store.root).rglob("*.parquet"):  # had status read a trial file, it would say so
+        path.write_bytes(b"PAR1 not parquet")
+
+    def no_trial_file(*args, **kwargs):
+        raise AssertionError("status opened a trial file")
+
+    monkeypatch.setattr(Store, "_dataset", no_trial_file)
+    monkeypatch.setattr(Store, "trial_statuses", lambda self, search: {} if search != "done" else no_trial_file())
+    code, out, err = run_cli(capsys, "status", "--store", store.uri)
+    assert code == 0 and err == ""
+    counts = {line.split()[0]: line.split()[2:] for line in out.splitlines()[1:8]}
+    assert counts["done"] == ["3", "2", "0", "1"]
+
+
 def test_status_lists_a_search_with_an_unreadable_record_from_its_rows(tmp_path, capsys):
     store = status_store(tmp_path)
     Path(store.path("searches", "done.json")).write_text("{oops")

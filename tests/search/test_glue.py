@@ -127,6 +127,24 @@ def test_recorder_writes_each_config_of_a_pack_under_its_own_id(store):
     assert len(store.read("epochs").to_pylist()) == 4
 
 
+def test_recorder_keeps_the_searchs_summary_with_earlier_sessions_and_a_retried_trial_counted_once(store):
+    for trial_id, status in (("old-1", "completed"), ("old-2", "failed")):  # an earlier session's rows
+        store.write_trial({"search": "s", "trial_id": trial_id, "status": status, "dataset": "cora",
+                           "setting": "full", "backbone": "gcn"}, [])
+    recorder = StoreRecorder(store.uri, "s")
+    recorder.setup()
+    errored = FakeTrial("t1", PLAIN, "ERROR", {})
+    recorder.on_trial_error(0, [], errored)
+    assert store.summary("s") == {"completed": 1, "failed": 2}
+    retried = FakeTrial("t1", PLAIN, "TERMINATED", final([[run(0, 0.4), run(1, 0.6)]], [0.5]))
+    recorder.on_trial_complete(0, [], retried)  # Tune retried it: it ends again, under the same id
+    pack = FakeTrial("p", {"group": [ORTHO, {**ORTHO, "T": 3}]}, "TERMINATED",
+                     final([[run(0, 0.4), run(1, 0.4)], [run(0, 0.6), run(1, 0.6)]], [0.4, 0.6]))
+    recorder.on_trial_complete(0, [], pack)
+    assert store.summary("s") == {"completed": 4, "failed": 1}
+    assert store.summary("s") == dict(Counter(store.trial_statuses("s").values()))
+
+
 # -- the progress display ---------------------------------------------------------------------
 
 def trials_now():

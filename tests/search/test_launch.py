@@ -168,6 +168,14 @@ def test_status_lists_searches_with_counts(finished_search):
     assert "finished" in row and f" {TOTAL} " in row
 
 
+def test_a_finished_search_is_compacted_and_its_summary_holds_its_counts(finished_search):
+    store, out = finished_search
+    for table in ("trials", "epochs"):
+        names = [p.name for p in (store / table / "search=asha").iterdir()]
+        assert len(names) == 1 and names[0].startswith("compacted-"), names
+    assert Store.open(str(store)).summary("asha") == dict(printed_counts(out))
+
+
 def test_same_name_twice_and_resuming_a_finished_search_are_refused_and_keep_the_data(finished_search, space_file):
     store, _ = finished_search
     before = Store.open(str(store)).read("trials").num_rows

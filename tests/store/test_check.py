@@ -74,3 +74,30 @@ def test_check_lists_every_problem_and_quarantine_moves_only_those(tmp_path):
     assert sorted(store.read("trials")["trial_id"].to_pylist()) == ["t0", "t2"]
     assert store.read("epochs").num_rows == 3
     assert sorted(store.searches()) == ["s"]
+
+
+def test_check_finds_a_summary_that_disagrees_with_the_rows_and_quarantine_writes_it_again(tmp_path):
+    store = Store.open(str(tmp_path / "store"), create=True)
+    for i, status in enumerate(("completed", "completed", "failed")):
+        store.write_trial({**row(f"t{i}"), "status": status}, [])
+    store.write_summary("s", {"completed": 2, "failed": 1})
+    assert check_store(store) == []
+    store.write_summary("s", {"completed": 5})  # a driver killed between a trial and its summary, say
+    (problem,) = check_store(store)
+    assert (problem.path, problem.kind) == ("summaries/s.json", "stale summary")
+    assert "it counts 5 completed, the rows 2 completed, 1 failed" in problem.detail
+    ((source, target),) = quarantine(store, [problem])
+    assert source == "summaries/s.json" and os.path.exists(store.path(target))  # the old one kept aside
+    assert store.summary("s") == {"completed": 2, "failed": 1}
+    assert check_store(store) == []
+
+
+def test_a_running_searchs_summary_is_its_drivers_and_not_judged(tmp_path):
+    from orthotune.store import Lease
+
+    store = Store.open(str(tmp_path / "store"), create=True)
+    store.write_trial(row("t0"), [])
+    store.write_summary("s", {})  # the driver is between a trial's files and its summary
+    with Lease.acquire(store, "s"):
+        assert check_store(store) == []
+    assert [p.kind for p in check_store(store)] == ["stale summary"]

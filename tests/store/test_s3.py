@@ -54,6 +54,35 @@ def test_rows_go_to_s3_and_come_back_and_a_corrupt_object_is_skipped_named_and_q
     assert sorted(Store.open(s3).read("trials")["trial_id"].to_pylist()) == ["t0", "t2"]
 
 
+def test_a_trial_and_the_searchs_summary_go_up_in_three_requests_each_object_whole(s3):
+    """The driver's write of an ended trial: its epochs, its row and the search's summary, one
+    PUT each (no folder markers, no temporary copied into place, no existence checks)."""
+    import logging
+
+    store = Store.open(s3, create=True)
+    requests: list[str] = []
+
+    class Count(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            requests.append(record.getMessage().split('"')[1] if '"' in record.getMessage() else record.getMessage())
+
+    log = logging.getLogger("werkzeug")  # moto's server logs one line per request
+    level, handler = log.level, Count()
+    log.setLevel(logging.INFO)
+    log.addHandler(handler)
+    try:
+        for i in range(3):
+            store.write_trial(row("s", f"t{i}"), [{"repeat": 0, "epoch": e, "val_acc": 0.5} for e in (1, 2)])
+            store.write_summary("s", {"completed": i + 1})
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(level)
+    assert len(requests) == 9 and all(r.startswith("PUT ") for r in requests), requests
+    assert sorted(o for o in objects(store) if o.startswith(("trials/", "epochs/"))) == sorted(
+        f"{table}/search=s/trial-t{i}.parquet" for table in ("trials", "epochs") for i in range(3))
+    assert store.read("epochs", search="s").num_rows == 6 and store.summary("s") == {"completed": 3}
+
+
 def test_the_cli_answers_on_an_s3_store(s3, capsys):
     store = Store.open(s3, create=True)
     store.write_trial(row("s", "t0"), [])
