@@ -27,6 +27,7 @@ from typing import Any
 
 from orthotune.core._catalogue import is_reference_backbone, reference_backbone
 
+
 @dataclass(frozen=True)
 class Arm:
     """One arm of the comparison."""
