@@ -11,7 +11,10 @@ import pandas as pd
 from orthotune.core import (
     ARMS,
     DATASETS,
+    REFERENCE,
+    REFERENCE_BACKBONES,
     SETTINGS,
+    SPLIT_FIELDS,
     CellAxis,
     CellRole,
     ConfigError,
@@ -120,17 +123,58 @@ def load_trials(store: Store | str, filters: Filters | None = None) -> pd.DataFr
     table = store.read("trials")
     frame = table.to_pandas()
     _check_searches(store, frame, filters.searches)
+    reference = is_reference(frame)
     keep = pd.Series(True, index=frame.index)
-    for column, values in (("search", filters.searches), ("dataset", filters.datasets),
-                           ("setting", filters.settings), ("backbone", filters.backbones),
-                           ("depth", filters.depths), ("variant", filters.variants)):
+    if filters.searches:  # with the reference rows these searches reuse from others (their records)
+        reused = reused_from(store.searches(), filters.searches)
+        keep &= frame["search"].isin(filters.searches) | (reference & frame["search"].isin(reused))
+    for column, values in (("dataset", filters.datasets), ("setting", filters.settings)):
         if values:
             keep &= frame[column].isin(values)
+    # the reference is per dataset and setting: the arms' filters (backbone, depth, arm,
+    # variant) leave it in, so every verdict they keep still stands beside it
+    arms = pd.Series(True, index=frame.index)
+    for column, values in (("backbone", filters.backbones), ("depth", filters.depths),
+                           ("variant", filters.variants)):
+        if values:
+            arms &= frame[column].isin(values)
     if filters.ortho is not None:
-        keep &= frame["ortho"] == filters.ortho
-    frame = frame[keep].reset_index(drop=True)
-    frame[ARM] = frame[ARM_COLUMN].map({arm.ortho: arm.name for arm in ARMS})
+        arms &= frame["ortho"] == filters.ortho
+    frame = frame[keep & (arms | reference)].reset_index(drop=True)
+    frame[ARM] = frame[ARM_COLUMN].map({arm.ortho: arm.name for arm in ARMS}).where(~is_reference(frame),
+                                                                                       REFERENCE.name)
+    frame[SPLIT_RULE] = [_split_rule(row) for row in frame[list(SPLIT_FIELDS)].to_dict("records")]
     return add_variant_keys(frame)
+
+
+#: The column :func:`load_trials` adds for a row's split rule (``split_train=0.6;...`` for the
+#: random setting, empty otherwise): the reference of a pair is the one of its split rule.
+SPLIT_RULE = "split_rule"
+
+
+def is_reference(frame: pd.DataFrame) -> pd.Series:
+    """The rows of the structure-agnostic reference (``core.REFERENCE``): its backbones'."""
+    return frame["backbone"].isin(REFERENCE_BACKBONES)
+
+
+def split_reference(trials: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``trials`` as the arms' rows and the reference's rows."""
+    reference = is_reference(trials)
+    return trials[~reference].reset_index(drop=True), trials[reference].reset_index(drop=True)
+
+
+def reused_from(records: dict, searches: Sequence[str]) -> list[str]:
+    """The searches whose reference rows ``searches`` reuse, as their records say (a record's
+    ``references``: reference cell key -> the search that trained it)."""
+    found = []
+    for name in searches:
+        reused = (records.get(name) or {}).get("references") or {}
+        found += [source for source in reused.values() if isinstance(source, str)]
+    return sorted(set(found))
+
+
+def _split_rule(values: dict) -> str:
+    return _encode({k: _scalar(v) for k, v in values.items() if _scalar(v) is not None})
 
 
 def add_variant_keys(frame: pd.DataFrame) -> pd.DataFrame:

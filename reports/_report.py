@@ -9,7 +9,7 @@ import pandas as pd
 
 from orthotune.reports._curve import PairCurve, curve_notes, pair_curves, with_settled
 from orthotune.reports._curve_plot import curve_figures
-from orthotune.reports._load import Filters, load_trials, open_store
+from orthotune.reports._load import Filters, load_trials, open_store, split_reference
 from orthotune.reports._plots import Figure, figures
 from orthotune.reports._select import TIE_RULE_TEXT, select_best
 from orthotune.reports._tables import (
@@ -19,6 +19,7 @@ from orthotune.reports._tables import (
     expected_cells,
     importance,
     missing_cells,
+    reference_table,
     summary,
     t_effect,
     winners_table,
@@ -47,6 +48,7 @@ class Report:
     ablation: pd.DataFrame = field(default_factory=pd.DataFrame)
     importance: pd.DataFrame = field(default_factory=pd.DataFrame)
     figures: list[Figure] = field(default_factory=list)
+    references: pd.DataFrame = field(default_factory=pd.DataFrame)  # the structure-agnostic reference's
     verdicts: Verdicts = Verdicts((), ())  # the summary the report opens with
     curves: list[PairCurve | None] = field(default_factory=list)  # per summary row, its tuning curve
 
@@ -64,10 +66,10 @@ def pair_verdicts(store: Store | str, filters: Filters | None = None) -> Verdict
     """The verdict line of every pair that matches ``filters`` and the warnings on them (what
     ``launch`` ends with and ``best`` prints; the report opens with the same)."""
     store, filters = open_store(store), filters or Filters()
-    trials = load_trials(store, filters)
+    trials, references = _arms_and_reference(store, filters)
     winners = select_best(trials)
     expected = expected_cells(trials, _arms(filters))
-    table, curves = _with_curves(trials, summary(winners, expected))
+    table, curves = _with_curves(trials, summary(winners, expected, references))
     return _verdicts(store, trials, winners, table, missing_cells(trials, winners, expected), curves)
 
 
@@ -75,9 +77,9 @@ def tuning_curves(store: Store | str, filters: Filters | None = None) -> list[Pa
     """The tuning curve of every pair that matches ``filters`` and has a winner in both arms
     (``best --curve``; the report draws the same)."""
     store, filters = open_store(store), filters or Filters()
-    trials = load_trials(store, filters)
+    trials, references = _arms_and_reference(store, filters)
     winners = select_best(trials)
-    _, curves = _with_curves(trials, summary(winners, expected_cells(trials, _arms(filters))))
+    _, curves = _with_curves(trials, summary(winners, expected_cells(trials, _arms(filters)), references))
     return [curve for curve in curves if curve is not None]
 
 
@@ -85,6 +87,13 @@ def _with_curves(trials: pd.DataFrame, table: pd.DataFrame) -> tuple[pd.DataFram
     """The summary with each pair's settled word, and the curves it was read from."""
     curves = pair_curves(trials, table)
     return with_settled(table, curves), curves
+
+
+def _arms_and_reference(store: Store, filters: Filters) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The arms' trials, and the structure-agnostic reference of each setting, dataset and
+    split rule (``reference_table``)."""
+    arms, reference = split_reference(load_trials(store, filters))
+    return arms, reference_table(select_best(reference)) if len(reference) else reference_table(reference)
 
 
 def _arms(filters: Filters) -> tuple[bool, ...]:
@@ -100,10 +109,10 @@ def _verdicts(store: Store, trials: pd.DataFrame, winners: pd.DataFrame, table: 
 def build_report(store: Store | str, filters: Filters | None = None, plots: bool = True) -> Report:
     """Select the winners of ``store`` and compute the tables (and, with ``plots``, figures)."""
     store, filters = open_store(store), filters or Filters()
-    trials = load_trials(store, filters)
+    trials, references = _arms_and_reference(store, filters)
     winners = select_best(trials)
     expected = expected_cells(trials, _arms(filters))
-    table, curves = _with_curves(trials, summary(winners, expected))
+    table, curves = _with_curves(trials, summary(winners, expected, references))
     missing = missing_cells(trials, winners, expected)
     effect = t_effect(trials)
     drawn = plots and not winners.empty
@@ -125,6 +134,7 @@ def build_report(store: Store | str, filters: Filters | None = None, plots: bool
                  *curve_figures(curves)] if drawn else [],
         verdicts=_verdicts(store, trials, winners, table, missing, curves),
         curves=curves,
+        references=references,
     )
 
 
