@@ -90,7 +90,7 @@ def reference_place(row: Mapping[str, Any]) -> str:
     ref = _float(row.get("ref_test_acc"))
     if not math.isfinite(ref):
         return (f"no structure-agnostic baseline for {row.get('dataset')} in the store (a space with "
-                f"'reference: true' searches it)")
+                f"reference: true searches it)")
     low, high = _float(row.get("ref_ci_low")), _float(row.get("ref_ci_high"))
     if not (math.isfinite(low) and math.isfinite(high)):
         low = high = ref
