@@ -299,11 +299,15 @@ class SearchSpace:
         ``samples`` as its own budget: a search over several cells gives each cell its own
         searcher, budget and ASHA bracket, so both arms get equal budgets per cell. With
         variants, each variant's cells (named ``NAME/dataset/backbone/depth/VARIANT/arm``;
-        their configs carry the ``variant`` label)."""
-        references = [c for c in self.reference_cells() if c.key not in self.reused]
+        their configs carry the ``variant`` label). With ``reference: true``, the reference cells
+        follow (:meth:`reference_cells`), but those another search trained (``reused``)."""
+        return self.arm_cells() + [c for c in self.reference_cells() if c.key not in self.reused]
+
+    def arm_cells(self) -> list[SearchSpace]:
+        """:meth:`cells` without the reference's: the arms' cells."""
         if self.variants:
-            cells = [cell for part in self.parts() for cell in replace(part, reference=False).cells()]
-            return [replace(c, name=_variant_cell_name(c)) for c in cells] + references
+            cells = [cell for part in self.parts() for cell in replace(part, reference=False).arm_cells()]
+            return [replace(c, name=_variant_cell_name(c)) for c in cells]
         arms = [a for a, on in ((False, self.original), (True, self.ortho is not None)) if on]
         return [
             replace(self, name=f"{self.name}/{dataset}/{backbone}/{depth}/{'ortho' if arm else 'original'}",
@@ -311,7 +315,7 @@ class SearchSpace:
                     ortho=self.ortho if arm else None, reference=False, reused={})
             for dataset, backbone, depth in itertools.product(self.datasets, self.backbones, self.depths)
             for arm in arms
-        ] + references
+        ]
 
     @property
     def key(self) -> str:
