@@ -36,8 +36,9 @@ from orthotune.store import Store
 def reference_budget(cell: SearchSpace, samples: int | None, searcher: str, scheduler: str) -> str:
     """A reference cell's budget as canonical JSON: its space without its name, the trials it
     gets, the searcher and the scheduler."""
-    values = {k: v for k, v in cell.to_dict().items() if k != "name"}
+    values = {k: v for k, v in cell.to_dict().items() if k not in ("name", "setting", "repeats", "split")}
     values["samples"] = samples or cell.samples
+    values["protocol"] = cell.protocol(cell.datasets[0])  # setting, repeats, split rule, as its configs get them
     return json.dumps({**values, "searcher": searcher, "scheduler": scheduler}, sort_keys=True, default=str)
 
 
