@@ -47,23 +47,24 @@ class SettingInfo:
 #: - cv10 (PROTEINS, D&D): Graph U-Nets' protocol (Adam with amsgrad, lr 1e-3, weight decay
 #:   8e-4 as Gao & Ji's trainer, 200 epochs, no early stop).
 #: - alpha (GCNII's initial residual): GCNII's full-supervised script 0.5, its semi-supervised
-#:   one 0.1, its ogbn-arxiv example 0.5 (gunet has none).
+#:   one 0.1, its ogbn-arxiv example 0.5 (gunet has none); theta (GCNII's lambda): 0.5, the
+#:   default of its scripts (a dataset's own values: :data:`BACKBONE_DEFAULTS`).
 SETTINGS: Registry[SettingInfo] = Registry("setting")
 SETTINGS.add("full", SettingInfo(
     "full", "full-supervised", repeat="split", repeats_field="splits", default_repeats=tuple(range(5)),
     split="geom-gcn",
     defaults=dict(depth=2, hidden=64, lr=0.01, weight_decay=5e-5, dropout=0.5, epochs=1500, patience=200,
-                  alpha=0.5)))
+                  alpha=0.5, theta=0.5)))
 SETTINGS.add("semi", SettingInfo(
     "semi", "semi-supervised", repeat="seed", repeats_field="seeds", default_repeats=tuple(range(10)),
     split="public",
     defaults=dict(depth=2, hidden=64, lr=0.01, weight_decay=5e-4, dropout=0.5, epochs=1500, patience=200,
-                  alpha=0.1)))
+                  alpha=0.1, theta=0.5)))
 SETTINGS.add("official", SettingInfo(
     "official", "official split", repeat="seed", repeats_field="seeds", default_repeats=tuple(range(5)),
     split="official",
     defaults=dict(depth=2, hidden=256, lr=0.01, weight_decay=0.0, dropout=0.5, epochs=500, patience=100,
-                  alpha=0.5)))
+                  alpha=0.5, theta=0.5)))
 SETTINGS.add("cv10", SettingInfo(
     "cv10", "10-fold cross-validation", repeat="fold", repeats_field="splits", default_repeats=tuple(range(10)),
     split="folds",

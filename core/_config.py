@@ -190,7 +190,7 @@ class TrainConfig(_OrthoFields):
                                   "GCNII initial-residual weight, and APPNP's teleport probability (the same "
                                   "term: alpha * H(0) added to each propagation; node settings; unused by gunet)",
                                   _T, backbones=("gcnii", "appnp"))
-    theta: float = option(0.5, Rule("float", 0.0, low_open=True),
+    theta: float | None = option(None, Rule("float", 0.0, low_open=True, optional=True),
                            "GCNII identity-mapping strength (lambda in the GCNII paper)", _T, backbones=("gcnii",))
     # PyG backbones' own arguments: read by their backbone only (as alpha is by GCNII and
     # APPNP, jk by JKNet), so one space may search them over several backbones

@@ -24,7 +24,7 @@ from orthotune.reports._tables import (
     t_effect,
     winners_table,
 )
-from orthotune.reports._verdict import Verdicts, smoke_searches, verdicts
+from orthotune.reports._verdict import Verdicts, reference_words, smoke_searches, verdicts
 from orthotune.store import Store
 
 #: The epochs-table column of per-layer gradient norms (recorded every k epochs), if the
@@ -66,21 +66,34 @@ def pair_verdicts(store: Store | str, filters: Filters | None = None) -> Verdict
     """The verdict line of every pair that matches ``filters`` and the warnings on them (what
     ``launch`` ends with and ``best`` prints; the report opens with the same)."""
     store, filters = open_store(store), filters or Filters()
-    trials, references = _arms_and_reference(store, filters)
-    winners = select_best(trials)
-    expected = expected_cells(trials, _arms(filters))
-    table, curves = _with_curves(trials, summary(winners, expected, references))
-    return _verdicts(store, trials, winners, table, missing_cells(trials, winners, expected), curves)
+    trials, winners, table, missing, curves = _pairs(store, filters)
+    return _verdicts(store, trials, winners, table, missing, curves)
+
+
+def pair_summary(store: Store | str, filters: Filters | None = None) -> pd.DataFrame:
+    """One row per pair that matches ``filters`` (the report's summary: each arm's winner, the
+    paired test, the verdict and the structure-agnostic reference's ``ref_*`` columns), with the
+    verdict's words on the reference (``reference``)."""
+    _, _, table, _, _ = _pairs(open_store(store), filters or Filters())
+    return table.assign(reference=[reference_words(row) for _, row in table.iterrows()])
 
 
 def tuning_curves(store: Store | str, filters: Filters | None = None) -> list[PairCurve]:
     """The tuning curve of every pair that matches ``filters`` and has a winner in both arms
     (``best --curve``; the report draws the same)."""
-    store, filters = open_store(store), filters or Filters()
+    *_, curves = _pairs(open_store(store), filters or Filters())
+    return [curve for curve in curves if curve is not None]
+
+
+def _pairs(store: Store, filters: Filters) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame,
+                                                    list[PairCurve | None]]:
+    """The arms' trials, their winners, the pairs' summary (with each pair's settled word and
+    its reference), the missing cells and the pairs' tuning curves."""
     trials, references = _arms_and_reference(store, filters)
     winners = select_best(trials)
-    _, curves = _with_curves(trials, summary(winners, expected_cells(trials, _arms(filters)), references))
-    return [curve for curve in curves if curve is not None]
+    expected = expected_cells(trials, _arms(filters))
+    table, curves = _with_curves(trials, summary(winners, expected, references))
+    return trials, winners, table, missing_cells(trials, winners, expected), curves
 
 
 def _with_curves(trials: pd.DataFrame, table: pd.DataFrame) -> tuple[pd.DataFrame, list[PairCurve | None]]:

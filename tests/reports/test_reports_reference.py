@@ -121,3 +121,23 @@ def test_a_search_sees_the_reference_rows_it_reuses(tmp_path):
     store.save_search_meta("first", {})
     (line,) = pair_verdicts(store, Filters(searches=("second",))).lines
     assert "both arms below the structure-agnostic baseline by 29.0 pts" in line
+
+
+def test_best_prints_the_reference_and_its_json_fields(tmp_path, capsys):
+    import json
+
+    from orthotune.cli import main
+
+    store = _store(tmp_path / "s", ARM, _shift(ARM, 0.02))
+    assert main(["best", "--store", store.uri]) == 0
+    out = capsys.readouterr().out
+    assert "structure-agnostic" in out.split("verdict per pair")[0]  # its winner in the table
+    assert "both arms below the structure-agnostic baseline by 29.0 pts" in out
+    assert main(["best", "--store", store.uri, "--pairs-json"]) == 0
+    (pair,) = json.loads(capsys.readouterr().out)
+    assert pair["ref_test_acc"] == pytest.approx(0.82) and pair["ref_trial_id"] == "r" and pair["ref_repeats"] == 5
+    assert pair["ref_ci_low"] == pytest.approx(_ci(REF)[0]) and pair["ref_backbone"] == "mlp"
+    assert pair["reference"].startswith("structure-agnostic baseline 82.00 +- 3.16: both arms below")
+    assert main(["best", "--store", store.uri, "--json"]) == 0  # configs only: the reference's reruns too
+    configs = json.loads(capsys.readouterr().out)
+    assert [c["backbone"] for c in configs] == ["gcn", "gcn", "mlp"] and configs[-1]["ortho"] is False

@@ -1,6 +1,7 @@
 """The structure-agnostic reference in real searches (issue 36): trained once per dataset and
 setting per search (not once per cell), with the arms' budget, and reused by a later search
-of the same store with the same budget, never with another; `launch` ends with it."""
+of the same store with the same budget, never with another (decided on hand-made records
+and rows below); `launch` ends with it."""
 
 from __future__ import annotations
 
@@ -48,8 +49,8 @@ def space_file(tmp_path_factory):
     return path
 
 
-@pytest.mark.slow  # three searches on a real local Ray
-def test_trained_once_per_dataset_reused_with_the_same_budget_only(tmp_path, space_file):
+@pytest.mark.slow  # two searches on a real local Ray
+def test_trained_once_per_dataset_per_search_and_reused_by_the_next(tmp_path, space_file):
     store = tmp_path / "store"
     first = launch(store, "first", space_file)
     counts = trained(store)
@@ -65,7 +66,6 @@ def test_trained_once_per_dataset_reused_with_the_same_budget_only(tmp_path, spa
     assert counts[("second", "gcn")] == 8 and counts[("second", "mlp")] == 0  # reused, not trained
     assert Store.open(str(store)).search_meta("second")["references"] == {"texas/mlp/2/reference": "first"}
     assert "structure-agnostic baseline" in second.split("verdict per pair")[1]
-
 
 
 # -- the reuse decision, on hand-made records and rows ---------------------------------------
