@@ -52,7 +52,7 @@ def _budgets(space: SearchSpace, samples: int | None, searcher: str, scheduler: 
 def reused_references(store: Store, options: LaunchOptions) -> dict[str, str]:
     """The reference cells of ``options``' space that another search of ``store`` trained in
     full with the same budget: cell key -> that search (the earliest created, then by name)."""
-    if not options.space.reference or options.searcher == "grid" and options.points is not None:
+    if not options.space.reference or (options.searcher == "grid" and options.points is not None):
         return {}
     wanted = _budgets(options.space, options.samples, options.searcher, options.scheduler)
     records = sorted(((name, meta) for name, meta in store.searches().items() if name != options.name),
