@@ -6,7 +6,8 @@ depth, a variant, in one arm. Each coordinate is a field of :class:`Cell` made b
 documentation and its role; the rest derives from these declarations: the search's cell key
 (:attr:`Cell.key`: it names Optuna studies, stored searchers and ASHA brackets), the report's
 group keys, sort orders, paper tables and headers, and ``best``'s table. The arms are
-declared once in :data:`ARMS`.
+declared once in :data:`ARMS`, and the structure-agnostic reference beside them once in
+:data:`REFERENCE` (a cell of a reference backbone is the reference's).
 
 Roles (:class:`CellRole`): the *place* coordinates (dataset, setting, backbone, depth) say where
 two arms are compared; the *variant* (a profile or an ablation label; the report tells
