@@ -12,6 +12,7 @@ from orthotune.core import (
     DATASETS,
     OBJECTIVE,
     SETTINGS,
+    CellRole,
     OrthotuneError,
     Summary,
     all_backbones,
@@ -23,6 +24,7 @@ if TYPE_CHECKING:  # pandas and the reports layer are imported inside run: --hel
     import pandas as pd
 
     from orthotune.reports import Filters, PairCurve
+    from orthotune.store import Store
 
 #: Columns of the table view, in order: the cell's coordinates, then its winner (accuracies as
 #: mean ± std over the repeats).
@@ -64,6 +66,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--curve", action="store_true",
                         help="each pair's tuning curve too: the gain of the winners among each arm's first k "
                              "trials; with --json/--yaml the output becomes {configs: [...], curves: [...]}")
+    output.add_argument("--pairs-json", action="store_true",
+                        help="a JSON list of the pairs: each arm's winner, the verdict, and the "
+                             "structure-agnostic baseline's test accuracy (ref_test_acc, ref_test_acc_std, "
+                             "its 95%% CI) with the verdict's words on it (reference)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -74,6 +80,9 @@ def run(args: argparse.Namespace) -> int:
 
     filters = filters_from_args(args)
     store = Store.open(args.store)  # once: an unreadable file is then named once, not once per table read
+    if args.pairs_json:
+        print(json.dumps(pair_rows(store, filters), indent=2))
+        return 0
     if args.json or args.yaml:
         winners, verdicts = best_configs(store, filters), None
     else:  # the table and the verdicts from one read of the trials
@@ -123,6 +132,32 @@ def _pct(value: object, spec: str = ".2f") -> str:
     except (TypeError, ValueError):
         return "-"
     return format(number, spec) if number == number else "-"
+
+
+#: The fields of each pair ``--pairs-json`` prints: the pair's place, each arm's winner, the
+#: test and verdict, then the structure-agnostic reference.
+PAIR_FIELDS = (*cell_names(CellRole.PLACE), "variant", "orig_search", "orig_trial_id", "orig_test_acc",
+               "orig_test_acc_std", "ortho_search", "ortho_trial_id", "ortho_test_acc", "ortho_test_acc_std",
+               "n_pairs", "diff_mean", "ci_low", "ci_high", "p", "p_holm", "verdict", "ref_search", "ref_trial_id",
+               "ref_backbone", "ref_test_acc", "ref_test_acc_std", "ref_ci_low", "ref_ci_high", "ref_repeats",
+               "reference")
+
+
+def pair_rows(store: Store, filters: Filters) -> list[dict]:
+    """``--pairs-json``: each pair's :data:`PAIR_FIELDS` as plain JSON values (missing: null)."""
+    import math
+
+    import pandas as pd
+
+    from orthotune.reports import pair_summary, tidy
+
+    def plain(value: object) -> object:
+        value = value.item() if hasattr(value, "item") else value  # numpy scalars
+        missing = value is None or value is pd.NA or (isinstance(value, float) and not math.isfinite(value))
+        return None if missing else tidy(value)
+
+    table = pair_summary(store, filters)
+    return [{name: plain(row[name]) for name in PAIR_FIELDS} for _, row in table.iterrows()]
 
 
 def format_table(winners: pd.DataFrame) -> str:

@@ -47,23 +47,24 @@ class SettingInfo:
 #: - cv10 (PROTEINS, D&D): Graph U-Nets' protocol (Adam with amsgrad, lr 1e-3, weight decay
 #:   8e-4 as Gao & Ji's trainer, 200 epochs, no early stop).
 #: - alpha (GCNII's initial residual): GCNII's full-supervised script 0.5, its semi-supervised
-#:   one 0.1, its ogbn-arxiv example 0.5 (gunet has none).
+#:   one 0.1, its ogbn-arxiv example 0.5 (gunet has none); theta (GCNII's lambda): 0.5, the
+#:   default of its scripts (a dataset's own values: :data:`BACKBONE_DEFAULTS`).
 SETTINGS: Registry[SettingInfo] = Registry("setting")
 SETTINGS.add("full", SettingInfo(
     "full", "full-supervised", repeat="split", repeats_field="splits", default_repeats=tuple(range(5)),
     split="geom-gcn",
     defaults=dict(depth=2, hidden=64, lr=0.01, weight_decay=5e-5, dropout=0.5, epochs=1500, patience=200,
-                  alpha=0.5)))
+                  alpha=0.5, theta=0.5)))
 SETTINGS.add("semi", SettingInfo(
     "semi", "semi-supervised", repeat="seed", repeats_field="seeds", default_repeats=tuple(range(10)),
     split="public",
     defaults=dict(depth=2, hidden=64, lr=0.01, weight_decay=5e-4, dropout=0.5, epochs=1500, patience=200,
-                  alpha=0.1)))
+                  alpha=0.1, theta=0.5)))
 SETTINGS.add("official", SettingInfo(
     "official", "official split", repeat="seed", repeats_field="seeds", default_repeats=tuple(range(5)),
     split="official",
     defaults=dict(depth=2, hidden=256, lr=0.01, weight_decay=0.0, dropout=0.5, epochs=500, patience=100,
-                  alpha=0.5)))
+                  alpha=0.5, theta=0.5)))
 SETTINGS.add("cv10", SettingInfo(
     "cv10", "10-fold cross-validation", repeat="fold", repeats_field="splits", default_repeats=tuple(range(10)),
     split="folds",
@@ -201,10 +202,13 @@ for _info in (
 
 @dataclass(frozen=True)
 class TaskInfo:
-    """A kind of dataset: its backbones (the first is the default)."""
+    """A kind of dataset: its backbones (the first is the default) and its structure-agnostic
+    reference (a backbone among them that never reads an edge; see ``core.REFERENCE``)."""
 
     name: str
     backbones: tuple[str, ...]
+    reference: str
+    reference_source: str  # whose baseline it is
 
     @property
     def default_backbone(self) -> str:
@@ -217,8 +221,28 @@ TASKS: Registry[TaskInfo] = Registry("task")
 #: train one run per model. A node config may also name a user's factory (:data:`FACTORY`).
 PACKED_NODE_BACKBONES = ("gcn", "jknet", "gcnii")
 PYG_NODE_BACKBONES = ("gat", "sage", "gin", "appnp")
-TASKS.add("node", TaskInfo("node", PACKED_NODE_BACKBONES + PYG_NODE_BACKBONES))
-TASKS.add("graph", TaskInfo("graph", ("gunet",)))
+#: The structure-agnostic references (``core.REFERENCE``): models that never read an edge.
+#: ``mlp``: an MLP on the node features alone (H2GCN's MLP baseline, Zhu et al., NeurIPS 2020);
+#: ``sum-mlp``: node features summed per graph, then an MLP (Errica et al., ICLR 2020, "A fair
+#: comparison of graph neural networks for graph classification", their structure-agnostic
+#: baseline for the chemical datasets D&D and PROTEINS). ``depth`` counts their linear layers.
+NODE_REFERENCE, GRAPH_REFERENCE = "mlp", "sum-mlp"
+TASKS.add("node", TaskInfo("node", PACKED_NODE_BACKBONES + PYG_NODE_BACKBONES + (NODE_REFERENCE,),
+                           reference=NODE_REFERENCE,
+                           reference_source="an MLP on the node features (H2GCN's baseline, Zhu et al., NeurIPS 2020)"))
+TASKS.add("graph", TaskInfo("graph", ("gunet", GRAPH_REFERENCE), reference=GRAPH_REFERENCE,
+                            reference_source="node features summed per graph, then an MLP (Errica et al., ICLR 2020)"))
+REFERENCE_BACKBONES = (NODE_REFERENCE, GRAPH_REFERENCE)
+
+
+def is_reference_backbone(name: object) -> bool:
+    """Is ``name`` a structure-agnostic reference (:data:`REFERENCE_BACKBONES`)?"""
+    return name in REFERENCE_BACKBONES
+
+
+def reference_backbone(dataset: str) -> str:
+    """The structure-agnostic reference of ``dataset``'s task."""
+    return TASKS.get(DATASETS.get(dataset).task).reference
 
 
 def all_backbones() -> list[str]:
@@ -253,6 +277,56 @@ def backbone_name(name: object) -> str:
     return key
 
 
-def defaults_for(dataset: str, setting: str) -> dict[str, Any]:
-    """The training defaults of ``dataset`` in ``setting`` (the one lookup every layer uses)."""
-    return {**SETTINGS.get(setting).defaults, **DATASETS.get(dataset).defaults}
+@dataclass(frozen=True)
+class SourcedDefaults:
+    """A backbone's own training values on one dataset and setting, over the setting's and the
+    dataset's defaults, and where they come from (a script or a paper; never our test results)."""
+
+    values: Mapping[str, Any] = field(hash=False)
+    source: str
+
+
+_ORTHO_SCRIPTS = "the Ortho-GConv authors' script/full-supervised/{}_Ortho-{}.sh (KaiGuo20/Ortho-GConv)"
+_GCNII_FULL = "the GCNII paper's full-supervised script full.sh (chennnM/GCNII, Chen et al., ICML 2020)"
+#: ``(setting, dataset, backbone)`` -> the values a source sets for that cell (only the flags the
+#: source sets per dataset; its other values are the setting's defaults already, or are left
+#: out and said so in ``docs/reference.md``). Where no source gives a dataset's own values the
+#: setting's defaults stand, and :func:`default_source` says so.
+BACKBONE_DEFAULTS: dict[tuple[str, str, str], SourcedDefaults] = {
+    # --weight_decay 1e-3 on all three; --patience 20 (Cornell) and 200 (Texas, Wisconsin)
+    ("full", "cornell", "gcn"): SourcedDefaults(dict(weight_decay=1e-3, patience=20),
+                                                _ORTHO_SCRIPTS.format("corn", "GCN")),
+    ("full", "texas", "gcn"): SourcedDefaults(dict(weight_decay=1e-3, patience=200),
+                                              _ORTHO_SCRIPTS.format("texa", "GCN")),
+    ("full", "wisconsin", "gcn"): SourcedDefaults(dict(weight_decay=1e-3, patience=200),
+                                                  _ORTHO_SCRIPTS.format("wisc", "GCN")),
+    # --hidden 128 --lr 0.005 --weight_decay 1e-4 --dropout 0.8; --epoch 400 --patience 400
+    # (Texas: --epoch 40 --patience 20)
+    **{("full", dataset, "jknet"): SourcedDefaults(
+        dict(hidden=128, lr=0.005, weight_decay=1e-4, dropout=0.8, epochs=epochs, patience=patience),
+        _ORTHO_SCRIPTS.format(short, "JKNet"))
+       for dataset, short, epochs, patience in (("cornell", "corn", 400, 400), ("texas", "texa", 40, 20),
+                                                ("wisconsin", "wisc", 400, 400))},
+    # --weight_decay and --lamda per dataset (alpha 0.5: full's default already)
+    ("full", "cornell", "gcnii"): SourcedDefaults(dict(weight_decay=1e-3, theta=1.0), _GCNII_FULL),
+    ("full", "texas", "gcnii"): SourcedDefaults(dict(weight_decay=1e-4, theta=1.5), _GCNII_FULL),
+    ("full", "wisconsin", "gcnii"): SourcedDefaults(dict(weight_decay=5e-4, theta=1.0), _GCNII_FULL),
+}
+
+
+def defaults_for(dataset: str, setting: str, backbone: str | None = None) -> dict[str, Any]:
+    """The training defaults of ``dataset`` in ``setting`` (the one lookup every layer uses);
+    with ``backbone``, its own values on that dataset where a source gives them
+    (:data:`BACKBONE_DEFAULTS`)."""
+    own = BACKBONE_DEFAULTS.get((setting, dataset, backbone)) if backbone is not None else None
+    return {**SETTINGS.get(setting).defaults, **DATASETS.get(dataset).defaults, **(own.values if own else {})}
+
+
+def default_source(dataset: str, setting: str, backbone: str) -> str:
+    """Where the defaults of ``backbone`` on ``dataset`` in ``setting`` come from, in words."""
+    own = BACKBONE_DEFAULTS.get((setting, dataset, backbone))
+    if own is not None:
+        return f"{', '.join(f'{k}={v}' for k, v in own.values.items())} from {own.source}; the rest the " \
+               f"{setting} setting's defaults"
+    return (f"no source gives {backbone}'s own values on {dataset} ({setting}): the {setting} setting's defaults "
+            f"(the SETTINGS comment says where they come from)")

@@ -6,7 +6,8 @@ depth, a variant, in one arm. Each coordinate is a field of :class:`Cell` made b
 documentation and its role; the rest derives from these declarations: the search's cell key
 (:attr:`Cell.key`: it names Optuna studies, stored searchers and ASHA brackets), the report's
 group keys, sort orders, paper tables and headers, and ``best``'s table. The arms are
-declared once in :data:`ARMS`.
+declared once in :data:`ARMS`, and the structure-agnostic reference beside them once in
+:data:`REFERENCE` (a cell of a reference backbone is the reference's).
 
 Roles (:class:`CellRole`): the *place* coordinates (dataset, setting, backbone, depth) say where
 two arms are compared; the *variant* (a profile or an ablation label; the report tells
@@ -25,6 +26,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from orthotune.core._catalogue import is_reference_backbone, reference_backbone
+
 
 @dataclass(frozen=True)
 class Arm:
@@ -42,6 +45,18 @@ ARMS: tuple[Arm, ...] = (
     Arm("original", key="original", prefix="orig", ortho=False),
     Arm("Ortho-GConv", key="ortho", prefix="ortho", ortho=True),
 )
+
+
+#: The structure-agnostic reference, the third arm-like entity: a model that never reads an
+#: edge (the catalogue's ``reference`` backbone of the dataset's task: an MLP on the node
+#: features, or the node features summed per graph and an MLP), searched once per dataset and
+#: setting (and split rule) with the arms' budget, and shown beside every verdict there. It is
+#: no arm of a pair: a cell whose backbone is a reference backbone is a reference cell (its
+#: key ends in ``reference``), whatever its ``ortho`` (always false).
+REFERENCE = Arm("structure-agnostic", key="reference", prefix="ref", ortho=False)
+#: The reference's depth: its linear layers (features -> hidden -> classes: one hidden layer,
+#: as H2GCN's MLP and Errica et al.'s baseline).
+REFERENCE_DEPTH = 2
 
 
 def arm_of(ortho: object) -> Arm:
@@ -99,8 +114,20 @@ class Cell:
 
     @classmethod
     def of(cls, values: Mapping[str, Any]) -> Cell:
-        """The cell of a config (or a trials row): each coordinate from its source field."""
-        return cls(**{f.name: _read(f, values) for f in cell_coordinates()})
+        """The cell of a config (or a trials row): each coordinate from its source field; a
+        reference backbone's cell is the reference's (:data:`REFERENCE`)."""
+        cell = cls(**{f.name: _read(f, values) for f in cell_coordinates()})
+        return dataclasses.replace(cell, arm=REFERENCE) if is_reference_backbone(cell.backbone) else cell
+
+    @classmethod
+    def reference(cls, dataset: str, setting: str | None = None) -> Cell:
+        """The reference cell of ``dataset`` (in ``setting``): its task's reference backbone at
+        :data:`REFERENCE_DEPTH`, the default variant."""
+        return cls(dataset, setting, reference_backbone(dataset), REFERENCE_DEPTH, "default", REFERENCE)
+
+    @property
+    def is_reference(self) -> bool:
+        return self.arm is REFERENCE
 
     @property
     def key(self) -> str:

@@ -25,6 +25,7 @@ from orthotune.core._catalogue import (
     backbone_name,
     defaults_for,
     is_factory,
+    is_reference_backbone,
 )
 from orthotune.core._errors import ConfigError, OrthotuneError, check
 from orthotune.core._fields import Group, Rule, by_group, declared, option, validate_fields
@@ -46,7 +47,9 @@ _PACKED = PACKED_NODE_BACKBONES
 _NODE_BUILT = PACKED_NODE_BACKBONES + PYG_NODE_BACKBONES
 _GRAPH = TASKS.get("graph").backbones
 _NODE = (*_NODE_BUILT, ANY_FACTORY)  # node data: the graph's loading
-_BUILT = (*_NODE_BUILT, *_GRAPH)  # models with input and output layers of their own
+#: the node task's structure-agnostic reference (an MLP): input and output layers, no graph
+_NODE_MLP = (TASKS.get("node").reference,)
+_BUILT = (*_NODE_BUILT, *_NODE_MLP, *_GRAPH)  # models with input and output layers of their own
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -149,7 +152,7 @@ class TrainConfig(_OrthoFields):
                              backbones=("gcn", "jknet", "gat", "sage"))
     io_bias: bool = option(True, Rule("bool"),
                             "bias on the input and output layers (node backbones; false: none, as the "
-                            "authors' JKNet)", _V, backbones=_NODE_BUILT)
+                            "authors' JKNet)", _V, backbones=(*_NODE_BUILT, *_NODE_MLP))
     batch_norm: bool = option(False, Rule("bool"), "BatchNorm after each hidden convolution", _V,
                               backbones=(*_PACKED, "gat", "sage", "gin"))
     feature_transform: bool = option(True, Rule("bool"),
@@ -178,7 +181,8 @@ class TrainConfig(_OrthoFields):
     dropout: float | None = option(None, Rule("float", 0.0, 1.0, high_open=True), "dropout probability", _T)
     input_dropout: float | None = option(None, Rule("float", 0.0, 1.0, high_open=True, optional=True),
                                           "dropout on the raw input features (node backbones; default: "
-                                          "dropout; 0: none, as the authors' JKNet)", _T, backbones=_NODE_BUILT)
+                                          "dropout; 0: none, as the authors' JKNet)", _T,
+                                          backbones=(*_NODE_BUILT, *_NODE_MLP))
     epochs: int | None = option(None, Rule("int", 1), "most epochs a repeat trains", _T, column="max_epochs")
     patience: int | None = option(None, Rule("int", 1),
                                    "stop after this many epochs without a better selection metric", _T)
@@ -186,7 +190,7 @@ class TrainConfig(_OrthoFields):
                                   "GCNII initial-residual weight, and APPNP's teleport probability (the same "
                                   "term: alpha * H(0) added to each propagation; node settings; unused by gunet)",
                                   _T, backbones=("gcnii", "appnp"))
-    theta: float = option(0.5, Rule("float", 0.0, low_open=True),
+    theta: float | None = option(None, Rule("float", 0.0, low_open=True, optional=True),
                            "GCNII identity-mapping strength (lambda in the GCNII paper)", _T, backbones=("gcnii",))
     # PyG backbones' own arguments: read by their backbone only (as alpha is by GCNII and
     # APPNP, jk by JKNet), so one space may search them over several backbones
@@ -231,7 +235,7 @@ class TrainConfig(_OrthoFields):
             problem = (f"backbone {self.backbone!r} does not apply to {info.task}-classification dataset "
                        f"{info.name}" if self.backbone in all_backbones() else f"unknown backbone {self.backbone!r}")
             raise ConfigError(f"{problem}; valid: {', '.join(task.backbones)}")
-        for key, value in defaults_for(info.name, self.setting).items():
+        for key, value in defaults_for(info.name, self.setting, self.backbone).items():
             if getattr(self, key) is None:
                 set_(self, key, value)
         for key in ("splits", "seeds"):
@@ -243,6 +247,9 @@ class TrainConfig(_OrthoFields):
               f"norm_groups={self.norm_groups} must divide hidden={self.hidden}")
         check(self.backbone != "gat" or self.hidden % self.heads == 0,
               f"heads={self.heads} must divide hidden={self.hidden} (GAT concatenates its heads)")
+        check(not (self.ortho and is_reference_backbone(self.backbone)),
+              f"backbone {self.backbone!r} with ortho=True: {self.backbone} is the structure-agnostic reference "
+              f"(it never reads an edge) and has no Ortho-GConv arm; set ortho false")
         if info.task == "node" and self.backbone not in PACKED_NODE_BACKBONES:  # PyG's models, factories
             self._check_module_switches()
         # only the node backbones read these: refuse them rather than ignore them

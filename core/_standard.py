@@ -46,6 +46,14 @@ KIPF_WELLING = dict(hidden=16, lr=0.01, weight_decay=0.0, weight_decay_io=5e-4, 
 CHEN_GCNII = dict(hidden=64, lr=0.01, weight_decay=0.01, weight_decay_io=5e-4, dropout=0.6, alpha=0.1, theta=0.5,
                   epochs=1500, patience=100, selection="val_loss")
 
+#: Chen et al. (ICML 2020), full-supervised runs (their full-supervised.py and full.sh): Adam,
+#: lr 0.01, one weight decay on every parameter (set per dataset by full.sh), hidden 64, dropout
+#: 0.5, alpha 0.5 and lambda 0.5 unless full.sh sets them, 1500 epochs, patience 100 on the
+#: validation loss, whose minimum gives the test accuracy. Their layers per dataset (full.sh):
+#: Cora, CiteSeer, PubMed 64, Cornell 16, Texas 32, Wisconsin 16; GCNII* adds ``--variant``.
+CHEN_GCNII_FULL = dict(hidden=64, lr=0.01, weight_decay=0.01, dropout=0.5, alpha=0.5, theta=0.5, epochs=1500,
+                       patience=100, selection="val_loss")
+
 STANDARD_FORMS: dict[tuple[str, str], StandardForm] = {
     # their GraphConvolution layers have no bias (PyG's GCNConv has one)
     ("semi", "gcn"): StandardForm("gcn", "semi", "Kipf & Welling, ICLR 2017", {**KIPF_WELLING, "io_bias": False}),
@@ -56,6 +64,11 @@ STANDARD_FORMS: dict[tuple[str, str], StandardForm] = {
         "gcnii", "semi", "Chen et al., ICML 2020 (semi.sh)", CHEN_GCNII,
         per_dataset={"citeseer": dict(hidden=256, theta=0.6, dropout=0.7),
                      "pubmed": dict(hidden=256, theta=0.4, dropout=0.5, weight_decay=5e-4)}),
+    ("full", "gcnii"): StandardForm(
+        "gcnii", "full", "Chen et al., ICML 2020 (full.sh)", CHEN_GCNII_FULL,
+        per_dataset={"cora": dict(alpha=0.2, weight_decay=1e-4), "citeseer": dict(weight_decay=5e-6),
+                     "pubmed": dict(alpha=0.1, weight_decay=5e-6), "cornell": dict(theta=1.0, weight_decay=1e-3),
+                     "texas": dict(theta=1.5, weight_decay=1e-4), "wisconsin": dict(theta=1.0, weight_decay=5e-4)}),
 }
 
 

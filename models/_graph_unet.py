@@ -251,5 +251,43 @@ class GraphUNet(OrthoGraphNet):
         return states
 
 
-GRAPH_BACKBONES: Registry[type[OrthoGraphNet]] = Registry("graph backbone")
+class SumOfFeaturesMLP(nn.Module):
+    """The graph task's structure-agnostic reference (Errica et al., ICLR 2020, their baseline
+    for chemical datasets): each graph's node features summed, then an MLP of ``depth`` linear
+    layers (depth 2: features -> hidden -> classes). It never reads an edge. Built with
+    :class:`OrthoGraphNet`'s arguments and run as one (:meth:`run`), so the one graph trainer
+    trains it; it has no hidden transformation, so no Ortho-GConv arm (the config refuses one)
+    and no hidden node states: its steadiness metrics are read on the input features
+    (``first`` and ``last`` are both ``x``: M_sig 1, no layer gradients). Their published
+    model also passes the logits through a ReLU; this one gives the MLP's logits as they are."""
+
+    def __init__(self, in_channels: int, hidden_channels: int, out_channels: int, depth: int,
+                 dropout: float = 0.0, ortho: OrthoSettings | None = None, seed: int = 0) -> None:
+        super().__init__()
+        check_rules(depth=depth, dropout=dropout, hidden=hidden_channels)
+        check(ortho is None, "the sum-of-features MLP is the structure-agnostic reference: it has no Ortho-GConv arm")
+        self.seed = seed
+        channels = [in_channels, *[hidden_channels] * (depth - 1), out_channels]
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            self.mlp = MLP(channels, dropout=dropout, act="relu", norm=None)
+
+    def input_parameters(self) -> list[nn.Parameter]:
+        return list(self.mlp.lins[0].parameters())
+
+    def output_parameters(self) -> list[nn.Parameter]:
+        return list(self.mlp.lins[-1].parameters())
+
+    def run(self, x: Tensor, edge_index: Tensor, batch: Tensor) -> GraphPass:
+        num_graphs = int(batch.max()) + 1 if batch.numel() else 0
+        logits = self.mlp(global_add_pool(x, batch, num_graphs))
+        states = x.unsqueeze(1)
+        return GraphPass(logits, states, states, [], logits.new_zeros(1))
+
+    def forward(self, x: Tensor, edge_index: Tensor, batch: Tensor) -> Tensor:
+        return self.run(x, edge_index, batch).logits
+
+
+GRAPH_BACKBONES: Registry[type[nn.Module]] = Registry("graph backbone")
 GRAPH_BACKBONES.add("gunet", GraphUNet)
+GRAPH_BACKBONES.add("sum-mlp", SumOfFeaturesMLP)

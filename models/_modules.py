@@ -47,7 +47,7 @@ from torch_geometric.nn.dense.linear import Linear as PygLinear
 from torch_geometric.nn.models import GAT, GIN, MLP, GraphSAGE
 from torch_geometric.nn.models.basic_gnn import BasicGNN
 
-from orthotune.core import ConfigError, Registry, TrainConfig, check, is_factory
+from orthotune.core import TASKS, ConfigError, Registry, TrainConfig, check, is_factory
 from orthotune.models._parametrize import Selector, orthogonalise, square_conv_weights
 
 
@@ -143,12 +143,33 @@ def _appnp_model(config: TrainConfig, features: int, classes: int) -> NodeModule
                       input_dropout=_input_dropout(config))
 
 
+class _FeatureMLP(nn.Module):
+    """The node task's structure-agnostic reference: an MLP on the node features alone; the
+    edges it is handed are never read (H2GCN's MLP baseline)."""
+
+    def __init__(self, channels: list[int], dropout: float, bias: bool) -> None:
+        super().__init__()
+        self.mlp = MLP(channels, dropout=dropout, norm=None, bias=bias)
+
+    def forward(self, x: Tensor, edge_index: Tensor) -> Tensor:
+        return self.mlp(x)
+
+
+def _mlp_model(config: TrainConfig, features: int, classes: int) -> NodeModule:
+    """``depth`` linear layers in all (depth 2: features -> hidden -> classes); dropout on the
+    features (``input_dropout``) and after each hidden layer."""
+    body = _FeatureMLP([features, *[config.hidden] * (config.depth - 1), classes], config.dropout, config.io_bias)
+    lins = body.mlp.lins
+    return NodeModule(body, config.hidden, inputs=lins[0], output=lins[-1], input_dropout=_input_dropout(config))
+
+
 #: ``(config, features, classes) -> NodeModule`` per catalogue name.
 MODULE_BACKBONES: Registry[Callable[[TrainConfig, int, int], NodeModule]] = Registry("module backbone")
 MODULE_BACKBONES.add("gat", lambda c, f, k: _gnn_model(GAT, c, f, k, heads=c.heads))
 MODULE_BACKBONES.add("sage", lambda c, f, k: _gnn_model(GraphSAGE, c, f, k, aggr=c.aggr))
 MODULE_BACKBONES.add("gin", lambda c, f, k: _gnn_model(GIN, c, f, k))
 MODULE_BACKBONES.add("appnp", _appnp_model)
+MODULE_BACKBONES.add(TASKS.get("node").reference, _mlp_model)
 
 
 def is_module_backbone(backbone: str) -> bool:

@@ -17,7 +17,14 @@ test accuracy is only reported, never used to choose.
 from orthotune.reports._curve import PairCurve
 from orthotune.reports._formats import FORMATS, format_of, write_report
 from orthotune.reports._load import Filters
-from orthotune.reports._report import best_and_verdicts, best_configs, build_report, pair_verdicts, tuning_curves
+from orthotune.reports._report import (
+    best_and_verdicts,
+    best_configs,
+    build_report,
+    pair_summary,
+    pair_verdicts,
+    tuning_curves,
+)
 from orthotune.reports._select import config_dict, row_to_config, tidy
 from orthotune.reports._verdict import FEW_TRIALS, Verdicts
 
@@ -32,6 +39,7 @@ __all__ = [
     "build_report",
     "config_dict",
     "format_of",
+    "pair_summary",
     "pair_verdicts",
     "row_to_config",
     "tidy",

@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from orthotune.core import ARMS, OBJECTIVE, SETTINGS, OrthotuneError, Registry, cell_label
+from orthotune.core import ARMS, OBJECTIVE, REFERENCE, SETTINGS, OrthotuneError, Registry, cell_label
 from orthotune.reports._curve import SETTLED_RULE
 from orthotune.reports._load import ARM, COLUMNS, LEAD, ROWS, VARIANT
 from orthotune.reports._report import Report
-from orthotune.reports._verdict import FEW_TRIALS
+from orthotune.reports._verdict import FEW_TRIALS, reference_place
 
 if TYPE_CHECKING:
     from orthotune.reports._plots import Figure
@@ -189,7 +189,8 @@ def _pair_rows(report: Report) -> list[list[str]]:
     return [
         [*_lead(r), r[VARIANT], r["repeat_kind"],
          number(r["n_pairs"]), _signed(r["diff_mean"]), _signed(r["diff_std"]).lstrip("+"), _ci(r),
-         _plain(r["t"]), _p(r["p"]), _p(r["p_holm"]), r["verdict"], r.get("settled") or "", r["note"] or ""]
+         _plain(r["t"]), _p(r["p"]), _p(r["p_holm"]), r["verdict"], r.get("settled") or "",
+         _acc(r, REFERENCE.prefix) or "—", reference_place(r), r["note"] or ""]
         for _, r in report.summary.iterrows()
     ]
 
@@ -207,9 +208,13 @@ def _lead(row: pd.Series) -> list[str]:
 
 
 PAIR_HEADER = [*LEAD, VARIANT, "repeat", "pairs", "Δ mean (pts)",
-               "Δ std (pts, ddof 1)", "Δ 95% CI (pts)", "t", "p", "p (Holm)", "verdict", "tuning curve", "note"]
+               "Δ std (pts, ddof 1)", "Δ 95% CI (pts)", "t", "p", "p (Holm)", "verdict", "tuning curve",
+               "structure-agnostic (test %)", "arms vs structure-agnostic", "note"]
 #: Leading columns of each table that hold names (left-aligned in html).
 PAIR_NAMES = len(LEAD) + 2
+#: The pair table's columns of words (left-aligned in html): the verdict, the tuning curve, the
+#: arms against the structure-agnostic baseline, the note.
+_PAIR_WORDS = {PAIR_HEADER.index(c) for c in ("verdict", "tuning curve", "arms vs structure-agnostic", "note")}
 ACC_NOTE = ("Test accuracy (%) of each cell's validation-selected config: mean ± std (sample std, ddof = 1) over its "
             "repeats. Bold: the better of the pair (higher mean test accuracy; a label, not a selection). "
             "—: no winner (see Missing cells).")
@@ -224,7 +229,11 @@ def _pair_note(report: Report) -> str:
             f"Ortho-GConv is worse. "
             f"Few repeats make p-values coarse: read them with the number of pairs. The original arm pairs "
             f"with each Ortho-GConv variant sharing its variant label and common switches. Tuning curve: the "
-            f"gain of the winners among each arm's first k trials, k = 1..n (figures below). {SETTLED_RULE}")
+            f"gain of the winners among each arm's first k trials, k = 1..n (figures below). {SETTLED_RULE} "
+            f"Structure-agnostic: the validation-best model of the pair's dataset, setting and split rule that "
+            f"never reads an edge (an MLP on the node features; graph tasks: node features summed per graph, "
+            f"then an MLP), test accuracy mean ± std over its repeats; an arm is below or above it when its mean "
+            f"test accuracy lies outside the baseline's 95% CI (Student's t over its repeats).")
 
 
 def _repeat_nouns() -> str:
@@ -500,7 +509,7 @@ def _html_accuracy(report: Report, setting: str, variant: str | None, title: str
 
 
 def _html_pairs(report: Report) -> list[str]:
-    rows = [[_td(c, i < PAIR_NAMES or i >= len(row) - 3) for i, c in enumerate(row)] for row in _pair_rows(report)]
+    rows = [[_td(c, i < PAIR_NAMES or i in _PAIR_WORDS) for i, c in enumerate(row)] for row in _pair_rows(report)]
     return [f'<p class="note">{html.escape(ACC_NOTE)}</p>', "<h2>Paired comparison: Ortho-GConv − original</h2>",
             _html_table(PAIR_HEADER, rows, "paired"), f'<p class="note">{html.escape(_pair_note(report))}</p>']
 

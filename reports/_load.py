@@ -12,7 +12,10 @@ import pyarrow as pa
 from orthotune.core import (
     ARMS,
     DATASETS,
+    REFERENCE,
+    REFERENCE_BACKBONES,
     SETTINGS,
+    SPLIT_FIELDS,
     CellAxis,
     CellRole,
     ConfigError,
@@ -67,7 +70,7 @@ PAIR = (*LEAD, "shared")
 ORIGINAL, ORTHO = (arm.name for arm in ARMS)
 #: The columns :func:`load_trials` reads whatever it is asked for: the trial's identity, the
 #: filters' columns and what the cell's keys and the arm derive from.
-_KEYS = ("search", "trial_id", *BASE, "variant", *SWITCHES)
+_KEYS = ("search", "trial_id", *BASE, "variant", *SWITCHES, *SPLIT_FIELDS)
 
 
 @dataclass(frozen=True)
@@ -134,22 +137,34 @@ def load_trials(store: Store | str, filters: Filters | None = None,
     store, filters = open_store(store), filters or Filters()
     _check_searches(store, filters.searches)
     names = [c for c in TRIALS_SCHEMA.names if columns is None or c in columns or c in _KEYS]
+    # with the reference rows these searches reuse from others (their records say which)
+    reused = reused_from(store.searches(), filters.searches) if filters.searches else []
     if filters.searches:
         table = pa.concat_tables([store.read("trials", search=name, columns=names)
-                                  for name in dict.fromkeys(filters.searches)])
+                                  for name in dict.fromkeys([*filters.searches, *reused])])
     else:
         table = store.read("trials", columns=names)
     frame = table.to_pandas()
+    reference = is_reference(frame)
     keep = pd.Series(True, index=frame.index)
-    for column, values in (("dataset", filters.datasets), ("setting", filters.settings),
-                           ("backbone", filters.backbones), ("depth", filters.depths),
-                           ("variant", filters.variants)):
+    if filters.searches:
+        keep &= frame["search"].isin(filters.searches) | (reference & frame["search"].isin(reused))
+    for column, values in (("dataset", filters.datasets), ("setting", filters.settings)):
         if values:
             keep &= frame[column].isin(values)
+    # the reference is per dataset and setting: the arms' filters (backbone, depth, arm,
+    # variant) leave it in, so every verdict they keep still stands beside it
+    arms = pd.Series(True, index=frame.index)
+    for column, values in (("backbone", filters.backbones), ("depth", filters.depths),
+                           ("variant", filters.variants)):
+        if values:
+            arms &= frame[column].isin(values)
     if filters.ortho is not None:
-        keep &= frame["ortho"] == filters.ortho
-    frame = frame[keep].reset_index(drop=True)
-    frame[ARM] = frame[ARM_COLUMN].map({arm.ortho: arm.name for arm in ARMS})
+        arms &= frame["ortho"] == filters.ortho
+    frame = frame[keep & (arms | reference)].reset_index(drop=True)
+    frame[ARM] = frame[ARM_COLUMN].map({arm.ortho: arm.name for arm in ARMS}).where(~is_reference(frame),
+                                                                                       REFERENCE.name)
+    frame[SPLIT_RULE] = [_split_rule(row) for row in frame[list(SPLIT_FIELDS)].to_dict("records")]
     return add_variant_keys(frame)
 
 
@@ -164,6 +179,36 @@ def complete_rows(store: Store, frame: pd.DataFrame) -> pd.DataFrame:
     rows = store.read("trials", columns=["search", "trial_id", *missing], trials=keys).to_pandas()
     merged = frame.merge(rows.drop_duplicates(["search", "trial_id"]), on=["search", "trial_id"], how="left")
     return merged[[*TRIALS_SCHEMA.names, *(c for c in frame.columns if c not in TRIALS_SCHEMA.names)]]
+
+
+#: The column :func:`load_trials` adds for a row's split rule (``split_train=0.6;...`` for the
+#: random setting, empty otherwise): the reference of a pair is the one of its split rule.
+SPLIT_RULE = "split_rule"
+
+
+def is_reference(frame: pd.DataFrame) -> pd.Series:
+    """The rows of the structure-agnostic reference (``core.REFERENCE``): its backbones'."""
+    return frame["backbone"].isin(REFERENCE_BACKBONES)
+
+
+def split_reference(trials: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``trials`` as the arms' rows and the reference's rows."""
+    reference = is_reference(trials)
+    return trials[~reference].reset_index(drop=True), trials[reference].reset_index(drop=True)
+
+
+def reused_from(records: dict, searches: Sequence[str]) -> list[str]:
+    """The searches whose reference rows ``searches`` reuse, as their records say (a record's
+    ``references``: reference cell key -> the search that trained it)."""
+    found = []
+    for name in searches:
+        reused = (records.get(name) or {}).get("references") or {}
+        found += [source for source in reused.values() if isinstance(source, str)]
+    return sorted(set(found))
+
+
+def _split_rule(values: dict) -> str:
+    return _encode({k: _scalar(v) for k, v in values.items() if _scalar(v) is not None})
 
 
 def add_variant_keys(frame: pd.DataFrame) -> pd.DataFrame:

@@ -9,7 +9,7 @@ import pandas as pd
 
 from orthotune.reports._curve import PairCurve, curve_notes, pair_curves, with_settled
 from orthotune.reports._curve_plot import curve_figures
-from orthotune.reports._load import SCALARS, Filters, complete_rows, load_trials, open_store
+from orthotune.reports._load import SCALARS, Filters, complete_rows, load_trials, open_store, split_reference
 from orthotune.reports._plots import Figure, figures
 from orthotune.reports._select import TIE_RULE_TEXT, select_best
 from orthotune.reports._tables import (
@@ -19,11 +19,12 @@ from orthotune.reports._tables import (
     expected_cells,
     importance,
     missing_cells,
+    reference_table,
     summary,
     t_effect,
     winners_table,
 )
-from orthotune.reports._verdict import Verdicts, smoke_searches, verdicts
+from orthotune.reports._verdict import Verdicts, reference_words, smoke_searches, verdicts
 from orthotune.store import Store
 
 #: The epochs-table column of per-layer gradient norms (recorded every k epochs), if the
@@ -53,6 +54,7 @@ class Report:
     ablation: pd.DataFrame = field(default_factory=pd.DataFrame)
     importance: pd.DataFrame = field(default_factory=pd.DataFrame)
     figures: list[Figure] = field(default_factory=list)
+    references: pd.DataFrame = field(default_factory=pd.DataFrame)  # the structure-agnostic reference's
     verdicts: Verdicts = Verdicts((), ())  # the summary the report opens with
     curves: list[PairCurve | None] = field(default_factory=list)  # per summary row, its tuning curve
 
@@ -76,27 +78,52 @@ def pair_verdicts(store: Store | str, filters: Filters | None = None) -> Verdict
 def best_and_verdicts(store: Store | str, filters: Filters | None = None) -> tuple[pd.DataFrame, Verdicts]:
     """:func:`best_configs` and :func:`pair_verdicts` from one read of the trials (``best``)."""
     store, filters = open_store(store), filters or Filters()
-    trials = load_trials(store, filters, CURVE_COLUMNS)
-    winners = complete_rows(store, select_best(trials))
-    expected = expected_cells(trials, _arms(filters))
-    table, curves = _with_curves(trials, summary(winners, expected))
-    return winners, _verdicts(store, trials, winners, table, missing_cells(trials, winners, expected), curves)
+    frame = load_trials(store, filters, CURVE_COLUMNS)
+    trials, winners, table, missing, curves = _pairs(store, frame, filters)
+    # the table shows every cell's winner, the reference's too
+    return complete_rows(store, select_best(frame)), _verdicts(store, trials, winners, table, missing, curves)
+
+
+def pair_summary(store: Store | str, filters: Filters | None = None) -> pd.DataFrame:
+    """One row per pair that matches ``filters`` (the report's summary: each arm's winner, the
+    paired test, the verdict and the structure-agnostic reference's ``ref_*`` columns), with the
+    verdict's words on the reference (``reference``)."""
+    store, filters = open_store(store), filters or Filters()
+    _, _, table, _, _ = _pairs(store, load_trials(store, filters, CURVE_COLUMNS), filters)
+    return table.assign(reference=[reference_words(row) for _, row in table.iterrows()])
 
 
 def tuning_curves(store: Store | str, filters: Filters | None = None) -> list[PairCurve]:
     """The tuning curve of every pair that matches ``filters`` and has a winner in both arms
     (``best --curve``; the report draws the same)."""
     store, filters = open_store(store), filters or Filters()
-    trials = load_trials(store, filters, CURVE_COLUMNS)
-    winners = select_best(trials)
-    _, curves = _with_curves(trials, summary(winners, expected_cells(trials, _arms(filters))))
+    *_, curves = _pairs(store, load_trials(store, filters, CURVE_COLUMNS), filters)
     return [curve for curve in curves if curve is not None]
+
+
+def _pairs(store: Store, frame: pd.DataFrame, filters: Filters) -> tuple[
+        pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame, list[PairCurve | None]]:
+    """The arms' trials (of ``frame``, read by :func:`load_trials`), their winners, the pairs'
+    summary (with each pair's settled word and its reference), the missing cells and the
+    pairs' tuning curves."""
+    trials, references = _arms_and_reference(frame)
+    winners = complete_rows(store, select_best(trials))
+    expected = expected_cells(trials, _arms(filters))
+    table, curves = _with_curves(trials, summary(winners, expected, references))
+    return trials, winners, table, missing_cells(trials, winners, expected), curves
 
 
 def _with_curves(trials: pd.DataFrame, table: pd.DataFrame) -> tuple[pd.DataFrame, list[PairCurve | None]]:
     """The summary with each pair's settled word, and the curves it was read from."""
     curves = pair_curves(trials, table)
     return with_settled(table, curves), curves
+
+
+def _arms_and_reference(frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The arms' trials of ``frame``, and the structure-agnostic reference of each setting,
+    dataset and split rule (``reference_table``)."""
+    arms, reference = split_reference(frame)
+    return arms, reference_table(select_best(reference)) if len(reference) else reference_table(reference)
 
 
 def _arms(filters: Filters) -> tuple[bool, ...]:
@@ -112,10 +139,10 @@ def _verdicts(store: Store, trials: pd.DataFrame, winners: pd.DataFrame, table: 
 def build_report(store: Store | str, filters: Filters | None = None, plots: bool = True) -> Report:
     """Select the winners of ``store`` and compute the tables (and, with ``plots``, figures)."""
     store, filters = open_store(store), filters or Filters()
-    trials = load_trials(store, filters, REPORT_COLUMNS)
+    trials, references = _arms_and_reference(load_trials(store, filters, REPORT_COLUMNS))
     winners = complete_rows(store, select_best(trials))
     expected = expected_cells(trials, _arms(filters))
-    table, curves = _with_curves(trials, summary(winners, expected))
+    table, curves = _with_curves(trials, summary(winners, expected, references))
     missing = missing_cells(trials, winners, expected)
     effect = t_effect(trials)
     drawn = plots and not winners.empty
@@ -137,6 +164,7 @@ def build_report(store: Store | str, filters: Filters | None = None, plots: bool
                  *curve_figures(curves)] if drawn else [],
         verdicts=_verdicts(store, trials, winners, table, missing, curves),
         curves=curves,
+        references=references,
     )
 
 

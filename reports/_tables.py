@@ -43,7 +43,18 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from orthotune.core import ARMS, OBJECTIVE, SETTINGS, Group, TrainConfig, arm_of, by_group, column_name, reads
+from orthotune.core import (
+    ARMS,
+    OBJECTIVE,
+    REFERENCE,
+    SETTINGS,
+    Group,
+    TrainConfig,
+    arm_of,
+    by_group,
+    column_name,
+    reads,
+)
 from orthotune.reports._load import (
     ARM,
     ARM_COLUMN,
@@ -57,6 +68,7 @@ from orthotune.reports._load import (
     PAIR,
     PLACE,
     SECTIONS,
+    SPLIT_RULE,
     VARIANT,
 )
 from orthotune.reports._select import TIE_RULE, eligible
@@ -231,15 +243,62 @@ def _per_repeat(setting: str, row: pd.Series) -> dict:
             if s != "failed" and t is not None and math.isfinite(t)}
 
 
-def summary(winners: pd.DataFrame, expected: pd.DataFrame) -> pd.DataFrame:
+# -- the structure-agnostic reference ---------------------------------------------------
+
+#: Where a reference stands: per setting, dataset and split rule (``core.REFERENCE``).
+REFERENCE_PLACE = ("setting", "dataset", SPLIT_RULE)
+_REF_FIELDS = ("search", "trial_id", "backbone", OBJECTIVE, "test_acc", "test_acc_std", "ci_low", "ci_high", "repeats")
+REFERENCE_COLUMNS = [*REFERENCE_PLACE, *(f"{REFERENCE.prefix}_{f}" for f in _REF_FIELDS)]
+
+
+def reference_table(reference_winners: pd.DataFrame) -> pd.DataFrame:
+    """The validation-best reference trial of each (setting, dataset, split rule) (from
+    ``select_best`` over the reference's rows; the tie rule picks among searches too), with its
+    test accuracy's mean, sample std and 95% confidence interval over its repeats (Student's
+    t, n - 1 df, failed repeats left out)."""
+    rows = []
+    columns, ascending = zip(*TIE_RULE)
+    ordered = reference_winners.sort_values(list(columns), ascending=list(ascending), na_position="last",
+                                            kind="stable")
+    for _, row in ordered.groupby(list(REFERENCE_PLACE), sort=True).head(1).iterrows():
+        tests = [float(t) for t, status in zip(row["repeat_test_acc"], row["repeat_status"])
+                 if status != "failed" and t is not None and math.isfinite(t)]
+        low, high = confidence_interval(np.array(tests)) if len(tests) >= 2 else (math.nan, math.nan)
+        values = {"search": row["search"], "trial_id": row["trial_id"], "backbone": row["backbone"],
+                  OBJECTIVE: row[OBJECTIVE], "test_acc": float(np.mean(tests)) if tests else math.nan,
+                  "test_acc_std": sample_std(tests), "ci_low": low, "ci_high": high,
+                  "repeats": len(row["repeat_test_acc"])}
+        rows.append({**{c: row[c] for c in REFERENCE_PLACE},
+                     **{f"{REFERENCE.prefix}_{k}": v for k, v in values.items()}})
+    return pd.DataFrame(rows, columns=REFERENCE_COLUMNS)
+
+
+def _reference_of(cell: pd.Series, original: pd.Series | None, ortho: pd.Series | None,
+                  references: pd.DataFrame) -> dict:
+    """The reference columns of a pair: its setting's and dataset's reference, of the split rule
+    its winners trained on (any of its place's where it has no winner)."""
+    empty = {c: None for c in REFERENCE_COLUMNS[len(REFERENCE_PLACE):]}
+    if references.empty:
+        return empty
+    mine = references[(references["setting"] == cell["setting"]) & (references["dataset"] == cell["dataset"])]
+    rule = next((r[SPLIT_RULE] for r in (original, ortho) if r is not None), None)
+    if rule is not None and (mine[SPLIT_RULE] == rule).any():
+        mine = mine[mine[SPLIT_RULE] == rule]
+    return empty if mine.empty else {c: mine.iloc[0][c] for c in empty}
+
+
+def summary(winners: pd.DataFrame, expected: pd.DataFrame, references: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per pair: an Ortho-GConv cell with its original partner (see the module doc),
     or an original cell no Ortho-GConv cell pairs with.
 
     Columns per arm ``orig_*`` / ``ortho_*``: search, trial_id, val_acc, test_acc (mean over
     repeats), test_acc_std, repeats; then ``better`` (the arm with the higher mean test
     accuracy: a label on the table, not a choice), ``n_pairs``, ``diff_mean``, ``diff_std``,
-    ``t``, ``p``, ``verdict`` (in words) and ``note``.
+    ``t``, ``p``, ``verdict`` (in words) and ``note``; then the structure-agnostic reference of
+    its setting, dataset and split rule (``ref_*``: :func:`reference_table`'s columns; empty
+    where the store has none).
     """
+    references = references if references is not None else pd.DataFrame(columns=REFERENCE_COLUMNS)
     columns = [*CELL, "variant_name", "shared"]
     cells = pd.concat([expected[columns], winners[columns]]).drop_duplicates(subset=list(CELL))
     lookup = {tuple(r[c] for c in CELL): r for _, r in winners.iterrows()}
@@ -257,10 +316,11 @@ def summary(winners: pd.DataFrame, expected: pd.DataFrame) -> pd.DataFrame:
             pairs.append((cell, lookup.get(tuple(cell[c] for c in CELL)), None))
     # the report's pairs are one family of tests: Holm-adjust their p-values together
     tests = with_holm([paired(cell["setting"], original, ortho) for cell, original, ortho in pairs])
-    rows = [_summary_row(cell, original, ortho, test) for (cell, original, ortho), test in zip(pairs, tests)]
+    rows = [{**_summary_row(cell, original, ortho, test), **_reference_of(cell, original, ortho, references)}
+            for (cell, original, ortho), test in zip(pairs, tests)]
     frame = pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
     frame = frame.sort_values(list(ROW), kind="stable")
-    repeats = [f"{arm.prefix}_repeats" for arm in ARMS]
+    repeats = [f"{arm.prefix}_repeats" for arm in (*ARMS, REFERENCE)]
     return _integers(frame.reset_index(drop=True), [*INTEGERS, *repeats, "n_pairs"])
 
 
@@ -281,7 +341,7 @@ _ARM_FIELDS = ("search", "trial_id", OBJECTIVE, "test_acc", "test_acc_std", "rep
 SUMMARY_COLUMNS = [*ROW, "switches", "repeat_kind",
                    *(f"{arm.prefix}_{f}" for arm in ARMS for f in _ARM_FIELDS),
                    "better", "n_pairs", "diff_mean", "diff_std", "ci_low", "ci_high", "t", "p", "p_holm", "verdict",
-                   "note"]
+                   "note", *REFERENCE_COLUMNS[len(REFERENCE_PLACE):]]
 
 
 def _integers(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:

@@ -62,9 +62,79 @@ def pair_label(row: Mapping[str, Any]) -> str:
 def verdicts(summary: pd.DataFrame, winners: pd.DataFrame, missing: pd.DataFrame,
              smoke_searches: Iterable[str] = (), notes: Iterable[Any] = ()) -> Verdicts:
     """The verdict lines of ``summary`` (one per row, in its order; each with its tuning
-    curve's word where the summary has one, ``settled``) and the warnings."""
-    lines = tuple(f"{pair_label(row)}: {row['verdict']}{_settled(row)}" for _, row in summary.iterrows())
+    curve's word where the summary has one, ``settled``, and beside the structure-agnostic
+    reference, :func:`reference_words`) and the warnings."""
+    lines = tuple(f"{pair_label(row)}: {row['verdict']}{_settled(row)}; {reference_words(row)}"
+                  for _, row in summary.iterrows())
     return Verdicts(lines, tuple(warnings(winners, missing, smoke_searches, notes)))
+
+
+#: How a verdict names the reference (``core.REFERENCE``).
+BASELINE = "the structure-agnostic baseline"
+
+
+def reference_words(row: Mapping[str, Any]) -> str:
+    """The reference's test accuracy (mean +- std over its repeats) and, in words, where the
+    pair's arms fall against it (:func:`reference_place`)."""
+    ref, std = _float(row.get("ref_test_acc")), _float(row.get("ref_test_acc_std"))
+    if not math.isfinite(ref):
+        return reference_place(row)
+    head = f"structure-agnostic baseline {100 * ref:.2f}" + (f" +- {100 * std:.2f}" if math.isfinite(std) else "")
+    return f"{head}: {reference_place(row)}"
+
+
+def reference_place(row: Mapping[str, Any]) -> str:
+    """Where the pair's arms fall against the reference, in words: below or above it *beyond
+    its 95% confidence interval* (its mean's Student-t interval over its repeats; with one
+    repeat, its mean), or within it."""
+    ref = _float(row.get("ref_test_acc"))
+    if not math.isfinite(ref):
+        return (f"no structure-agnostic baseline for {row.get('dataset')} in the store (a space with "
+                f"reference: true searches it)")
+    low, high = _float(row.get("ref_ci_low")), _float(row.get("ref_ci_high"))
+    if not (math.isfinite(low) and math.isfinite(high)):
+        low = high = ref
+    arms = {"original": _float(row.get("orig_test_acc")), "Ortho-GConv": _float(row.get("ortho_test_acc"))}
+    arms = {name: value for name, value in arms.items() if math.isfinite(value)}
+    if not arms:
+        return "no arm has a winner"
+    below = {n: low - v for n, v in arms.items() if v < low}
+    above = {n: v - high for n, v in arms.items() if v > high}
+    within = [n for n in arms if n not in below and n not in above]
+    both = len(arms) == 2
+    if both and len(below) == 2:
+        gap = ref - max(arms.values())
+        gain = _float(row.get("diff_mean"))
+        tail = ("the Ortho-GConv gain does not make this backbone useful on this dataset" if gain > 0
+                else "neither arm makes this backbone useful on this dataset")
+        return f"both arms below {BASELINE} by {100 * gap:.1f} pts: the graph hurts here; {tail}"
+    if both and len(above) == 2:
+        gap = min(arms.values()) - ref
+        return f"both arms above {BASELINE} (by {100 * gap:.1f} pts or more): the graph helps here"
+    if both and len(below) == 1:
+        (name, _), = below.items()
+        other = next(n for n in arms if n != name)
+        where = (f"above it by {100 * (arms[other] - ref):.1f} pts" if other in above
+                 else "within its 95% CI")
+        return (f"only the {name} arm below {BASELINE} (by {100 * (ref - arms[name]):.1f} pts); "
+                f"the {other} arm {where}")
+    if both and len(above) == 1:
+        (name, _), = above.items()
+        return (f"only the {name} arm above {BASELINE} (by {100 * (arms[name] - ref):.1f} pts); "
+                f"the other within its 95% CI: the graph's help is not shown for both arms")
+    if both:
+        return f"both arms within the 95% CI of {BASELINE}: the graph neither clearly helps nor hurts here"
+    (name, value), = arms.items()
+    place = ("below" if name in below else "above" if name in above else "within the 95% CI of")
+    gap = f" by {100 * abs(value - ref):.1f} pts" if name not in within else ""
+    return f"the {name} arm (the only one with a winner) {place} {BASELINE}{gap}"
+
+
+def _float(value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
 
 
 def _settled(row: pd.Series) -> str:

@@ -11,7 +11,8 @@ from orthotune.core import Cell
 
 def cell_key(config: Mapping[str, Any]) -> str:
     """A config's cell key (``core.Cell.key``): ``dataset/backbone/depth/arm`` (arm ``ortho``
-    or ``original``), with ``/VARIANT`` before the arm for any variant label but ``default``.
+    or ``original``; ``reference`` for the structure-agnostic reference's backbones), with
+    ``/VARIANT`` before the arm for any variant label but ``default``.
 
     It names Optuna studies and stored searchers, so it never changes for a cell (``--resume``
     of an older search finds its studies by it). The variant label is part of it, so the

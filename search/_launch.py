@@ -14,7 +14,8 @@ A session runs in stages, each a module read top to bottom:
    they were made: ``_options``, the spaces layer);
 2. this module: the store, the search's lease and record;
 3. ``_ray_start``: Tune's settings for the session, a local Ray or the cluster;
-4. ``_plan``: the searchers and schedulers per cell (``_budget``: how many configs);
+4. ``_plan``: the searchers and schedulers per cell (``_budget``: how many configs;
+   ``_reference``: the structure-agnostic reference cells another search already trained);
 5. ``_tuner``: the Tuner, its trainable and its callbacks;
 6. ``_ending``: the Tuner's run under the signals, and the record of how the session ended.
 
@@ -38,6 +39,7 @@ from orthotune.search._gpu_share import gpu_share_record
 from orthotune.search._inputs import check_inputs
 from orthotune.search._options import LaunchOptions, SearchOutcome
 from orthotune.search._ray_start import start_ray, tune_settings
+from orthotune.search._reference import reused_references, with_reused_references
 from orthotune.search._replay import stored_trials
 from orthotune.search._tuner import tuner_of
 from orthotune.store import Lease, Store, now
@@ -52,13 +54,16 @@ def launch(options: LaunchOptions, progress: bool | str = True) -> SearchOutcome
     with Lease.acquire(store, options.name) as lease:
         lease.start_heartbeat()  # from now on: Ray's start may take longer than a lease stays fresh
         _refuse_taken_name(store, options)  # a driver that won a race for the name wrote its record first
+        reused = reused_references(store, options)  # trained by another search with the same budget
+        options = with_reused_references(options, reused)
         with tune_settings():
             fits = start_ray(options)
             tuner, planned = tuner_of(options, store, progress, options.concurrency or fits)
             started = now().isoformat()
             store.save_search_meta(options.name, {"options": options.to_meta(), "state": SearchState.RUNNING.value,
                                                   "created_at": started, "session_started_at": started,
-                                                  "elapsed_s": 0.0, **gpu_share_record(options)})
+                                                  "elapsed_s": 0.0, "references": reused,
+                                                  **gpu_share_record(options)})
             return fit(tuner, store, options)
 
 
@@ -90,6 +95,10 @@ def resume(store_uri: str, name: str, address: str | None = None, progress: bool
     with Lease.acquire(store, name) as lease:
         lease.start_heartbeat()
         meta = store.search_meta(name)  # as the last holder left it
+        # the reference cells it reuses stay those its first session chose (the record's)
+        reused = meta.get("references")
+        options = with_reused_references(options, reused if isinstance(reused, dict) else
+                                         reused_references(store, options))
         stored = stored_trials(store, name)
         with tune_settings():
             fits = start_ray(options)

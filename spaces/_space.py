@@ -22,6 +22,11 @@ A space file::
     samples: 16                 # optional: trials per cell and arm
     smoke_test: false           # optional: true marks a demo/smoke test (reports warn that its
                                 # verdicts are not evidence; the quick preset sets it)
+    reference: true             # optional (default false): also search the structure-agnostic
+                                # reference (an MLP on the node features; graph tasks: features
+                                # summed per graph, then an MLP) once per dataset, with the arms'
+                                # budget: `samples` trials over the `train` values it reads, the
+                                # same repeats and split rule; every verdict names it
     variants:                   # optional: named variants, each searched as its own cells
       - name: full              # the ``variant`` label the store and the reports key on
       - name: no-hybrid
@@ -69,12 +74,13 @@ from orthotune.core import (
     is_dynamic,
     is_factory,
     profile_values,
+    reads,
     standard_form,
 )
 from orthotune.spaces._dimension import Dimension
 
 TOP_KEYS = {"name", "datasets", "setting", "repeats", "split", "backbones", "depths", "original", "ortho",
-            "train", "asha", "samples", "variants", "smoke_test"}
+            "train", "asha", "samples", "variants", "smoke_test", "reference"}
 #: Keys of ``split``: the config's split fields (``split_train``, ...) without their prefix.
 SPLIT_KEYS = {name.removeprefix("split_") for name in SPLIT_FIELDS}
 #: Keys of the ``ortho`` arm and of ``train``, derived from the config's declarations: the
@@ -132,8 +138,16 @@ class SearchSpace:
     samples: int = 16
     variants: tuple[Variant, ...] = ()
     smoke_test: bool = False
+    reference: bool = False
+    # reference cells (their keys) whose rows another search of the store trained with the same
+    # budget, each with that search's name: :meth:`cells` leaves them out. Set by the search
+    # layer for one session, never part of the space file (:meth:`to_dict`).
+    reused: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
+        for cell in self.reference_cells():
+            for values in cell._corner_configs(cell.datasets[0], cell.backbones[0], cell.depths[0]):
+                _validate(values)
         if self.variants:
             self._check_variants()
             return
@@ -142,6 +156,26 @@ class SearchSpace:
         for dataset, backbone, depth in itertools.product(self.datasets, self.backbones, self.depths):
             for values in self._corner_configs(dataset, backbone, depth):
                 _validate(values)
+
+    # -- the structure-agnostic reference ------------------------------------------------
+
+    def reference_cells(self) -> list[SearchSpace]:
+        """With ``reference: true``, one cell per dataset (a space fixes one setting and split
+        rule per dataset): the dataset's structure-agnostic reference (``core.REFERENCE``), given
+        the arms' budget: ``samples`` trainings, the space's repeats and split rule, and the
+        space's ``train`` values the reference reads (fixed or searched, as the arms get them;
+        a variant's own values are its arms', not the reference's). Named
+        ``NAME/dataset/BACKBONE/DEPTH/reference``, its cell key (``core.Cell.key``)."""
+        if not self.reference:
+            return []
+        cells = []
+        for dataset in self.datasets:
+            cell = Cell.reference(dataset)
+            train = {n: d for n, d in self.train.items() if n != "variant" and reads(n, cell.backbone)}
+            cells.append(replace(self, name=f"{self.name}/{cell.key}", datasets=(dataset,),
+                                 backbones=(cell.backbone,), depths=(cell.depth,), original=True, ortho=None,
+                                 train=train, variants=(), reference=False, reused={}))
+        return cells
 
     # -- variants --------------------------------------------------------------------------
 
@@ -210,8 +244,9 @@ class SearchSpace:
 
     def grid(self) -> list[dict[str, Any]]:
         """Every config of the space (ranges need a step): the grid searcher's points."""
+        references = [point for cell in self.reference_cells() if cell.key not in self.reused for point in cell.grid()]
         if self.variants:
-            return [point for part in self.parts() for point in part.grid()]
+            return [point for part in self.parts() for point in replace(part, reference=False).grid()] + references
         train = _product(self.train.values())
         arms = ([_product(self.ortho.values(), ortho=True)] if self.ortho is not None else [])
         arms += [[{"ortho": False}]] if self.original else []
@@ -220,7 +255,7 @@ class SearchSpace:
             base = {"dataset": dataset, "backbone": backbone, "depth": depth, **self.protocol(dataset)}
             for arm in arms:
                 points += [{**base, **a, **t} for a, t in itertools.product(arm, train)]
-        return points
+        return points + references
 
     def protocol(self, dataset: str) -> dict[str, Any]:
         """The setting and repeats a config of ``dataset`` trains with."""
@@ -236,7 +271,8 @@ class SearchSpace:
         epochs = self.train.get("epochs")
         if epochs is not None:
             return int(max(epochs.corners()))
-        return max(int(defaults_for(d, self.protocol(d)["setting"])["epochs"]) for d in self.datasets)
+        return max(int(defaults_for(d, self.protocol(d)["setting"], b)["epochs"])
+                   for d, b in itertools.product(self.datasets, self.backbones))
 
     def default_point(self) -> dict[str, Any]:
         """The point this one-cell space's searcher tries first, in its searched values where
@@ -250,7 +286,7 @@ class SearchSpace:
         dataset = self.datasets[0]
         setting = self.protocol(dataset)["setting"]
         defaults = {**{f.name: f.default for f in by_group(TrainConfig, Group.ORTHO, Group.TRAIN, Group.VARIANT)},
-                    **defaults_for(dataset, setting)}
+                    **defaults_for(dataset, setting, self.backbones[0] if len(self.backbones) == 1 else None)}
         if self.original and self.ortho is None and len(self.backbones) == 1:
             defaults.update(standard_form(setting, self.backbones[0], dataset))
         searched = [*(self.ortho or {}).values()] if not self.original else []
@@ -263,15 +299,20 @@ class SearchSpace:
         ``samples`` as its own budget: a search over several cells gives each cell its own
         searcher, budget and ASHA bracket, so both arms get equal budgets per cell. With
         variants, each variant's cells (named ``NAME/dataset/backbone/depth/VARIANT/arm``;
-        their configs carry the ``variant`` label)."""
+        their configs carry the ``variant`` label). With ``reference: true``, the reference cells
+        follow (:meth:`reference_cells`), but those another search trained (``reused``)."""
+        return self.arm_cells() + [c for c in self.reference_cells() if c.key not in self.reused]
+
+    def arm_cells(self) -> list[SearchSpace]:
+        """:meth:`cells` without the reference's: the arms' cells."""
         if self.variants:
-            cells = [cell for part in self.parts() for cell in part.cells()]
+            cells = [cell for part in self.parts() for cell in replace(part, reference=False).arm_cells()]
             return [replace(c, name=_variant_cell_name(c)) for c in cells]
         arms = [a for a, on in ((False, self.original), (True, self.ortho is not None)) if on]
         return [
             replace(self, name=f"{self.name}/{dataset}/{backbone}/{depth}/{'ortho' if arm else 'original'}",
                     datasets=(dataset,), backbones=(backbone,), depths=(depth,), original=not arm,
-                    ortho=self.ortho if arm else None)
+                    ortho=self.ortho if arm else None, reference=False, reused={})
             for dataset, backbone, depth in itertools.product(self.datasets, self.backbones, self.depths)
             for arm in arms
         ]
@@ -330,6 +371,8 @@ class SearchSpace:
         }
         if self.smoke_test:
             out["smoke_test"] = True
+        if self.reference:
+            out["reference"] = True
         if self.setting is not None:
             out["setting"] = self.setting
         if self.repeats is not None:
@@ -386,6 +429,7 @@ def parse_space(values: Any, default_name: str = "space") -> SearchSpace:
         samples=_ints("samples", [values.get("samples", 16)], minimum=1)[0],
         variants=tuple(_variant(i, v) for i, v in enumerate(variants)),
         smoke_test=_bool("smoke_test", values.get("smoke_test", False)),
+        reference=_bool("reference", values.get("reference", False)),
     )
     if space.split and not any(SETTINGS.get(space.protocol(d)["setting"]).split == "random" for d in space.datasets):
         raise ConfigError(f"space: split applies to datasets in the random setting; none of "

@@ -151,7 +151,7 @@ EXPECTED: dict[tuple[str, str, str], dict] = {
 def cell_configs(space) -> dict[tuple[str, str, str], list[TrainConfig]]:
     """Every config of every cell, keyed by (dataset, setting, backbone)."""
     found: dict[tuple[str, str, str], list[TrainConfig]] = {}
-    for cell in space.cells():
+    for cell in space.arm_cells():
         for point in cell.grid():
             config = TrainConfig.from_dict(point)
             found.setdefault((config.dataset, config.setting, config.backbone), []).append(config)
@@ -174,7 +174,7 @@ def test_preset_loads_validates_and_fixes_one_config_per_cell(name):
     assert space.name == name and space.samples == 1 and parse_space(space.to_dict()) == space
     text = PRESETS.get(name).read_text()
     assert "Budget:" in text and "ESTIMATES" in text and "GPU" in text and "Not expressible" in text
-    for cell in space.cells():
+    for cell in space.arm_cells():
         assert not any(d.searched() for d in [*cell.train.values(), *(cell.ortho or {}).values()]), cell.name
         assert len(cell.grid()) == 1, cell.name
         assert cell.train["variant"].values == ("official",)
@@ -203,7 +203,7 @@ def smoke_configs() -> list[TrainConfig]:
     """One cheap config of each backbone and setting (Cora), shortened to 2 epochs, 1 repeat."""
     configs = []
     for name in NAMES:
-        for cell in resolve_space(name).with_datasets(["cora"]).cells():
+        for cell in resolve_space(name).with_datasets(["cora"]).arm_cells():
             point = {**cell.grid()[0], "epochs": 2, "splits": [0], "seeds": [0]}
             configs.append(TrainConfig.from_dict(point))
     return configs

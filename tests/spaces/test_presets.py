@@ -27,14 +27,14 @@ def test_presets_load_validate_round_trip_and_document_their_budget(name):
         assert "Budget:" in text and "ESTIMATES" in text and "GPU" in text
     # every cell's corner configs are valid TrainConfigs (SearchSpace validates on creation);
     # every cell is one dataset, backbone, depth and arm with the space's budget
-    for cell in space.cells():
+    for cell in space.arm_cells():
         assert len(cell.datasets) == len(cell.backbones) == len(cell.depths) == 1
         assert cell.original != (cell.ortho is not None) and cell.samples == space.samples
 
 
 def test_paper_full_gives_both_arms_equal_searched_budgets():
     space = resolve_space("paper-full")
-    cells = space.cells()
+    cells = space.arm_cells()
     assert len(cells) == 6 * 3 * 3 * 2
     searched = {name for name, d in space.train.items() if d.searched()}
     assert searched == {"lr", "weight_decay", "dropout"}  # the original arm searches too
@@ -44,12 +44,12 @@ def test_paper_full_gives_both_arms_equal_searched_budgets():
 
 
 def test_paper_semi_runs_table_3s_depths_and_ten_seeds_and_gcnii_deep_apart():
-    cells = resolve_space("paper-semi").cells()
+    cells = resolve_space("paper-semi").arm_cells()
     depths = {b: sorted({c.depths[0] for c in cells if c.backbones == (b,)}) for b in ("gcn", "jknet", "gcnii")}
     assert depths == {"gcn": [2, 4, 8], "jknet": [2, 4, 8], "gcnii": [2, 4, 8]}
     assert cells[0].protocol("pubmed") == {"setting": "semi", "seeds": list(range(10))}
     assert len(cells) == 3 * 9 * 2
-    deep = resolve_space("gcnii-semi").cells()
+    deep = resolve_space("gcnii-semi").arm_cells()
     assert sorted({c.depths[0] for c in deep}) == [16, 32, 64] and {c.backbones for c in deep} == {("gcnii",)}
 
 
@@ -60,7 +60,7 @@ def test_semi_original_arms_start_at_the_standard_form_at_its_published_settings
     both arms search the same training values (the layout among them)."""
     from orthotune.core import standard_form
 
-    cells = {cell.name: cell for cell in resolve_space(name).cells()}
+    cells = {cell.name: cell for cell in resolve_space(name).arm_cells()}
     for cell in cells.values():
         if cell.ortho is not None:
             assert cells[cell.name.replace("/ortho", "/original")].train == cell.train
