@@ -93,6 +93,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data-root", help="the raw data folder (default: $ORTHOTUNE_DATA_ROOT)")
     parser.add_argument("--measure-epochs", type=int, default=5, help="plan's epochs timed per shape (default: 5)")
+    parser.add_argument("--spaces", nargs="+", choices=("quick", "2x2"), default=["quick", "2x2"],
+                        help="which of the two spaces to run (default: both)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args()
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -100,27 +102,33 @@ def main() -> None:
         env["ORTHOTUNE_DATA_ROOT"] = str(Path(args.data_root).resolve())
     env.setdefault("ORTHOTUNE_CACHE", str(ROOT / "runs" / "cache"))  # the Makefile's default
     rows = []
+    if not args.json:
+        print("| space | trials | wall estimated | wall actual | error | core-s estimated | core-s actual | error | "
+              "epochs/trial est. / actual | s per epoch-trial est. / actual |")
+        print("|---|---|---|---|---|---|---|---|---|---|", flush=True)
     with tempfile.TemporaryDirectory(prefix="orthotune-bench-plan-") as scratch:
         space = Path(scratch) / "plan-2x2.yaml"
         space.write_text(yaml.safe_dump(GRID_2X2))
-        for index, name in enumerate(("quick", str(space))):
-            rows.append(compare(name, Path(scratch) / f"store{index}", env, args.measure_epochs))
+        for index, name in enumerate(args.spaces):
+            rows.append(compare("quick" if name == "quick" else str(space), Path(scratch) / f"store{index}", env,
+                                args.measure_epochs))
+            if not args.json:  # each row as soon as it is measured
+                print(row_text(rows[-1]), flush=True)
     if args.json:
         print(json.dumps(rows, indent=2))
         return
-    print("| space | trials | wall estimated | wall actual | error | core-s estimated | core-s actual | error | "
-          "epochs/trial est. / actual | s per epoch-trial est. / actual |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    for r in rows:
-        print(f"| {r['space']} | {r['trials']} | {r['wall_estimated_s']:.1f} s | {r['wall_actual_s']:.1f} s | "
-              f"{error(r['wall_estimated_s'], r['wall_actual_s'])} | {r['core_estimated_s']:.1f} | "
-              f"{r['core_actual_s']:.1f} | {error(r['core_estimated_s'], r['core_actual_s'])} | "
-              f"{r['epochs_per_trial_estimated']:.1f} / {r['epochs_per_trial_actual']:.1f} | "
-              f"{r['s_per_epoch_estimated']:.4f} / {r['s_per_epoch_actual']:.4f} |")
     for r in rows:
         print(f"{r['space']}: plan command {r['plan_command_s']:.1f} s ({r['shapes_measured_now']} shapes measured), "
               f"start estimated {r['start_estimated_s']:.1f} s; load average at the end "
               f"{', '.join(f'{v:.1f}' for v in r['load_average'])}; launch printed: {r['launch_printed']}")
+
+
+def row_text(r: dict) -> str:
+    return (f"| {r['space']} | {r['trials']} | {r['wall_estimated_s']:.1f} s | {r['wall_actual_s']:.1f} s | "
+            f"{error(r['wall_estimated_s'], r['wall_actual_s'])} | {r['core_estimated_s']:.1f} | "
+            f"{r['core_actual_s']:.1f} | {error(r['core_estimated_s'], r['core_actual_s'])} | "
+            f"{r['epochs_per_trial_estimated']:.1f} / {r['epochs_per_trial_actual']:.1f} | "
+            f"{r['s_per_epoch_estimated']:.4f} / {r['s_per_epoch_actual']:.4f} |")
 
 
 if __name__ == "__main__":

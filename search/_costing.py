@@ -191,9 +191,10 @@ def _write_json(path: Path, values: dict[str, Any]) -> None:
 def _start_seconds(remeasure: bool) -> float:
     """A search's fixed start on this machine: the driver's imports, Ray's start and
     shutdown, and a worker's imports (taken as the driver's), measured once in a fresh
-    interpreter and cached; 0.0 where the probe fails (the line says so)."""
-    key = hashlib.sha256(json.dumps([sys.executable, torch.__version__, __version__, CACHE_FORMAT]).encode())
-    path = cost_folder() / f"start-{key.hexdigest()[:16]}.json"
+    interpreter and cached per environment (``plan-start`` in orthotune's cache); 0.0 where
+    the probe fails."""
+    key = hashlib.sha256(json.dumps([sys.prefix, torch.__version__, __version__, CACHE_FORMAT]).encode())
+    path = cache_dir() / "plan-start" / f"{key.hexdigest()[:16]}.json"
     if not remeasure and path.is_file():
         try:
             return float(json.loads(path.read_text())["start_s"])
