@@ -16,14 +16,14 @@ from types import ModuleType
 from typing import NoReturn
 
 from orthotune import __version__
-from orthotune.cli import best, launch, logs, report, slurm, status, store, train
+from orthotune.cli import best, launch, logs, plan, report, slurm, status, store, train
 from orthotune.cli._common import BAD_INPUT, DEBUG_ENV, INTERRUPTED, OK, RUN_FAILED, SIGNAL_BASE
 from orthotune.core import OrthotuneError, SearchCrashed, SearchInterrupted
 
 __all__ = ["main"]
 
 SUBCOMMANDS: dict[str, ModuleType] = {
-    "train": train, "launch": launch, "status": status, "best": best, "report": report, "logs": logs,
+    "train": train, "plan": plan, "launch": launch, "status": status, "best": best, "report": report, "logs": logs,
     "store": store,
     "slurm": slurm,  # (issue 39)
 }
@@ -35,6 +35,7 @@ Train one config, search a space of configs on a local Ray or a Ray cluster, and
 winners and a report from the results store (Parquet files that pandas, DuckDB and Polars read).
 
   orthotune train --dataset cora --depth 8            # one config, its repeats
+  orthotune plan --space quick                        # what a search will cost here, before it starts
   orthotune launch --space quick                      # a search; results go to the store
   orthotune slurm --space quick --nodes 2 --submit    # the same, as a Slurm batch job
   orthotune status                                    # the searches in the store

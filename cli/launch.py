@@ -8,6 +8,7 @@ import json
 import shlex
 import sys
 import typing
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,7 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """``--space``/``--resume``, the store and the space's datasets, then one flag per launch
     option declared with a CLI section (``orthotune.search.LaunchOptions``: help, default,
     metavar and type from the declaration), the data options and the progress display."""
-    from orthotune.search import MODES, SECTIONS, LaunchOptions
+    from orthotune.search import MODES, SECTIONS
     from orthotune.spaces import PRESETS
 
     what = parser.add_mutually_exclusive_group(required=True)
@@ -46,11 +47,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     views.add_argument("--progress", choices=(*MODES, "off"), default="auto",
                        help="auto: a bar on a terminal, plain lines in logs; off: nothing (default: %(default)s)")
     views.add_argument("--quiet", action="store_true", help="no progress display (same as --progress off)")
+    groups["search"].add_argument(
+        "--plan", action=argparse.BooleanOptionalAction, default=True,
+        help="print the plan's total (`orthotune plan`: each cell's cost measured on this machine, cached) before "
+             "the first trial, and start the progress ETA from it; local searches only (default: %(default)s)")
+    add_option_flags(groups)
+    add_data_arguments(groups["cluster"])
+
+
+def add_option_flags(groups: dict[str, Any], only: Callable[[str], bool] | None = None) -> None:
+    """One flag per launch option declared with a CLI section (``only``: those whose name it
+    accepts), in its section's group (``groups``: section -> parser or argument group)."""
+    from orthotune.search import LaunchOptions
+
     types = typing.get_type_hints(LaunchOptions)
     for f in dataclasses.fields(LaunchOptions):
-        if f.metadata["cli"] is not None:
+        if f.metadata["cli"] is not None and (only is None or only(f.name)):
             groups[f.metadata["cli"]].add_argument(f"--{f.name.replace('_', '-')}", **_flag(f, types[f.name]))
-    add_data_arguments(groups["cluster"])
 
 
 def _flag(f: dataclasses.Field, kind: Any) -> dict[str, Any]:
@@ -83,10 +96,11 @@ def run(args: argparse.Namespace) -> int:
 
         outcome = resume(args.store, args.resume, args.address, progress=progress)
     else:
-        options = _options(args)  # the space and the options, validated before Ray, torch and PyG load
+        options = search_options(args)  # the space and the options, validated before Ray, torch and PyG load
         from orthotune.search import launch
 
-        outcome = launch(options, progress=progress)  # it checks the inputs before Ray starts
+        estimate = _plan_total(options) if args.plan and options.address is None else None
+        outcome = launch(options, progress=progress, estimate_s=estimate)  # it checks the inputs before Ray starts
     print(summary(outcome, args.store))
     if outcome.best_by_cell:
         from orthotune.reports import Filters, pair_verdicts
@@ -95,19 +109,31 @@ def run(args: argparse.Namespace) -> int:
     return OK if outcome.best_config is not None else RUN_FAILED
 
 
+def _plan_total(options: LaunchOptions) -> float | None:
+    """Print the plan's one-line total (measuring the shapes not cached yet) and return its
+    expected seconds of trials, which the progress ETA starts from."""
+    from orthotune.search import check_inputs, plan_search
+
+    check_inputs(options)  # missing data or too little memory: refused before anything is measured
+    planned = plan_search(options, note=lambda line: print(f"plan: {line}", file=sys.stderr, flush=True))
+    print(planned.total_line(), flush=True)
+    wall = planned.wall_s()
+    return None if wall is None else max(0.0, wall - planned.start_s)
+
+
 def _start_or_resume(args: argparse.Namespace, progress: bool | str) -> SearchOutcome:
     """``--start-or-resume``: the search named on the command line, started, continued or read."""
     from orthotune.core import OrthotuneError
 
     if args.space is None or args.name is None:
         raise OrthotuneError("--start-or-resume needs --space and --name: the search it starts or continues")
-    options = _options(args)  # validated before Ray, torch and PyG load
+    options = search_options(args)  # validated before Ray, torch and PyG load
     from orthotune.search import start_or_resume
 
     return start_or_resume(options, progress=progress)
 
 
-def _options(args: argparse.Namespace, name: str | None = None) -> LaunchOptions:
+def search_options(args: argparse.Namespace, name: str | None = None) -> LaunchOptions:
     """The launch options from the parsed flags: each declared option by its name."""
     from orthotune.search import LaunchOptions
 
@@ -141,7 +167,7 @@ def _submit(args: argparse.Namespace) -> int:
     argv = list(args.words)
     name = args.resume
     if args.space is not None:  # the client names the search, so it can say which one the job runs
-        name = _options(args, name=args.name or default_name(_space(args).name)).name
+        name = search_options(args, name=args.name or default_name(_space(args).name)).name
         if args.name is None:
             argv += ["--name", name]
     if not any(word == "--store" or word.startswith("--store=") for word in argv):

@@ -21,7 +21,6 @@ import re
 import shlex
 import subprocess
 import sys
-import typing
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -55,8 +54,8 @@ MIN_WINDOW_S = 300
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The search (``--space``, the store, the data, launch's options but ``--address``), then
     the job's allocation and the script."""
-    from orthotune.cli.launch import _flag
-    from orthotune.search import SECTIONS, LaunchOptions
+    from orthotune.cli.launch import add_option_flags
+    from orthotune.search import SECTIONS
     from orthotune.spaces import PRESETS
 
     parser.add_argument("--space", required=True,
@@ -67,10 +66,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="raw data folder, seen by every node at this path (default: $ORTHOTUNE_DATA_ROOT)")
     groups = {section: parser if section == SECTIONS[0] else parser.add_argument_group(section)
               for section in SECTIONS}
-    types = typing.get_type_hints(LaunchOptions)
-    for f in dataclasses.fields(LaunchOptions):
-        if f.metadata["cli"] is not None and f.name not in JOB_SETS:
-            groups[f.metadata["cli"]].add_argument(f"--{f.name.replace('_', '-')}", **_flag(f, types[f.name]))
+    add_option_flags(groups, only=lambda name: name not in JOB_SETS)
     job = parser.add_argument_group("the Slurm job")
     job.add_argument("--nodes", type=_count(1), default=1, metavar="N",
                      help="nodes, one Ray node each; the first is the head (default: %(default)s)")
@@ -111,9 +107,9 @@ def _count(least: int):
 
 def run(args: argparse.Namespace) -> int:
     from orthotune.cli._slurm_job import BatchJob
-    from orthotune.cli.launch import _options
+    from orthotune.cli.launch import search_options
 
-    options = _options(args)  # the space, the name and every option checked as `launch` checks them
+    options = search_options(args)  # the space, the name and every option checked as `launch` checks them
     store = shared_location(args.store, "--store", args.single_host)
     data_root = _data_root(args)
     _check_job(args, options)

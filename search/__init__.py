@@ -15,6 +15,7 @@ from importlib import import_module
 from typing import Any
 
 from orthotune.search._cell_key import cell_key
+from orthotune.search._estimate import PlanEstimate, Resources, asha_expected_epochs
 from orthotune.search._objective import rung_score
 from orthotune.search._options import MODES, SECTIONS, LaunchOptions, SearchOutcome
 
@@ -22,10 +23,14 @@ __all__ = [
     "MODES",
     "SECTIONS",
     "LaunchOptions",
+    "PlanEstimate",
+    "Resources",
     "SearchOutcome",
+    "asha_expected_epochs",
     "cell_key",
     "check_inputs",
     "launch",
+    "plan_search",
     "resume",
     "rung_score",
     "start_or_resume",
@@ -33,7 +38,8 @@ __all__ = [
 
 #: The names of ``__all__`` not imported above, by the module each is loaded from on first
 #: access: they import Ray, torch and PyG.
-LAZY = {"launch": "_launch", "resume": "_launch", "check_inputs": "_inputs", "start_or_resume": "_start_or_resume"}
+LAZY = {"launch": "_launch", "resume": "_launch", "check_inputs": "_inputs", "start_or_resume": "_start_or_resume",
+        "plan_search": "_costing"}
 
 
 def __getattr__(name: str) -> Any:

@@ -12,17 +12,18 @@ from orthotune.search._trackers import check_trackers
 from orthotune.training import DataRoot, check_dataset_files
 
 
-def check_inputs(options: LaunchOptions) -> None:
+def check_inputs(options: LaunchOptions, memory: bool = True) -> None:
     """What a search needs beyond valid values, checked before the store is touched and Ray
     starts: every dataset of every cell has its files in the data root (fetched first with
     ``download``), and on a local Ray each cell's largest config fits this machine's memory
-    (a cluster's workers have memory of their own)."""
+    (a cluster's workers have memory of their own; ``memory=False``: not checked, as
+    ``orthotune plan`` lists what does not fit instead)."""
     node_wait_s()  # a bad $ORTHOTUNE_NODE_WAIT_S fails here, not once Ray runs
     check_trackers(options)
     refuse_password_in_url(options.optuna_storage, "--optuna-storage")
     root = DataRoot.resolve(options.data_root, options.download)
     configs = options.space.largest_configs()
-    if options.address is None:
+    if options.address is None and memory:
         for config in configs:
             check_memory(config)
     for dataset, setting in dict.fromkeys((config.dataset, config.setting) for config in configs):

@@ -45,9 +45,10 @@ from orthotune.search._tuner import tuner_of
 from orthotune.store import Lease, Store, now
 
 
-def launch(options: LaunchOptions, progress: bool | str = True) -> SearchOutcome:
+def launch(options: LaunchOptions, progress: bool | str = True, estimate_s: float | None = None) -> SearchOutcome:
     """Run a new search. ``progress``: True (a bar on a terminal, plain lines elsewhere),
-    ``"bar"``, ``"plain"``, or False (nothing)."""
+    ``"bar"``, ``"plain"``, or False (nothing); ``estimate_s``: the plan's expected seconds
+    of trials (``plan_search``), the progress ETA's start."""
     check_inputs(options)  # missing data fails here, not in every trial
     store = Store.open(options.store, create=True)
     _refuse_taken_name(store, options)
@@ -58,7 +59,7 @@ def launch(options: LaunchOptions, progress: bool | str = True) -> SearchOutcome
         options = with_reused_references(options, reused)
         with tune_settings():
             fits = start_ray(options)
-            tuner, planned = tuner_of(options, store, progress, options.concurrency or fits)
+            tuner, planned = tuner_of(options, store, progress, options.concurrency or fits, estimate_s=estimate_s)
             started = now().isoformat()
             store.save_search_meta(options.name, {"options": options.to_meta(), "state": SearchState.RUNNING.value,
                                                   "created_at": started, "session_started_at": started,

@@ -17,7 +17,9 @@ The ETA comes from measured trial times: the configs left times the mean time of
 (the store's ``seconds`` of earlier sessions' trials and Tune's ``time_total_s`` of this
 session's) over the configs running at once. Before any trial time is known it falls back
 to this session's rate (configs ended per second since it started), and says ``?`` before
-any config has ended.
+any config has ended. Given the plan's estimate (``orthotune plan``: the search's expected
+seconds of trials, measured on this machine before it started), the ETA counts down from it
+until :data:`ESTIMATE_TRUSTED_S` have passed and a few trials' times are measured.
 """
 
 from __future__ import annotations
@@ -37,6 +39,11 @@ from orthotune.search._cell_key import cell_key
 from orthotune.search._recorder import trial_statuses
 from orthotune.search._requeue import RetryLedger
 from orthotune.search._trainable import member_configs
+
+#: How long the plan's estimate stands as the ETA (seconds into the session) ...
+ESTIMATE_TRUSTED_S = 120.0
+#: ... and how many trial times must be measured before their mean replaces it.
+ESTIMATE_TRIALS = 3
 
 
 @dataclass
@@ -97,12 +104,15 @@ class SearchProgress(Callback):
         total: configs the search plans to train (cells x samples, or the grid's points).
         mode: ``bar``, ``plain`` or ``auto`` (a bar when the stream is a terminal).
         elapsed_before: seconds earlier sessions of this search ran (``--resume``).
+        estimate_s: the plan's expected seconds of this session's trials (the ETA's start).
     """
 
     def __init__(self, total: int, mode: str = "auto", every_s: float = 2.0, plain_every_s: float = 15.0,
                  elapsed_before: float = 0.0, stream: TextIO | None = None, earlier: Counter | None = None,
-                 earlier_seconds: list[float] | None = None, ledger: RetryLedger | None = None) -> None:
+                 earlier_seconds: list[float] | None = None, ledger: RetryLedger | None = None,
+                 estimate_s: float | None = None) -> None:
         self.total, self.mode, self.every_s, self.plain_every_s = total, mode, every_s, plain_every_s
+        self.estimate_s = estimate_s
         self.ledger = ledger
         self.elapsed_before, self.stream = elapsed_before, stream
         self.earlier = Counter(earlier or {})
@@ -122,7 +132,8 @@ class SearchProgress(Callback):
     def __getstate__(self) -> dict[str, Any]:  # Tune pickles callbacks with its state
         return {"total": self.total, "mode": self.mode, "every_s": self.every_s,
                 "plain_every_s": self.plain_every_s, "elapsed_before": self.elapsed_before, "stream": None,
-                "earlier": self.earlier, "earlier_seconds": self.earlier_seconds, "ledger": None}
+                "earlier": self.earlier, "earlier_seconds": self.earlier_seconds, "ledger": None,
+                "estimate_s": self.estimate_s}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
@@ -200,10 +211,15 @@ class SearchProgress(Callback):
 
     def eta(self, done: int, session_s: float, running: int = 0) -> float | None:
         """The configs left times the mean measured trial time over the configs running at
-        once; without trial times, at this session's rate; None before any config ends."""
+        once; without trial times, at this session's rate; None before any config ends. In
+        the session's first minutes (:data:`ESTIMATE_TRUSTED_S`, and until
+        :data:`ESTIMATE_TRIALS` trial times are measured) the plan's estimate counts down."""
         if done >= self.total:
             return 0.0
         measured = self.earlier_seconds + self._seconds
+        early = session_s < ESTIMATE_TRUSTED_S or len(measured) < ESTIMATE_TRIALS
+        if self.estimate_s is not None and early and self.estimate_s > session_s:  # not once overrun
+            return self.estimate_s - session_s
         if measured:
             return (self.total - done) * (sum(measured) / len(measured)) / max(1, running)
         finished_here = done - (self._done_at_start or 0)

@@ -36,9 +36,10 @@ from orthotune.store import Store
 
 
 def tuner_of(options: LaunchOptions, store: Store, progress: bool | str, concurrency: int,
-             stored: list[StoredTrial] | None = None, elapsed_before: float = 0.0) -> tuple[Any, SearchPlan]:
+             stored: list[StoredTrial] | None = None, elapsed_before: float = 0.0,
+             estimate_s: float | None = None) -> tuple[Any, SearchPlan]:
     """The Tuner of a session and its plan; ``stored``: the trials earlier sessions stored
-    (``--resume``)."""
+    (``--resume``); ``estimate_s``: the plan's expected seconds of trials (the ETA's start)."""
     from ray import tune
 
     stored = stored or []
@@ -52,7 +53,7 @@ def tuner_of(options: LaunchOptions, store: Store, progress: bool | str, concurr
         if stored and options.scheduler == "asha" else None
     planned = plan(options, storage, stored, curves)
     ledger = RetryLedger(options.retries)
-    callbacks = callbacks_of(options, store, progress, planned.configs, ledger, elapsed_before, stored)
+    callbacks = callbacks_of(options, store, progress, planned.configs, ledger, elapsed_before, stored, estimate_s)
     tuner = tune.Tuner(
         _trainable(options, stored, curves),
         tune_config=tune.TuneConfig(
@@ -75,7 +76,8 @@ def tuner_of(options: LaunchOptions, store: Store, progress: bool | str, concurr
 
 
 def callbacks_of(options: LaunchOptions, store: Store, progress: bool | str, configs: int, ledger: RetryLedger,
-                 elapsed_before: float = 0.0, stored: list[StoredTrial] | None = None) -> list:
+                 elapsed_before: float = 0.0, stored: list[StoredTrial] | None = None,
+                 estimate_s: float | None = None) -> list:
     """The retry ledger, the recorder (the store), the live views, the progress display and
     the trackers."""
     callbacks: list = [ledger, StoreRecorder(options.store, options.name, ledger), NodeWatch(node_wait_s())]
@@ -88,7 +90,8 @@ def callbacks_of(options: LaunchOptions, store: Store, progress: bool | str, con
         stored = stored or []  # an earlier session's configs: the counter goes on from them
         callbacks.append(SearchProgress(configs + len(stored), mode=mode, elapsed_before=elapsed_before, ledger=ledger,
                                         earlier=Counter(str(t.status) for t in stored),
-                                        earlier_seconds=[t.seconds for t in stored if t.seconds is not None]))
+                                        earlier_seconds=[t.seconds for t in stored if t.seconds is not None],
+                                        estimate_s=estimate_s))
     return callbacks + tracker_callbacks(options)
 
 

@@ -9,7 +9,7 @@ import pytest
 
 import orthotune.search
 from orthotune.cli import build_parser
-from orthotune.cli.launch import _options
+from orthotune.cli.launch import search_options
 from orthotune.core import DATASETS, SETTINGS, DatasetInfo, TrainConfig, defaults_for
 from orthotune.core._catalogue import SettingInfo
 from orthotune.core._config import memory_estimate
@@ -85,12 +85,12 @@ def test_a_launch_switch_is_one_declaration(monkeypatch):
     monkeypatch.setattr(orthotune.search, "LaunchOptions", extended)
     assert "check the inputs, train nothing" in help_of("launch", "dry_run")
     args = build_parser("launch").parse_args(["launch", "--space", "quick", "--store", "s", "--dry-run"])
-    options = _options(args)
+    options = search_options(args)
     assert isinstance(options, extended) and options.dry_run is True
     meta = options.to_meta()
     assert meta["dry_run"] is True and extended.from_meta(meta).dry_run is True
     args = build_parser("launch").parse_args(["launch", "--space", "quick", "--store", "s"])
-    assert _options(args).dry_run is False
+    assert search_options(args).dry_run is False
 
 
 #: Run in a fresh interpreter: insert one coordinate, ``layout``, into ``core.Cell`` (between

@@ -91,7 +91,11 @@ class CellCost:
     ``peak_bytes_per_run`` (the pack's peak allocated memory per run),
     ``process_bytes`` (the device memory the trial's process holds besides its pack: the
     CUDA context, the dataset, the allocator's cache; an upper bound if other processes
-    use the device) and ``device_bytes`` (the device's total memory).
+    use the device) and ``device_bytes`` (the device's total memory). On any device,
+    ``setup_seconds`` is what one run of the pack pays besides its epochs (building the
+    model, the final evaluation) and ``host_peak_bytes`` the measuring process's peak resident
+    memory while the pack trained (what a trial's process holds; None where Linux's
+    ``/proc/self/clear_refs`` cannot reset the peak).
     """
 
     device: str
@@ -103,6 +107,8 @@ class CellCost:
     peak_bytes_per_run: float | None = None
     process_bytes: float | None = None
     device_bytes: int | None = None
+    setup_seconds: float | None = None
+    host_peak_bytes: float | None = None
 
     @property
     def trial_bytes(self) -> float | None:
@@ -150,13 +156,16 @@ def measure_cell_cost(config: TrainConfig, device: torch.device | str, data_root
         torch.cuda.empty_cache()
         base = torch.cuda.memory_allocated(device)
         torch.cuda.reset_peak_memory_stats(device)
+    peak_reset = reset_peak_rss()
     wall_n, _ = timed(lambda: train(longer), device)
+    host_peak = peak_rss() if peak_reset else None
     runs = pack * len(config.runs())
     seconds = (wall_n - wall_1) / epochs
     if seconds <= 0:  # noise beat a few short epochs (a busy host): the whole run's mean bounds it
         seconds = wall_n / (1 + epochs)
+    setup = max(0.0, wall_1 - seconds)
     if not cuda:
-        return CellCost(str(device), pack, runs, epochs, seconds)
+        return CellCost(str(device), pack, runs, epochs, seconds, setup_seconds=setup, host_peak_bytes=host_peak)
     peak = (torch.cuda.max_memory_allocated(device) - base) / runs
     busy = (device_profile(lambda: train(longer), device).busy_s
             - device_profile(lambda: train(short), device).busy_s) / epochs
@@ -164,7 +173,30 @@ def measure_cell_cost(config: TrainConfig, device: torch.device | str, data_root
     free, total = torch.cuda.mem_get_info(device)
     share = min(1.0, max(0.0, busy / seconds)) if seconds > 0 else 1.0
     return CellCost(torch.cuda.get_device_name(device), pack, runs, epochs, seconds, share, peak,
-                    float(total - free), int(total))
+                    float(total - free), int(total), setup, host_peak)
+
+
+def reset_peak_rss() -> bool:
+    """Reset this process's peak resident size (Linux: ``5`` to ``/proc/self/clear_refs``);
+    False where that cannot be done."""
+    try:
+        with open("/proc/self/clear_refs", "w") as refs:
+            refs.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def peak_rss() -> float | None:
+    """This process's peak resident size in bytes since the last reset (``VmHWM``)."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return float(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
 
 
 def _copies(config: TrainConfig, count: int, epochs: int) -> list[TrainConfig]:

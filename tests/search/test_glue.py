@@ -336,6 +336,22 @@ def test_tune_settings_live_only_while_a_search_runs(monkeypatch):
     assert "RAY_AIR_NEW_OUTPUT" not in os.environ and os.environ["TUNE_GLOBAL_CHECKPOINT_S"] == "1"
 
 
+def test_the_eta_counts_down_from_the_plans_estimate_in_the_first_minutes():
+    """Given the plan's estimate (300 s of trials), the ETA is what is left of it until two
+    minutes have passed and three trial times are measured; then the measured mean rules."""
+    out = io.StringIO()
+    progress = SearchProgress(total=8, mode="plain", stream=out, estimate_s=300.0)
+    progress._start = 0.0
+    progress.update(snapshot([]), now=30.0)
+    assert "ETA 4m30s" in out.getvalue()  # blind without it: no config has ended
+    assert progress.eta(3, 60.0) == 240.0
+    progress._seconds = [10.0, 10.0, 10.0]
+    assert progress.eta(3, 60.0) == 240.0  # measured, but still the first two minutes
+    assert progress.eta(3, 150.0, running=1) == 50.0  # then 5 configs x 10 s
+    # overrun: no countdown to zero, this session's rate instead (3 configs in 110 s, 5 to go)
+    assert SearchProgress(total=8, estimate_s=100.0).eta(3, 110.0) == pytest.approx(5 * 110 / 3)
+
+
 def test_after_resume_the_counter_goes_on_from_the_store_and_the_eta_from_trial_times():
     """An earlier session stored 2 configs (1 completed, 1 stopped; 10 s and 4 s): the counter
     reads 2/24, not 0/22; the ETA is the configs left times the mean measured trial time over

@@ -65,6 +65,16 @@ def finished_search(tmp_path_factory, space_file):
     return store, out
 
 
+def test_launch_prints_the_plans_total_before_the_first_trial(finished_search):
+    """The plan's one line (measured on this machine) comes before any progress line."""
+    _, out = finished_search
+    lines = out.splitlines()
+    total = next(i for i, line in enumerate(lines) if line.startswith(f"plan: {TOTAL} trials over 2 cells and arms"))
+    first_progress = next(i for i, line in enumerate(lines) if "configs done" in line)
+    assert total < first_progress and "core-hours" in lines[total] and "trials at once" in lines[total]
+    assert all(line.startswith("plan: ") for line in lines[:total])  # only the plan's notes before it
+
+
 def test_asha_and_optuna_search_completes_and_stores_every_trial(finished_search):
     store, out = finished_search
     trials = Store.open(str(store)).read("trials").to_pylist()

@@ -18,7 +18,7 @@ import yaml
 from resumed import stored
 
 from orthotune.cli import build_parser, main
-from orthotune.cli.launch import _options
+from orthotune.cli.launch import search_options
 from orthotune.store import Store
 
 DATA = Path(os.environ.get("ORTHOTUNE_DATA_ROOT", "../shared/data")).resolve()
@@ -35,7 +35,7 @@ def words(store: Path, *extra: str) -> list[str]:
 
 def recorded(store: Path, state: str, *extra: str) -> None:
     """A record of search ``q`` as launch writes it, in ``state``, with no trials."""
-    options = _options(build_parser("launch").parse_args(words(store, *extra)))
+    options = search_options(build_parser("launch").parse_args(words(store, *extra)))
     Store.open(str(store), create=True).save_search_meta("q", {"options": options.to_meta(), "state": state})
 
 

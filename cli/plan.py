@@ -1,0 +1,85 @@
+"""What a search will cost before it starts: each cell's trials, measured seconds per epoch and memory, totals.
+
+The space and the options are validated as `launch` validates them (before torch loads);
+then each distinct cell shape trains a few epochs as one pack on this machine (cached by
+shape in orthotune's cache, $ORTHOTUNE_CACHE: a second plan measures nothing), and the plan
+prints per cell and arm: trials, repeats, the epoch cap and patience, seconds per epoch of
+one pack, the expected epochs per trial under the scheduler, one trial's seconds and peak
+memory; then the totals (trials, core-hours, GPU-hours where measured on a GPU, the wall time
+on --cpus/--gpus/--nodes, default this machine) and the cells whose one trial needs more
+memory than a node has.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from orthotune.cli._common import OK, add_data_arguments
+
+#: The launch options a plan depends on (the rest: names, trackers, the store, the cluster's address).
+PLANNED = ("samples", "searcher", "scheduler", "cpus_per_trial", "gpus_per_trial", "concurrency",
+           "configs_per_trial", "report_every")
+
+
+def _positive(kind: type) -> object:
+    def parse(value: str):
+        try:
+            number = kind(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{value!r} must be a {kind.__name__} > 0") from None
+        if not number > 0 or number != number or number == float("inf"):
+            raise argparse.ArgumentTypeError(f"{value!r} must be a {kind.__name__} > 0")
+        return number
+    parse.__name__ = kind.__name__
+    return parse
+
+
+def _count(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} must be an integer >= 0") from None
+    if number < 0:
+        raise argparse.ArgumentTypeError(f"{value!r} must be an integer >= 0")
+    return number
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from orthotune.cli.launch import add_option_flags
+    from orthotune.search import SECTIONS
+    from orthotune.spaces import PRESETS
+
+    parser.add_argument("--space", required=True,
+                        help=f"a preset ({', '.join(sorted(PRESETS.names()))}) or a space YAML file")
+    parser.add_argument("--datasets", nargs="+", metavar="DATASET", help="override the space's datasets")
+    where = parser.add_argument_group("the resources (default: this machine, one node)")
+    where.add_argument("--cpus", type=_positive(float), metavar="N", help="CPUs per node")
+    where.add_argument("--gpus", type=_count, metavar="N", help="GPUs per node")
+    where.add_argument("--nodes", type=_positive(int), default=1, metavar="N", help="nodes alike (default: 1)")
+    where.add_argument("--memory", type=_positive(float), metavar="GIB", help="memory per node in GiB")
+    groups = {section: parser if section == SECTIONS[0] else parser.add_argument_group(section)
+              for section in SECTIONS}
+    add_option_flags(groups, only=lambda name: name in PLANNED)
+    parser.add_argument("--measure-epochs", type=_positive(int), default=5, metavar="N",
+                        help="epochs timed per cell shape (default: %(default)s)")
+    parser.add_argument("--remeasure", action="store_true", help="measure every shape again (ignore the cache)")
+    parser.add_argument("--json", action="store_true", help="the plan as JSON (cells, totals, resources, machine)")
+    add_data_arguments(groups["cluster"])
+
+
+def run(args: argparse.Namespace) -> int:
+    from orthotune.cli._common import default_store
+    from orthotune.cli.launch import search_options
+
+    # validated as launch validates them, before torch loads (the name and store are unused)
+    options = search_options(argparse.Namespace(**vars(args), store=default_store(), name=None))
+    from orthotune.search import plan_search
+
+    overrides = {"cpus": args.cpus, "gpus": args.gpus, "nodes": args.nodes,
+                 "memory_bytes": None if args.memory is None else int(args.memory * 2**30)}
+    planned = plan_search(options, {k: v for k, v in overrides.items() if v is not None}, args.measure_epochs,
+                          args.remeasure, note=lambda line: print(f"plan: {line}", file=sys.stderr, flush=True))
+    print(json.dumps(planned.to_dict(), indent=2) if args.json else planned.table())
+    return OK

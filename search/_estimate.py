@@ -1,0 +1,310 @@
+"""What a search will cost, from each cell's measured cost: the arithmetic of ``orthotune plan``.
+
+Light to import (no Ray, no torch): the measurements come from ``_costing`` (which trains a
+pack of each distinct cell shape on this machine); this module turns them into expected
+epochs per trial under the scheduler, seconds and core-hours per cell and arm, the wall time
+on the resources given, and what does not fit a node.
+
+The model, stated so a reader can check it:
+
+- a trial costs ``setup_s + epochs x seconds_per_epoch`` of one pack (its repeats, or its
+  trial group's configs, trained together), measured on this machine;
+- under ASHA a trial trains to the first rung (``grace_period``), and at each rung continues
+  with the probability Ray's rule gives it: a trial is stopped when its score is below the
+  ``1 - 1/reduction_factor`` percentile of the scores recorded at that rung before it, so
+  the first trial at a rung always continues and, with many trials, a share
+  ``1/reduction_factor`` does (:func:`asha_expected_epochs`, scores independent at each
+  rung); a survivor of the last rung trains to the cap;
+- patience can only shorten a trial: how early a trial's validation score stops improving is
+  not known before it trains, so the expectation assumes no patience stop (an upper bound
+  for cells whose trials stop on patience before their cap or their ASHA rung);
+- trials start in the order the searcher hands them out (round robin over the cells), each
+  on the first free slot (``cpus // cpus_per_trial`` per node, times ``nodes``): the wall
+  time is that list schedule's end, plus the fixed start (imports) measured here.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+from typing import Any
+
+#: The scheduler whose rungs the expectation follows; any other stops trials only on patience.
+ASHA = "asha"
+
+
+def asha_rungs(grace_period: int, max_t: int, reduction_factor: int) -> list[int]:
+    """The epochs at which Ray's ASHA (one bracket) compares trials, ascending: ``grace x rf^k``
+    for as many ``k`` as Ray's ``_Bracket`` makes (``int(log(max_t/grace)/log(rf) + 1)``)."""
+    count = int(math.log(max_t / grace_period) / math.log(reduction_factor) + 1)
+    return [grace_period * reduction_factor**k for k in range(count)]
+
+
+def continue_probability(recorded: int, reduction_factor: int) -> float:
+    """The chance that a trial continues at a rung where ``recorded`` trials were recorded
+    before it, scores independent and continuous: Ray stops it below the ``q = 1 - 1/rf``
+    percentile of those (numpy's linear interpolation), whose expectation over ``j`` uniform
+    scores is ``(q (j - 1) + 1) / (j + 1)``; the first trial (``j = 0``) always continues."""
+    if recorded <= 0:
+        return 1.0
+    q = 1.0 - 1.0 / reduction_factor
+    return 1.0 - (q * (recorded - 1) + 1.0) / (recorded + 1)
+
+
+def survivors(arrivals: float, reduction_factor: int) -> float:
+    """The expected number of ``arrivals`` trials (possibly fractional: an expectation) that
+    continue past one rung, each compared with those recorded before it."""
+    whole = math.floor(arrivals)
+    expected = sum(continue_probability(j, reduction_factor) for j in range(whole))
+    return expected + (arrivals - whole) * continue_probability(whole, reduction_factor)
+
+
+def stop_epoch(milestone: int, report_every: int) -> int:
+    """The epoch a trial stopped at rung ``milestone`` has trained: ASHA decides on reports,
+    which come every ``report_every`` epochs."""
+    return math.ceil(milestone / report_every) * report_every
+
+
+@lru_cache(maxsize=256)
+def asha_expected_epochs(trials: int, max_t: int, grace_period: int, reduction_factor: int,
+                         report_every: int = 1) -> float:
+    """The mean epochs of a cell's ``trials`` under ASHA with the cap ``max_t``: all train to
+    the first rung; the expected survivors of each rung (:func:`survivors`) train on to the
+    next one, and the last rung's survivors to the cap."""
+    if trials <= 0:
+        return 0.0
+    rungs = [min(stop_epoch(r, report_every), max_t) for r in asha_rungs(grace_period, max_t, reduction_factor)]
+    arriving, total, previous = float(trials), 0.0, 0
+    for rung in rungs:
+        total += arriving * (rung - previous)
+        arriving, previous = survivors(arriving, reduction_factor), rung
+    total += arriving * (max_t - previous)
+    return total / trials
+
+
+def expected_epochs(scheduler: str, trials: int, max_t: int, grace_period: int, reduction_factor: int,
+                    report_every: int = 1) -> float:
+    """Mean epochs per trial of a cell: ASHA's expectation, or the cap under FIFO (patience
+    not modelled: see the module's note)."""
+    if scheduler == ASHA and grace_period < max_t:
+        return asha_expected_epochs(trials, max_t, grace_period, reduction_factor, report_every)
+    return float(max_t)
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What the search runs on: ``nodes`` alike, each with ``cpus``, ``gpus`` and
+    ``memory_bytes`` (GPU memory per GPU in ``gpu_memory_bytes`` where there is one)."""
+
+    cpus: float
+    gpus: int = 0
+    nodes: int = 1
+    memory_bytes: int | None = None
+    gpu_memory_bytes: int | None = None
+
+    def slots(self, cpus_per_trial: float, gpus_per_trial: float, concurrency: int | None) -> int:
+        """Trials at once: what each node's CPUs (and GPUs) hold, times the nodes, capped by
+        ``concurrency``."""
+        per_node = int(self.cpus // cpus_per_trial)
+        if gpus_per_trial:
+            per_node = min(per_node, int(self.gpus // gpus_per_trial))
+        fits = max(0, per_node) * self.nodes
+        return max(1, min(fits, concurrency) if concurrency else fits)
+
+
+@dataclass(frozen=True)
+class CellEstimate:
+    """One cell and arm of the plan: its budget, its measured cost and what it adds up to.
+
+    ``seconds_per_epoch`` and ``setup_s`` are one pack's (its trial's) as measured on
+    ``device``; ``peak_bytes`` what one trial's process held at its peak (resident memory on
+    a CPU, device memory on a GPU); ``estimate_bytes``: the config's memory estimate (the
+    repeats a pack holds), used where the cell was not measured; ``measured``: False when
+    the cell was not trained (it does not fit: ``reason``).
+    """
+
+    cell: str
+    arm: str
+    trials: int
+    repeats: int
+    epochs: int
+    patience: int | None
+    expected_epochs: float
+    seconds_per_epoch: float | None
+    setup_s: float | None
+    peak_bytes: float | None
+    device: str
+    shape: str
+    configs_per_trial: int = 1
+    estimate_bytes: float | None = None
+    measured: bool = True
+    cached: bool = False
+    reason: str | None = None
+
+    @property
+    def trial_s(self) -> float | None:
+        """Expected seconds of one trial (its pack)."""
+        if self.seconds_per_epoch is None:
+            return None
+        return (self.setup_s or 0.0) + self.expected_epochs * self.seconds_per_epoch
+
+    @property
+    def tune_trials(self) -> int:
+        """Ray trials of this cell: its configs in groups of ``configs_per_trial``."""
+        return math.ceil(self.trials / self.configs_per_trial)
+
+    @property
+    def seconds(self) -> float | None:
+        """Expected seconds of all the cell's trials, one after another on one slot."""
+        return None if self.trial_s is None else self.trial_s * self.tune_trials
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "trial_s": self.trial_s, "seconds": self.seconds}
+
+
+@dataclass(frozen=True)
+class PlanEstimate:
+    """A search's plan: the cells, the resources and the totals (:meth:`totals`)."""
+
+    space: str
+    scheduler: str
+    searcher: str
+    cells: tuple[CellEstimate, ...]
+    resources: Resources
+    cpus_per_trial: float
+    gpus_per_trial: float
+    concurrency: int | None
+    start_s: float = 0.0  # the fixed start a search pays here (imports), measured
+    measured_here: dict[str, Any] = field(default_factory=dict)  # machine: cpus, memory, gpu, date
+
+    @property
+    def slots(self) -> int:
+        return self.resources.slots(self.cpus_per_trial, self.gpus_per_trial, self.concurrency)
+
+    @property
+    def on_gpu(self) -> bool:
+        return any(c.device.startswith("cuda") for c in self.cells)
+
+    def does_not_fit(self) -> list[str]:
+        """One line per cell whose one trial needs more memory than a node has."""
+        gpu = self.gpus_per_trial > 0 or self.on_gpu
+        limit = self.resources.gpu_memory_bytes if gpu else self.resources.memory_bytes
+        where = "a GPU" if gpu else "a node"
+        lines = []
+        for cell in self.cells:
+            need = cell.peak_bytes if cell.peak_bytes is not None else cell.estimate_bytes
+            if limit and need is not None and need > limit:
+                how = "measured peak" if cell.peak_bytes is not None else "estimated"
+                lines.append(f"{cell.cell}: one trial needs {gib(need)} ({how}), more than the {gib(limit)} "
+                             f"{where} has")
+            elif cell.reason:
+                lines.append(f"{cell.cell}: {cell.reason}")
+        return lines
+
+    def trial_times(self) -> list[float]:
+        """Each Ray trial's expected seconds, in the order the searcher hands them out (round
+        robin over the cells, each cell until its budget is spent)."""
+        queues = [[c.trial_s] * c.tune_trials for c in self.cells if c.trial_s is not None]
+        order = []
+        for turn in range(max((len(q) for q in queues), default=0)):
+            order += [q[turn] for q in queues if turn < len(q)]
+        return order
+
+    def wall_s(self) -> float | None:
+        """The expected wall time: the trials list-scheduled on the slots, plus the start."""
+        if any(c.trial_s is None for c in self.cells):
+            return None
+        return self.start_s + list_schedule(self.trial_times(), self.slots)
+
+    def totals(self) -> dict[str, Any]:
+        """Trials, core-seconds (GPU-seconds where measured on a GPU) and the wall time."""
+        known = [c for c in self.cells if c.seconds is not None]
+        busy = sum(c.seconds for c in known)
+        complete = len(known) == len(self.cells)
+        gpu = self.on_gpu
+        return {
+            "trials": sum(c.trials for c in self.cells),
+            "tune_trials": sum(c.tune_trials for c in self.cells),
+            "cells": len(self.cells),
+            "core_s": busy * self.cpus_per_trial if complete else None,
+            "gpu_s": busy * max(self.gpus_per_trial, 1.0 if gpu else 0.0) if complete and gpu else None,
+            "wall_s": self.wall_s(),
+            "slots": self.slots,
+            "start_s": self.start_s,
+            "does_not_fit": self.does_not_fit(),
+        }
+
+    def total_line(self) -> str:
+        """The one line ``launch`` prints before its first trial."""
+        t = self.totals()
+        where = resources_text(self.resources)
+        wall = "unknown (a cell was not measured)" if t["wall_s"] is None else hours(t["wall_s"])
+        core = "unknown" if t["core_s"] is None else f"{t['core_s'] / 3600:.2f} core-hours"
+        gpu = f"{t['gpu_s'] / 3600:.2f} GPU-hours" if t["gpu_s"] is not None else "GPU-hours not measured here"
+        misfit = f"; {len(t['does_not_fit'])} cell(s) do not fit" if t["does_not_fit"] else ""
+        return (f"plan: {t['trials']} trials over {t['cells']} cells and arms, {core}, {gpu}; about {wall} "
+                f"on {where} ({t['slots']} trials at once){misfit}")
+
+    def table(self) -> str:
+        """The per-cell table, the totals and what does not fit, as ``orthotune plan`` prints."""
+        header = ("cell", "trials", "repeats", "epochs", "patience", "s/epoch", "setup s", "exp. epochs",
+                  "trial s", "peak MiB", "cell core-h")
+        rows = [header]
+        for c in self.cells:
+            rows.append((c.cell, str(c.trials), str(c.repeats), str(c.epochs), "-" if c.patience is None
+                         else str(c.patience), _num(c.seconds_per_epoch, 4), _num(c.setup_s, 2),
+                         f"{c.expected_epochs:.1f}", _num(c.trial_s, 1),
+                         "-" if c.peak_bytes is None else f"{c.peak_bytes / 2**20:.0f}",
+                         "-" if c.seconds is None else f"{c.seconds * self.cpus_per_trial / 3600:.3f}"))
+        widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+        lines = ["  ".join(v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(r, widths)))
+                 for r in rows]
+        t = self.totals()
+        lines += ["", self.total_line()]
+        lines.append(f"  start (imports, measured here): {t['start_s']:.1f} s; "
+                     f"measured on {self.measured_here.get('device', '?')}: "
+                     f"{sum(1 for c in self.cells if c.measured and not c.cached)} shape(s) measured now, "
+                     f"{sum(1 for c in self.cells if c.cached)} cell(s) from the cache")
+        for line in t["does_not_fit"]:
+            lines.append(f"  does not fit: {line}")
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"space": self.space, "scheduler": self.scheduler, "searcher": self.searcher,
+                "resources": asdict(self.resources), "cpus_per_trial": self.cpus_per_trial,
+                "gpus_per_trial": self.gpus_per_trial, "concurrency": self.concurrency,
+                "machine": self.measured_here, "cells": [c.to_dict() for c in self.cells],
+                "totals": self.totals()}
+
+
+def list_schedule(durations: Sequence[float], slots: int) -> float:
+    """When the last of ``durations`` ends, each started in order on the first free slot."""
+    free = [0.0] * max(1, slots)
+    for seconds in durations:
+        heapq.heappush(free, heapq.heappop(free) + seconds)
+    return max(free)
+
+
+def gib(count: float) -> str:
+    return f"{count / 2**30:.1f} GiB"
+
+
+def hours(seconds: float) -> str:
+    """``3.2 h`` from an hour on, else minutes or seconds."""
+    if seconds >= 3600:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.0f} s"
+
+
+def resources_text(resources: Resources) -> str:
+    node = f"{resources.cpus:g} CPU" + (f", {resources.gpus} GPU" if resources.gpus else "")
+    if resources.memory_bytes:
+        node += f", {gib(resources.memory_bytes)}"
+    return f"{resources.nodes} node(s) of {node}" if resources.nodes != 1 else node
+
+
+def _num(value: float | None, places: int) -> str:
+    return "-" if value is None else f"{value:.{places}f}"

@@ -1,0 +1,126 @@
+"""The plan of a search: ASHA's expected epochs by hand, the per-cell table measured on real
+Cora, the cache (a second plan measures nothing), and what does not fit."""
+
+import pytest
+
+from orthotune.search import LaunchOptions, PlanEstimate, Resources, asha_expected_epochs, plan_search
+from orthotune.search._estimate import CellEstimate, asha_rungs, continue_probability, list_schedule, survivors
+from orthotune.spaces import parse_space
+
+SPACE = {"name": "tiny", "datasets": ["cora"], "repeats": [0, 1], "backbones": ["gcn"], "depths": [2],
+         "original": True, "ortho": {"T": 2, "beta": 1.0, "lam": 5.0e-4},
+         "train": {"lr": [0.01, 0.05], "hidden": 24, "epochs": 40, "patience": 40},
+         "asha": {"grace_period": 10, "reduction_factor": 2}, "samples": 2}
+
+
+def options(space=SPACE, **kwargs):
+    return LaunchOptions(store="unused", name="plan-test", space=parse_space(space), **kwargs)
+
+
+# -- the arithmetic, by hand -------------------------------------------------------------------
+
+def test_asha_rungs_are_rays():
+    assert asha_rungs(10, 100, 3) == [10, 30, 90]  # Ray: int(log(100/10)/log(3) + 1) = 3 rungs
+    assert asha_rungs(50, 1500, 3) == [50, 150, 450, 1350]
+    assert asha_rungs(4, 24, 2) == [4, 8, 16]
+
+
+def test_continue_probability_by_hand():
+    """The q = 2/3 percentile of j uniform scores has the expectation (q (j - 1) + 1) / (j + 1)."""
+    assert continue_probability(0, 3) == 1.0  # the first trial at a rung always continues
+    assert continue_probability(1, 3) == pytest.approx(0.5)
+    assert continue_probability(2, 3) == pytest.approx(4 / 9)
+    assert continue_probability(4, 3) == pytest.approx(0.4)
+    assert continue_probability(10**6, 3) == pytest.approx(1 / 3, abs=1e-5)  # many trials: 1/rf
+    assert survivors(6, 3) == pytest.approx(3.15)  # 1 + 1/2 + 4/9 + 5/12 + 2/5 + 7/18
+
+
+def test_asha_expected_epochs_by_hand():
+    """6 trials, cap 100, grace 10, rf 3 (rungs 10, 30, 90): 6 train to 10, 3.15 on to 30,
+    2.00694 on to 90 and 1.50309 to 100: 258.4475 epochs, 43.07 per trial."""
+    assert asha_expected_epochs(6, 100, 10, 3, 10) == pytest.approx(258.4475 / 6, rel=1e-5)
+    # many trials: a share 1/rf continues at each rung: 10 + 20/3 + 60/9 + 10/27
+    assert asha_expected_epochs(100_000, 100, 10, 3, 10) == pytest.approx(10 + 20 / 3 + 60 / 9 + 10 / 27, rel=1e-3)
+    assert asha_expected_epochs(1, 100, 10, 3, 10) == 100.0  # a lone trial is never stopped
+    # reports every 20 epochs: a trial stopped at rung 10 has trained 20, at rung 30 40
+    assert asha_expected_epochs(6, 100, 10, 3, 20) > asha_expected_epochs(6, 100, 10, 3, 10)
+
+
+def test_wall_time_is_the_list_schedule_of_the_trials():
+    assert list_schedule([3.0, 1.0, 1.0, 1.0], 2) == 3.0
+    assert list_schedule([1.0] * 5, 2) == 3.0
+    assert list_schedule([2.0, 2.0], 1) == 4.0
+
+
+def estimate(cell, trials, seconds, peak=None, **kwargs):
+    values = {"arm": cell.rsplit("/", 1)[-1], "repeats": 5, "epochs": 100, "patience": 30, "expected_epochs": 40.0,
+              "seconds_per_epoch": seconds, "setup_s": 0.5, "peak_bytes": peak, "device": "cpu", "shape": "s"}
+    return CellEstimate(cell=cell, trials=trials, **{**values, **kwargs})
+
+
+def test_totals_core_hours_and_wall_on_the_resources_given():
+    cells = (estimate("cora/gcn/2/original", 6, 0.1), estimate("cora/gcn/2/ortho", 6, 0.2))
+    plan = PlanEstimate("s", "asha", "optuna", cells, Resources(cpus=2, memory_bytes=2**34), 1.0, 0.0, None,
+                        start_s=10.0)
+    totals = plan.totals()
+    # a trial: 0.5 s + 40 epochs x (0.1 | 0.2) s = 4.5 | 8.5 s; six each
+    assert totals["trials"] == 12 and totals["core_s"] == pytest.approx(6 * 4.5 + 6 * 8.5)
+    assert totals["gpu_s"] is None and "GPU-hours not measured here" in plan.total_line()
+    # handed out a, b, a, b, ... each to the first free of 2 slots: they end at 35 and 43 s
+    assert totals["wall_s"] == pytest.approx(10.0 + 43.0)
+    wider = PlanEstimate("s", "asha", "optuna", cells, Resources(cpus=4, nodes=3), 1.0, 0.0, 3, start_s=0.0)
+    assert wider.slots == 3  # 12 slots, capped by concurrency 3
+
+
+def test_a_cell_whose_trial_needs_more_than_a_node_is_named_with_its_figure():
+    cells = (estimate("cora/gcn/2/original", 6, 0.1, peak=3 * 2**30), estimate("cora/gcn/8/ortho", 6, 0.1,
+                                                                                  peak=2**30))
+    plan = PlanEstimate("s", "asha", "optuna", cells, Resources(cpus=2, memory_bytes=2 * 2**30), 1.0, 0.0, None)
+    assert plan.does_not_fit() == ["cora/gcn/2/original: one trial needs 3.0 GiB (measured peak), more than the "
+                                   "2.0 GiB a node has"]
+    assert "1 cell(s) do not fit" in plan.total_line()
+    assert "does not fit: cora/gcn/2/original: one trial needs 3.0 GiB" in plan.table()
+
+
+# -- measured on real Cora ---------------------------------------------------------------------
+
+@pytest.fixture
+def counted(monkeypatch, tmp_path):
+    """A fresh cost cache, and the measurements made counted (not timed)."""
+    import orthotune.search._costing as costing
+
+    calls = []
+    real = costing.measure_cell_cost
+    monkeypatch.setattr(costing, "cost_folder", lambda: tmp_path / "costs")
+    monkeypatch.setattr(costing, "measure_cell_cost", lambda *a, **k: calls.append(a[0]) or real(*a, **k))
+    return calls
+
+
+def test_plan_measures_each_cell_once_and_a_second_plan_reads_the_cache(counted):
+    first = plan_search(options(), measure_epochs=2)
+    assert len(counted) == 2  # two shapes: the original arm and the Ortho-GConv arm
+    assert [c.cell for c in first.cells] == ["cora/gcn/2/original", "cora/gcn/2/ortho"]
+    for cell in first.cells:
+        assert (cell.trials, cell.repeats, cell.epochs, cell.patience) == (2, 2, 40, 40)
+        assert cell.seconds_per_epoch > 0 and cell.setup_s >= 0 and not cell.cached
+        assert cell.peak_bytes is None or cell.peak_bytes > 2**20  # a process holding torch and Cora
+        assert cell.expected_epochs == pytest.approx(asha_expected_epochs(2, 40, 10, 2, 10))
+    second = plan_search(options(), measure_epochs=2)
+    assert len(counted) == 2 and all(c.cached for c in second.cells)  # nothing measured again
+    assert [c.seconds_per_epoch for c in second.cells] == [c.seconds_per_epoch for c in first.cells]
+    table = second.table()
+    assert table.splitlines()[0].split()[:4] == ["cell", "trials", "repeats", "epochs"]
+    assert "cora/gcn/2/ortho" in table and "plan: 4 trials over 2 cells and arms" in table
+    # another sample budget is the same shapes: still nothing measured
+    assert plan_search(options(samples=1), measure_epochs=2).totals()["trials"] == 2 and len(counted) == 2
+
+
+def test_a_cell_too_large_for_this_machine_is_listed_not_trained(counted):
+    huge = {**SPACE, "original": False, "depths": [64], "train": {**SPACE["train"], "hidden": 4096}}
+    plan = plan_search(options(huge), measure_epochs=2)
+    assert counted == []  # never trained: it would run out of memory
+    (cell,) = plan.cells
+    assert not cell.measured and cell.seconds_per_epoch is None
+    (line,) = plan.does_not_fit()
+    assert line.startswith("cora/gcn/64/ortho: one trial needs ") and "(estimated), more than the" in line
+    assert plan.totals()["wall_s"] is None and "unknown" in plan.total_line()
