@@ -112,9 +112,10 @@ def run(args: argparse.Namespace) -> int:
 def _plan_total(options: LaunchOptions) -> float | None:
     """Print the plan's one-line total (measuring the shapes not cached yet) and return its
     expected seconds of trials, which the progress ETA starts from."""
-    from orthotune.search import check_inputs, plan_search
+    from orthotune.search import check_inputs, check_store, plan_search
 
     check_inputs(options)  # missing data or too little memory: refused before anything is measured
+    check_store(options)  # so is a store that is not ours or a name already taken
     planned = plan_search(options, note=lambda line: print(f"plan: {line}", file=sys.stderr, flush=True))
     print(planned.total_line(), flush=True)
     wall = planned.wall_s()

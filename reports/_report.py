@@ -9,7 +9,7 @@ import pandas as pd
 
 from orthotune.reports._curve import PairCurve, curve_notes, pair_curves, with_settled
 from orthotune.reports._curve_plot import curve_figures
-from orthotune.reports._load import SCALARS, Filters, complete_rows, load_trials, open_store, split_reference
+from orthotune.reports._load import LISTS, SCALARS, Filters, complete_rows, load_trials, open_store, split_reference
 from orthotune.reports._plots import Figure, figures
 from orthotune.reports._select import TIE_RULE_TEXT, select_best
 from orthotune.reports._tables import (
@@ -32,10 +32,11 @@ from orthotune.store import Store
 EPOCH_GRAD_NORMS = "grad_norms"
 #: The trials columns a report reads for every trial: the scalars, and each repeat's selected
 #: epoch (whether a trial was stuck, for the effect of T); the winners' rows are read whole.
-#: The trials columns a verdict reads for every trial: the scalars, and each repeat's test
-#: accuracy and epochs trained (the tuning curve pairs the first k trials' winners by repeat).
-CURVE_COLUMNS = (*SCALARS, "repeat_test_acc", "repeat_epochs")
-REPORT_COLUMNS = (*CURVE_COLUMNS, "repeat_best_epoch")
+#: The trials columns a verdict reads for every trial: the scalars and the per-repeat lists
+#: (the tuning curve pairs the first k trials' winners repeat by repeat); not the per-layer
+#: gradient norms, which only the winners' rows show.
+CURVE_COLUMNS = (*SCALARS, *(name for name in LISTS if name.startswith("repeat_")))
+REPORT_COLUMNS = CURVE_COLUMNS
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ __all__ = [
     "asha_expected_epochs",
     "cell_key",
     "check_inputs",
+    "check_store",
     "launch",
     "plan_search",
     "resume",
@@ -38,7 +39,7 @@ __all__ = [
 
 #: The names of ``__all__`` not imported above, by the module each is loaded from on first
 #: access: they import Ray, torch and PyG.
-LAZY = {"launch": "_launch", "resume": "_launch", "check_inputs": "_inputs", "start_or_resume": "_start_or_resume",
+LAZY = {"launch": "_launch", "check_store": "_launch", "resume": "_launch", "check_inputs": "_inputs", "start_or_resume": "_start_or_resume",
         "plan_search": "_costing"}
 
 

@@ -68,6 +68,12 @@ def launch(options: LaunchOptions, progress: bool | str = True, estimate_s: floa
             return fit(tuner, store, options)
 
 
+def check_store(options: LaunchOptions) -> None:
+    """The store a new search writes to: refused when it is not ours (a file, a foreign
+    folder) or already holds a search of this name, before anything is measured or trained."""
+    _refuse_taken_name(Store.open(options.store, create=True), options)
+
+
 def _refuse_taken_name(store: Store, options: LaunchOptions) -> None:
     if store.exists(f"searches/{options.name}.json"):
         raise OrthotuneError(f"search {options.name!r} already exists in store {options.store!r}; "

@@ -138,8 +138,15 @@ def stop_before_ray(monkeypatch) -> None:
     def init(*args, **kwargs):  # a trial group's rung board is a Ray actor, made with the Tuner
         raise Reached
 
+    def plan_total(options):  # the plan's checks run; its measuring (a few epochs per cell) does not
+        from orthotune.search import check_inputs, check_store
+
+        check_inputs(options)
+        check_store(options)
+
     monkeypatch.setattr(ray, "init", init)
     monkeypatch.setattr("orthotune.search._launch.start_ray", lambda options: 2)
+    monkeypatch.setattr("orthotune.cli.launch._plan_total", plan_total)
     monkeypatch.setattr(tune.Tuner, "fit", fit)
 
 
