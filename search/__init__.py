@@ -39,7 +39,8 @@ __all__ = [
 
 #: The names of ``__all__`` not imported above, by the module each is loaded from on first
 #: access: they import Ray, torch and PyG.
-LAZY = {"launch": "_launch", "check_store": "_launch", "resume": "_launch", "check_inputs": "_inputs", "start_or_resume": "_start_or_resume",
+LAZY = {"launch": "_launch", "check_store": "_launch", "resume": "_launch",
+        "check_inputs": "_inputs", "start_or_resume": "_start_or_resume",
         "plan_search": "_costing"}
 
 
