@@ -317,11 +317,10 @@ def growth(results: dict[int, dict[str, dict]]) -> dict[str, dict]:
 def _grows_with(key: str, exponent: float) -> str:
     """What a command's time follows, from its exponent in trials: a per-trial-files store has
     two files per trial (files and trials grow together), a compacted one two files in all."""
-    if exponent < 0.3:
+    if exponent < 0.1:
         return "constant"
-    if key.startswith("compacted"):
-        return "trials (rows; the files stay 2)"
-    return "trials and files (2 per trial)"
+    what = "trials (rows; the files stay 2)" if key.startswith("compacted") else "trials and files (2 per trial)"
+    return what if exponent >= 0.8 else f"less than linearly in {what}: a fixed cost dominates at these sizes"
 
 
 COMMANDS = {"status": ["status"], "best": ["best", "--search", "scale-00"],

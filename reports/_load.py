@@ -214,10 +214,15 @@ def _split_rule(values: dict) -> str:
 def add_variant_keys(frame: pd.DataFrame) -> pd.DataFrame:
     """Add ``switches``, ``shared`` and ``variant_name`` (see :func:`load_trials`)."""
     frame = frame.copy()
-    combos = [_switch_values(row) for row in frame[[*SWITCHES, "ortho"]].to_dict("records")]
-    frame["switches"] = [_encode(c) for c in combos]
-    frame["shared"] = [_encode({k: v for k, v in c.items() if k in SHARED}) for c in combos]
-    frame["variant_name"] = _variant_names(combos)
+    # worked out once per distinct combination of switches (a handful), not per trial (10^5)
+    columns = [*SWITCHES, "ortho"]
+    codes = frame.groupby(columns, dropna=False, sort=False).ngroup().to_numpy() if len(frame) else np.array([], int)
+    firsts = pd.Series(range(len(codes))).groupby(codes, sort=True).first().to_numpy() if len(codes) else []
+    combos = [_switch_values(row) for row in frame[columns].iloc[firsts].to_dict("records")]
+    for name, values in (("switches", [_encode(c) for c in combos]),
+                         ("shared", [_encode({k: v for k, v in c.items() if k in SHARED}) for c in combos]),
+                         ("variant_name", _variant_names(combos))):
+        frame[name] = np.array(values, dtype=object)[codes] if len(codes) else pd.Series([], dtype=object)
     return frame
 
 
