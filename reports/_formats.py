@@ -189,8 +189,8 @@ def _pair_rows(report: Report) -> list[list[str]]:
     return [
         [*_lead(r), r[VARIANT], r["repeat_kind"],
          number(r["n_pairs"]), _signed(r["diff_mean"]), _signed(r["diff_std"]).lstrip("+"), _ci(r),
-         _plain(r["t"]), _p(r["p"]), _p(r["p_holm"]), r["verdict"], r.get("settled") or "",
-         _acc(r, REFERENCE.prefix) or "—", reference_place(r), r["note"] or ""]
+         _plain(r["t"]), _p(r["p"]), _p(r["p_holm"]), _acc(r, REFERENCE.prefix) or "—", reference_place(r),
+         r["verdict"], r.get("settled") or "", r["note"] or ""]
         for _, r in report.summary.iterrows()
     ]
 
@@ -208,12 +208,12 @@ def _lead(row: pd.Series) -> list[str]:
 
 
 PAIR_HEADER = [*LEAD, VARIANT, "repeat", "pairs", "Δ mean (pts)",
-               "Δ std (pts, ddof 1)", "Δ 95% CI (pts)", "t", "p", "p (Holm)", "verdict", "tuning curve",
-               "structure-agnostic (test %)", "arms vs structure-agnostic", "note"]
+               "Δ std (pts, ddof 1)", "Δ 95% CI (pts)", "t", "p", "p (Holm)", "structure-agnostic (test %)",
+               "arms vs structure-agnostic", "verdict", "tuning curve", "note"]
 #: Leading columns of each table that hold names (left-aligned in html).
 PAIR_NAMES = len(LEAD) + 2
-#: The pair table's columns of words (left-aligned in html): the verdict, the tuning curve, the
-#: arms against the structure-agnostic baseline, the note.
+#: The pair table's columns of words (left-aligned in html): the arms against the
+#: structure-agnostic baseline, the verdict, the tuning curve, the note.
 _PAIR_WORDS = {PAIR_HEADER.index(c) for c in ("verdict", "tuning curve", "arms vs structure-agnostic", "note")}
 ACC_NOTE = ("Test accuracy (%) of each cell's validation-selected config: mean ± std (sample std, ddof = 1) over its "
             "repeats. Bold: the better of the pair (higher mean test accuracy; a label, not a selection). "

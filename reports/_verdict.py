@@ -61,10 +61,10 @@ def pair_label(row: Mapping[str, Any]) -> str:
 
 def verdicts(summary: pd.DataFrame, winners: pd.DataFrame, missing: pd.DataFrame,
              smoke_searches: Iterable[str] = (), notes: Iterable[Any] = ()) -> Verdicts:
-    """The verdict lines of ``summary`` (one per row, in its order; each with its tuning
-    curve's word where the summary has one, ``settled``, and beside the structure-agnostic
-    reference, :func:`reference_words`) and the warnings."""
-    lines = tuple(f"{pair_label(row)}: {row['verdict']}{_settled(row)}; {reference_words(row)}"
+    """The verdict lines of ``summary`` (one per row, in its order; each beside the
+    structure-agnostic reference, :func:`reference_words`, then with its tuning curve's word
+    where the summary has one, ``settled``) and the warnings."""
+    lines = tuple(f"{pair_label(row)}: {row['verdict']}; {reference_words(row)}{_settled(row)}"
                   for _, row in summary.iterrows())
     return Verdicts(lines, tuple(warnings(winners, missing, smoke_searches, notes)))
 
