@@ -107,7 +107,7 @@ def _pairs(store: Store, frame: pd.DataFrame, filters: Filters) -> tuple[
     """The arms' trials (of ``frame``, read by :func:`load_trials`), their winners, the pairs'
     summary (with each pair's settled word and its reference), the missing cells and the
     pairs' tuning curves."""
-    trials, references = _arms_and_reference(frame)
+    trials, references = _arms_and_reference(store, frame)
     winners = complete_rows(store, select_best(trials))
     expected = expected_cells(trials, _arms(filters))
     table, curves = _with_curves(trials, summary(winners, expected, references))
@@ -120,11 +120,13 @@ def _with_curves(trials: pd.DataFrame, table: pd.DataFrame) -> tuple[pd.DataFram
     return with_settled(table, curves), curves
 
 
-def _arms_and_reference(frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _arms_and_reference(store: Store, frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The arms' trials of ``frame``, and the structure-agnostic reference of each setting,
-    dataset and split rule (``reference_table``)."""
+    dataset and split rule (``reference_table``, from its winners' whole rows: ``frame`` may
+    hold only the columns selection reads)."""
     arms, reference = split_reference(frame)
-    return arms, reference_table(select_best(reference)) if len(reference) else reference_table(reference)
+    winners = complete_rows(store, select_best(reference)) if len(reference) else reference
+    return arms, reference_table(winners)
 
 
 def _arms(filters: Filters) -> tuple[bool, ...]:
@@ -140,7 +142,7 @@ def _verdicts(store: Store, trials: pd.DataFrame, winners: pd.DataFrame, table: 
 def build_report(store: Store | str, filters: Filters | None = None, plots: bool = True) -> Report:
     """Select the winners of ``store`` and compute the tables (and, with ``plots``, figures)."""
     store, filters = open_store(store), filters or Filters()
-    trials, references = _arms_and_reference(load_trials(store, filters, REPORT_COLUMNS))
+    trials, references = _arms_and_reference(store, load_trials(store, filters, REPORT_COLUMNS))
     winners = complete_rows(store, select_best(trials))
     expected = expected_cells(trials, _arms(filters))
     table, curves = _with_curves(trials, summary(winners, expected, references))
