@@ -117,7 +117,12 @@ def _cell_estimate(options: LaunchOptions, cell: Any, trials: int, device: torch
         cached = False
         if note is not None:
             note(f"measuring {key} ({epochs} epochs of a pack of {repeats} repeats x {options.configs_per_trial})")
-        cost = _measure(config, options, device, epochs)
+        try:
+            cost = _measure(config, options, device, epochs)
+        except Exception as error:  # noqa: BLE001 - the cell's trials would raise it too: they fail and are stored
+            first = (str(error).strip().splitlines() or [""])[0]
+            return CellEstimate(**common, seconds_per_epoch=None, setup_s=None, peak_bytes=None, measured=False,
+                                reason=f"not measured: training it raised {type(error).__name__}: {first}")
         _save_cost(shape, cost)
     peak = cost.trial_bytes if device.type == "cuda" else cost.host_peak_bytes
     return CellEstimate(**common, seconds_per_epoch=cost.seconds_per_epoch, setup_s=cost.setup_seconds,

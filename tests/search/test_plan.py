@@ -124,3 +124,29 @@ def test_a_cell_too_large_for_this_machine_is_listed_not_trained(counted):
     (line,) = plan.does_not_fit()
     assert line.startswith("cora/gcn/64/ortho: one trial needs ") and "(estimated), more than the" in line
     assert plan.totals()["wall_s"] is None and "unknown" in plan.total_line()
+
+
+def test_a_cell_whose_data_does_not_load_is_listed_with_the_error_and_not_cached(counted, tmp_path):
+    """Cora's raw feature file truncated (all files present, so the data check passes): its
+    trials would raise and be stored failed; the plan names the error instead of stopping."""
+    import os
+    from pathlib import Path
+
+    data = Path(os.environ.get("ORTHOTUNE_DATA_ROOT", "../shared/data")).resolve()
+    cora, root = data / "Planetoid" / "Cora", tmp_path / "data"
+    for source in cora.rglob("*"):
+        if source.is_file():
+            target = root / "Planetoid" / "Cora" / source.relative_to(cora)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if source.name == "ind.cora.x":
+                target.write_bytes(source.read_bytes()[:100])
+            else:
+                target.symlink_to(source)
+    plan = plan_search(options(data_root=str(root)), measure_epochs=2)
+    assert len(counted) == 2
+    for cell in plan.cells:
+        assert not cell.measured and cell.seconds_per_epoch is None
+        assert cell.reason.startswith("not measured: training it raised UnpicklingError: "), cell.reason
+        assert "\n" not in cell.reason
+    assert not list((tmp_path / "costs").glob("*.json"))  # nothing cached: a repaired root is measured
+    assert plan.totals()["wall_s"] is None and "unknown" in plan.total_line()
