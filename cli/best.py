@@ -1,5 +1,5 @@
 """Print the validation-best config of each cell and the verdict of each pair; --json/--yaml
-feed `orthotune train --config` (configs only)."""
+give the whole answer (configs, pairs, curves), whose configs `orthotune train --config` reads."""
 
 from __future__ import annotations
 
@@ -23,8 +23,7 @@ from orthotune.core import (
 if TYPE_CHECKING:  # pandas and the reports layer are imported inside run: --help stays fast
     import pandas as pd
 
-    from orthotune.reports import Filters, PairCurve
-    from orthotune.store import Store
+    from orthotune.reports import BestAnswer, Filters, PairCurve
 
 #: Columns of the table view, in order: the cell's coordinates, then its winner (accuracies as
 #: mean ± std over the repeats).
@@ -61,51 +60,50 @@ def filters_from_args(args: argparse.Namespace) -> Filters:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_filter_arguments(parser)
     output = parser.add_mutually_exclusive_group()
-    output.add_argument("--json", action="store_true", help="a JSON list of configs (TrainConfig keys)")
-    output.add_argument("--yaml", action="store_true", help="a YAML list of configs (TrainConfig keys)")
+    output.add_argument("--json", action="store_true",
+                        help="the answer as JSON: {configs: [...], pairs: [...], curves: [...]}: each cell's "
+                             "winning config (TrainConfig keys, as `train --config` reads them), each pair's "
+                             "winners, verdict, structure-agnostic reference (ref_test_acc, ref_test_acc_std, "
+                             "its 95%% CI, the words on it) and settled word, and each pair's tuning curve")
+    output.add_argument("--yaml", action="store_true", help="the same answer as YAML")
     parser.add_argument("--curve", action="store_true",
-                        help="each pair's tuning curve too: the gain of the winners among each arm's first k "
-                             "trials; with --json/--yaml the output becomes {configs: [...], curves: [...]}")
-    output.add_argument("--pairs-json", action="store_true",
-                        help="a JSON list of the pairs: each arm's winner, the verdict, and the "
-                             "structure-agnostic baseline's test accuracy (ref_test_acc, ref_test_acc_std, "
-                             "its 95%% CI) with the verdict's words on it (reference)")
+                        help="print each pair's tuning curve as a table too: the gain of the winners among "
+                             "each arm's first k trials (--json/--yaml always carry the curves)")
 
 
 def run(args: argparse.Namespace) -> int:
-    import yaml
-
-    from orthotune.reports import best_and_verdicts, best_configs, config_dict, tuning_curves
+    from orthotune.reports import best_answer
     from orthotune.store import Store
 
     filters = filters_from_args(args)
     store = Store.open(args.store)  # once: an unreadable file is then named once, not once per table read
-    if args.pairs_json:
-        print(json.dumps(pair_rows(store, filters), indent=2))
-        return 0
-    if args.json or args.yaml:
-        winners, verdicts = best_configs(store, filters), None
-    else:  # the table and the verdicts from one read of the trials
-        winners, verdicts = best_and_verdicts(store, filters)
-    if winners.empty:
+    answer = best_answer(store, filters)
+    if answer.winners.empty:
         raise OrthotuneError(f"no trial in store {args.store!r} can win with filters {filters.describe()} "
                              f"(none match, or all failed)")
-    configs = [config_dict(row) for _, row in winners.iterrows()]
-    curves = tuning_curves(store, filters) if args.curve else []
-    # a list of configs alone, as `train --config` reads it; with the curves, one mapping
-    data = {"configs": configs, "curves": [c.to_dict() for c in curves]} if args.curve else configs
     if args.json:
-        print(json.dumps(data, indent=2))
+        print(json.dumps(answer_dict(answer), indent=2))
     elif args.yaml:
-        print(yaml.safe_dump(data, sort_keys=False), end="")
+        import yaml
+
+        print(yaml.safe_dump(answer_dict(answer), sort_keys=False), end="")
     else:
-        print(format_table(winners))
+        print(format_table(answer.winners))
         print()
-        print(verdicts.text())
-        for curve in curves:
+        print(answer.verdicts.text())
+        for curve in answer.curves if args.curve else ():
             print()
             print(format_curve(curve))
     return 0
+
+
+def answer_dict(answer: BestAnswer) -> dict[str, list]:
+    """``--json``/``--yaml``: the configs (as ``train --config`` reads them), the pairs'
+    :data:`PAIR_FIELDS` and the curves, as plain values."""
+    from orthotune.reports import config_dict
+
+    return {"configs": [config_dict(row) for _, row in answer.winners.iterrows()],
+            "pairs": pair_rows(answer.pairs), "curves": [curve.to_dict() for curve in answer.curves]}
 
 
 def format_curve(curve: PairCurve) -> str:
@@ -134,30 +132,29 @@ def _pct(value: object, spec: str = ".2f") -> str:
     return format(number, spec) if number == number else "-"
 
 
-#: The fields of each pair ``--pairs-json`` prints: the pair's place, each arm's winner, the
-#: test and verdict, then the structure-agnostic reference.
+#: The fields of each pair ``--json`` gives: the pair's place, each arm's winner, the test and
+#: verdict, the structure-agnostic reference and the words on it, the tuning curve's word.
 PAIR_FIELDS = (*cell_names(CellRole.PLACE), "variant", "orig_search", "orig_trial_id", "orig_test_acc",
                "orig_test_acc_std", "ortho_search", "ortho_trial_id", "ortho_test_acc", "ortho_test_acc_std",
                "n_pairs", "diff_mean", "ci_low", "ci_high", "p", "p_holm", "verdict", "ref_search", "ref_trial_id",
                "ref_backbone", "ref_test_acc", "ref_test_acc_std", "ref_ci_low", "ref_ci_high", "ref_repeats",
-               "reference")
+               "reference", "settled")
 
 
-def pair_rows(store: Store, filters: Filters) -> list[dict]:
-    """``--pairs-json``: each pair's :data:`PAIR_FIELDS` as plain JSON values (missing: null)."""
+def pair_rows(pairs: pd.DataFrame) -> list[dict]:
+    """Each pair's :data:`PAIR_FIELDS` as plain JSON values (missing: null)."""
     import math
 
     import pandas as pd
 
-    from orthotune.reports import pair_summary, tidy
+    from orthotune.reports import tidy
 
     def plain(value: object) -> object:
         value = value.item() if hasattr(value, "item") else value  # numpy scalars
         missing = value is None or value is pd.NA or (isinstance(value, float) and not math.isfinite(value))
         return None if missing else tidy(value)
 
-    table = pair_summary(store, filters)
-    return [{name: plain(row[name]) for name in PAIR_FIELDS} for _, row in table.iterrows()]
+    return [{name: plain(row.get(name)) for name in PAIR_FIELDS} for _, row in pairs.iterrows()]
 
 
 def format_table(winners: pd.DataFrame) -> str:

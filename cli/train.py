@@ -155,7 +155,8 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
 
 
 def load_config_file(path: str) -> dict:
-    """One config mapping from a YAML or JSON file (a one-item list, as `best` prints, is accepted)."""
+    """One config mapping from a YAML or JSON file (a one-item list, or `best --yaml`'s answer
+    holding one config, is accepted)."""
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as error:
@@ -169,6 +170,8 @@ def load_config_file(path: str) -> dict:
         why = "nested too deeply" if isinstance(error, RecursionError) else str(error).splitlines()[0]
         raise ConfigError(f"--config {path!r} is not valid {'JSON' if path.endswith('.json') else 'YAML'}: "
                           f"{why}") from None
+    if isinstance(value, dict) and "configs" in value:  # `best --json`/`--yaml`'s whole answer: its configs
+        value = value["configs"]
     if isinstance(value, list) and len(value) == 1:
         value = value[0]
     if isinstance(value, list):

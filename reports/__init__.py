@@ -18,10 +18,10 @@ from orthotune.reports._curve import PairCurve
 from orthotune.reports._formats import FORMATS, format_of, write_report
 from orthotune.reports._load import Filters
 from orthotune.reports._report import (
-    best_and_verdicts,
+    BestAnswer,
+    best_answer,
     best_configs,
     build_report,
-    pair_summary,
     pair_verdicts,
     tuning_curves,
 )
@@ -29,17 +29,17 @@ from orthotune.reports._select import config_dict, row_to_config, tidy
 from orthotune.reports._verdict import FEW_TRIALS, Verdicts
 
 __all__ = [
+    "BestAnswer",
     "FEW_TRIALS",
     "FORMATS",
     "Filters",
     "PairCurve",
     "Verdicts",
-    "best_and_verdicts",
+    "best_answer",
     "best_configs",
     "build_report",
     "config_dict",
     "format_of",
-    "pair_summary",
     "pair_verdicts",
     "row_to_config",
     "tidy",

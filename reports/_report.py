@@ -73,25 +73,31 @@ def best_configs(store: Store | str, filters: Filters | None = None) -> pd.DataF
 def pair_verdicts(store: Store | str, filters: Filters | None = None) -> Verdicts:
     """The verdict line of every pair that matches ``filters`` and the warnings on them (what
     ``launch`` ends with and ``best`` prints; the report opens with the same)."""
-    return best_and_verdicts(store, filters)[1]
+    return best_answer(store, filters).verdicts
 
 
-def best_and_verdicts(store: Store | str, filters: Filters | None = None) -> tuple[pd.DataFrame, Verdicts]:
-    """:func:`best_configs` and :func:`pair_verdicts` from one read of the trials (``best``)."""
+@dataclass(frozen=True)
+class BestAnswer:
+    """What ``best`` answers, from one read of the trials: every cell's winner (the
+    structure-agnostic reference's too), the verdicts, one row per pair (each arm's winner,
+    the paired test, the verdict, the reference's ``ref_*`` columns and its words
+    ``reference``, the tuning curve's ``settled`` word) and the pairs' tuning curves."""
+
+    winners: pd.DataFrame
+    verdicts: Verdicts
+    pairs: pd.DataFrame
+    curves: tuple[PairCurve, ...]
+
+
+def best_answer(store: Store | str, filters: Filters | None = None) -> BestAnswer:
+    """:func:`best_configs`, :func:`pair_verdicts`, the pairs and their curves from one read."""
     store, filters = open_store(store), filters or Filters()
     frame = load_trials(store, filters, CURVE_COLUMNS)
     trials, winners, table, missing, curves = _pairs(store, frame, filters)
-    # the table shows every cell's winner, the reference's too
-    return complete_rows(store, select_best(frame)), _verdicts(store, trials, winners, table, missing, curves)
-
-
-def pair_summary(store: Store | str, filters: Filters | None = None) -> pd.DataFrame:
-    """One row per pair that matches ``filters`` (the report's summary: each arm's winner, the
-    paired test, the verdict and the structure-agnostic reference's ``ref_*`` columns), with the
-    verdict's words on the reference (``reference``)."""
-    store, filters = open_store(store), filters or Filters()
-    _, _, table, _, _ = _pairs(store, load_trials(store, filters, CURVE_COLUMNS), filters)
-    return table.assign(reference=[reference_words(row) for _, row in table.iterrows()])
+    pairs = table.assign(reference=[reference_words(row) for _, row in table.iterrows()])
+    return BestAnswer(complete_rows(store, select_best(frame)),  # the table shows the reference's winner too
+                      _verdicts(store, trials, winners, table, missing, curves), pairs,
+                      tuple(curve for curve in curves if curve is not None))
 
 
 def tuning_curves(store: Store | str, filters: Filters | None = None) -> list[PairCurve]:

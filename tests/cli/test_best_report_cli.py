@@ -46,7 +46,7 @@ def test_best_prints_a_table_of_winners(real_store, capsys):
 def test_best_json_reruns_exactly_with_train_config(real_store, capsys, tmp_path):
     code, out, _ = run_cli(capsys, "best", "--store", real_store.uri, "--depth", "4", "--ortho", "--json")
     assert code == 0
-    configs = json.loads(out)
+    configs = json.loads(out)["configs"]
     assert len(configs) == 1 and configs[0]["depth"] == 4 and configs[0]["ortho"] is True
     file = tmp_path / "best.json"
     file.write_text(out)
@@ -63,7 +63,7 @@ def test_best_yaml_is_the_same_configs_as_json(real_store, capsys, tmp_path):
     _, as_json, _ = run_cli(capsys, "best", "--store", real_store.uri, "--json")
     _, as_yaml, _ = run_cli(capsys, "best", "--store", real_store.uri, "--yaml")
     assert yaml.safe_load(as_yaml) == json.loads(as_json)
-    assert len(json.loads(as_json)) == 4
+    assert len(json.loads(as_json)["configs"]) == 4
 
 
 def test_train_config_is_exclusive_with_flags_and_needs_one_config(real_store, capsys, tmp_path):
@@ -129,7 +129,7 @@ def test_a_winner_prints_the_fields_its_backbone_reads_and_reruns_as_them(tmp_pa
                   variant="default", alpha=0.3, theta=1.5, heads=2, aggr="max", K=4)
     store = hand_store(tmp_path / "s", [hand_row(b, backbone=b, **common) for b in ("gcn", "gcnii", "gat", "appnp")])
     code, out, _ = run_cli(capsys, "best", "--store", store.uri, "--yaml")
-    configs = {c["backbone"]: c for c in yaml.safe_load(out)}
+    configs = {c["backbone"]: c for c in yaml.safe_load(out)["configs"]}
     specific = {"alpha", "theta", "heads", "aggr", "K", "jk", "self_loop", "gcnii_variant", "batch_size"}
     assert {b: specific & set(c) for b, c in configs.items()} == {
         "gcn": set(), "gcnii": {"alpha", "theta", "gcnii_variant"}, "gat": {"heads"}, "appnp": {"alpha", "K"}}
@@ -190,17 +190,18 @@ def test_a_torn_trial_file_is_named_once_and_the_rest_still_answers(tmp_path, ca
 
 def test_best_prints_each_verdicts_tuning_curve_word_and_json_carries_the_curve(tmp_path, capsys):
     """issue 40: the word after each verdict line; --curve adds the curves: as tables in the
-    text view, and with --json/--yaml beside the configs; --json alone stays train's list."""
+    text view; --json/--yaml always carry them beside the configs and the pairs."""
     store = hand_store(tmp_path / "s", shrinking_rows())
     code, out, _ = run_cli(capsys, "best", "--store", store.uri)
     verdict = next(line for line in out.splitlines() if line.startswith("  cora full gcn depth 2"))
     assert code == 0 and verdict.endswith("; tuning curve: still shrinking (+2.00 pts at k = 7, outside the 95% CI "
                                           "at k = 8)")
     code, out, _ = run_cli(capsys, "best", "--store", store.uri, "--json")
-    assert code == 0 and isinstance(json.loads(out), list)
-    code, out, _ = run_cli(capsys, "best", "--store", store.uri, "--json", "--curve")
     data = json.loads(out)
     assert code == 0 and len(data["configs"]) == 2
+    (pair,) = data["pairs"]
+    assert pair["settled"] == "still shrinking (+2.00 pts at k = 7, outside the 95% CI at k = 8)"
+    assert (pair["orig_trial_id"], pair["ortho_trial_id"]) == ("o7", "x0")
     (curve,) = data["curves"]
     assert (curve["pair"], curve["settled"], curve["trials_per_arm"]) == (
         "cora full gcn depth 2 (default)", False, {"original": 8, "Ortho-GConv": 8})
@@ -210,7 +211,7 @@ def test_best_prints_each_verdicts_tuning_curve_word_and_json_carries_the_curve(
     assert (first["orig_trial_id"], first["ortho_trial_id"], first["n_pairs"]) == ("o0", "x0", 5)
     assert len(first["orig_repeat_test_acc"]) == 5 and first["ci_low"] < first["diff_mean"] < first["ci_high"]
     assert curve["by_epochs"][-1]["orig_epochs"] == 800  # 8 trials of 5 repeats of 20 epochs
-    code, out, _ = run_cli(capsys, "best", "--store", store.uri, "--yaml", "--curve")
+    code, out, _ = run_cli(capsys, "best", "--store", store.uri, "--yaml")
     assert code == 0 and yaml.safe_load(out) == data
     code, out, _ = run_cli(capsys, "best", "--store", store.uri, "--curve")
     table = out[out.index("tuning curve of cora full gcn depth 2 (default): still shrinking"):].splitlines()

@@ -120,7 +120,7 @@ def test_a_truncated_file_is_reported_checked_and_quarantined(tmp_path, capsys):
     assert len(err.splitlines()) == 1 and str(bad) in err and f"orthotune store check --store {store.uri}" in err
 
     code, out, err = run_cli(capsys, "best", "--store", store.uri, "--json")
-    assert code == 0 and len(json.loads(out)) == 1
+    assert code == 0 and len(json.loads(out)["configs"]) == 1
     assert len(err.splitlines()) == 1 and "trial-t4.parquet" in err
     code, out, _ = run_cli(capsys, "best", "--store", store.uri)
     assert out.splitlines()[1].split()[-1] == "t3"  # the best readable trial

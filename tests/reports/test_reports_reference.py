@@ -133,11 +133,11 @@ def test_best_prints_the_reference_and_its_json_fields(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "structure-agnostic" in out.split("verdict per pair")[0]  # its winner in the table
     assert "both arms below the structure-agnostic baseline by 29.0 pts" in out
-    assert main(["best", "--store", store.uri, "--pairs-json"]) == 0
-    (pair,) = json.loads(capsys.readouterr().out)
+    assert main(["best", "--store", store.uri, "--json"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    (pair,) = answer["pairs"]
     assert pair["ref_test_acc"] == pytest.approx(0.82) and pair["ref_trial_id"] == "r" and pair["ref_repeats"] == 5
     assert pair["ref_ci_low"] == pytest.approx(_ci(REF)[0]) and pair["ref_backbone"] == "mlp"
     assert pair["reference"].startswith("structure-agnostic baseline 82.00 +- 3.16: both arms below")
-    assert main(["best", "--store", store.uri, "--json"]) == 0  # configs only: the reference's reruns too
-    configs = json.loads(capsys.readouterr().out)
+    configs = answer["configs"]  # the reference's winner reruns with `train --config` too
     assert [c["backbone"] for c in configs] == ["gcn", "gcn", "mlp"] and configs[-1]["ortho"] is False

@@ -247,7 +247,7 @@ def test_report_and_best_read_a_real_search(finished_search, tmp_path):
     assert "| cora | gcn |" in text and "Paired comparison" in text
     best = subprocess.run([*cli, "best", "--store", str(store), "--json"], capture_output=True, text=True)
     assert best.returncode == 0, best.stderr
-    winners = json.loads(best.stdout)
+    winners = json.loads(best.stdout)["configs"]
     trials = Store.open(str(store)).read("trials").to_pylist()
     for arm in (True, False):  # each arm's winner is its best validation objective, not test
         candidates = [t for t in trials if t["ortho"] is arm and t["status"] != "failed"]

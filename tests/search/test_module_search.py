@@ -53,7 +53,7 @@ def test_search_best_and_report_over_gat_and_a_factory(tmp_path):
     assert set(trials.loc[trials["backbone"] == "gat", "heads"]) <= {2, 4}
     assert trials["val_acc"].between(0, 1).all() and trials["test_acc"].between(0, 1).all()
 
-    best = json.loads(orthotune("best", "--store", str(store), "--json"))
+    best = json.loads(orthotune("best", "--store", str(store), "--json"))["configs"]
     assert sorted((c["backbone"], c["ortho"]) for c in best) == sorted(
         (b, o) for b in ("gat", FACTORY) for o in (False, True))
     table = orthotune("best", "--store", str(store), "--backbone", FACTORY)

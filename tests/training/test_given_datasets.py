@@ -229,7 +229,7 @@ def test_best_report_and_verdict_read_file_cells(cora_files, tmp_path, capsys):
         (name, "random", 0.6, 0.2, 0)}
     assert all(r["repeat_split"] == [0, 1, 2] for r in rows)
     assert main(["best", "--store", store.uri, "--dataset", name, "--json"]) == 0
-    best = json.loads(capsys.readouterr().out)
+    best = json.loads(capsys.readouterr().out)["configs"]
     assert {entry["config"]["dataset"] if "config" in entry else entry["dataset"] for entry in best} == {name}
     assert main(["report", "--store", store.uri]) == 0
     report = capsys.readouterr().out
