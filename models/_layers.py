@@ -60,6 +60,21 @@ def dropout(x: Tensor, p: float, training: bool) -> Tensor:
     return x * (keep.view_as(x) * (1.0 / (1.0 - p)))
 
 
+def nonzero_dropout(x: Tensor, p: float, training: bool) -> Tensor:
+    """:func:`dropout` of a dense ``x`` that draws only for its non-zeros where it is mostly
+    zeros (at most :data:`SPARSE_MAX_DENSITY`): a dropped zero stays zero, so the result has
+    exactly dense dropout's distribution, and bag-of-words features (Cora's 1.3% non-zero)
+    take about a hundredth of the draws. The input dropout of the unpacked backbones (PyG's,
+    a user's, the MLP reference), whose first layer reads ``x`` dense."""
+    if not training or p == 0.0:
+        return x
+    flat = x.reshape(-1)
+    support = flat.nonzero().squeeze(1)
+    if support.numel() > SPARSE_MAX_DENSITY * flat.numel():
+        return dropout(x, p, training)
+    return torch.zeros_like(flat).index_put_((support,), dropout(flat[support], p, training)).view_as(x)
+
+
 @dataclass(frozen=True)
 class SparseFeatures:
     """Node features ``[N, in]`` as CSR (``crow``, ``col``, ``values``) plus the CSR

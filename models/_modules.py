@@ -48,6 +48,7 @@ from torch_geometric.nn.models import GAT, GIN, MLP, GraphSAGE
 from torch_geometric.nn.models.basic_gnn import BasicGNN
 
 from orthotune.core import TASKS, ConfigError, Registry, TrainConfig, check, is_factory
+from orthotune.models._layers import nonzero_dropout
 from orthotune.models._parametrize import Selector, orthogonalise, square_conv_weights
 
 
@@ -64,7 +65,7 @@ class NodeModule(nn.Module):
         self._inputs, self._output = [inputs], [output]  # lists: not registered twice as children
 
     def forward(self, x: Tensor, edge_index: Tensor) -> Tensor:
-        return self.body(F.dropout(x, self.input_dropout, self.training), edge_index)
+        return self.body(nonzero_dropout(x, self.input_dropout, self.training), edge_index)
 
     @property
     def output_layer(self) -> nn.Module | None:

@@ -6,7 +6,7 @@ import torch
 from orthotune.core import OrthoSettings
 from orthotune.models import BACKBONES, adjacency, node_features
 from orthotune.models._backbones import block_diagonal
-from orthotune.models._layers import PackedLinear, SparseFeatures, dropout, effective_weights
+from orthotune.models._layers import PackedLinear, SparseFeatures, dropout, effective_weights, nonzero_dropout
 
 
 def test_cora_features_are_kept_sparse_and_round_trip(cora):
@@ -52,6 +52,24 @@ def test_dropout_keeps_one_minus_p_and_rescales():
     assert abs(kept.float().mean().item() - 0.7) < 0.01
     torch.testing.assert_close(dropped[kept], torch.full_like(dropped[kept], 1 / 0.7))
     assert dropout(x, 0.3, False) is x
+
+
+def test_nonzero_dropout_draws_for_the_non_zeros_only_with_dense_dropouts_distribution(cora):
+    """The unpacked backbones' input dropout: Cora's zeros stay zero, each non-zero is kept
+    with probability 1 - p and rescaled, the draws differ between calls; mostly non-zero
+    input takes the dense path, and eval or p = 0 returns the input itself."""
+    torch.manual_seed(0)
+    x = cora.x.to_dense() if cora.x.is_sparse else cora.x
+    nonzero = x != 0
+    first, second = nonzero_dropout(x, 0.4, True), nonzero_dropout(x, 0.4, True)
+    assert first.shape == x.shape and not (first[~nonzero] != 0).any()
+    kept = first[nonzero] != 0
+    assert abs(kept.float().mean().item() - 0.6) < 0.01
+    torch.testing.assert_close(first[nonzero][kept], x[nonzero][kept] / 0.6)
+    assert not torch.equal(first, second)
+    dense = torch.rand(300, 300) + 0.5
+    assert abs((nonzero_dropout(dense, 0.4, True) != 0).float().mean().item() - 0.6) < 0.01
+    assert nonzero_dropout(x, 0.4, False) is x and nonzero_dropout(x, 0.0, True) is x
 
 
 @pytest.mark.parametrize("p", [0.1, 0.5, 0.9])
