@@ -1,11 +1,12 @@
 """The README's picture: a report's verdicts and paired table, shot in a headless chromium.
 
-    python docs/_screenshot.py runs/quick-TIME/report.html -o docs/img/verdict.png
+    python docs/_screenshot.py runs/verdict/report.html -o docs/img/verdict.png
 
-(`make picture` runs `make demo` and then this on its report.) The browser renders the report
-as written; a copy of the page carries one extra script that reports where the summary and
-the paired comparison lie, and the shot is cropped to them. Browser: ``$ORTHOTUNE_BROWSER``
-or the first chromium-family browser on PATH (Debian's ``chromium``).
+(`make picture` runs the search of `bench/verdict-full.yaml` and then this on its report.)
+The browser renders the report as written; a copy of the page carries one extra script that
+reports where the summary and the paired comparison lie, and the shot is cropped to them.
+Browser: ``$ORTHOTUNE_BROWSER`` or the first chromium-family browser on PATH (Debian's
+``chromium``).
 """
 
 from __future__ import annotations
