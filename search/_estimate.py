@@ -8,7 +8,8 @@ on the resources given, and what does not fit a node.
 The model, stated so a reader can check it:
 
 - a trial costs ``setup_s + epochs x seconds_per_epoch`` of one pack (its repeats, or its
-  trial group's configs, trained together), measured on this machine;
+  trial group's configs, trained together), measured on this machine (``_costing``: one
+  timed run per shape; a depth between two measured depths of the same shape on their line);
 - under ASHA a trial trains to the first rung (``grace_period``), and at each rung continues
   with the probability Ray's rule gives it: a trial is stopped when its score is below the
   ``1 - 1/reduction_factor`` percentile of the scores recorded at that rung before it, so
