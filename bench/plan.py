@@ -92,7 +92,7 @@ def error(estimated: float | None, actual: float) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data-root", help="the raw data folder (default: $ORTHOTUNE_DATA_ROOT)")
-    parser.add_argument("--measure-epochs", type=int, default=5, help="plan's epochs timed per shape (default: 5)")
+    parser.add_argument("--measure-epochs", type=int, default=3, help="plan's epochs timed per shape (default: 3)")
     parser.add_argument("--spaces", nargs="+", choices=("quick", "2x2"), default=["quick", "2x2"],
                         help="which of the two spaces to run (default: both)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")

@@ -1,7 +1,8 @@
 """What a search will cost before it starts: each cell's trials, measured seconds per epoch and memory, totals.
 
 The space and the options are validated as `launch` validates them (before torch loads);
-then each distinct cell shape trains a few epochs as one pack on this machine (cached by
+then each distinct cell shape trains a few epochs as one pack on this machine (a shape at three
+depths or more at its smallest and largest, the depths between fitted linearly; cached by
 shape in orthotune's cache, $ORTHOTUNE_CACHE: a second plan measures nothing), and the plan
 prints per cell and arm: trials, repeats, the epoch cap and patience, seconds per epoch of
 one pack, the expected epochs per trial under the scheduler, one trial's seconds and peak
@@ -62,8 +63,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     groups = {section: parser if section == SECTIONS[0] else parser.add_argument_group(section)
               for section in SECTIONS}
     add_option_flags(groups, only=lambda name: name in PLANNED)
-    parser.add_argument("--measure-epochs", type=_positive(int), default=5, metavar="N",
-                        help="epochs timed per cell shape (default: %(default)s)")
+    parser.add_argument("--measure-epochs", type=_positive(int), default=3, metavar="N",
+                        help="epochs timed per cell shape, after its first (default: %(default)s)")
+    parser.add_argument("--every-depth", action="store_true",
+                        help="measure every depth (default: a shape at three depths or more is measured at its "
+                             "smallest and largest, the depths between fitted linearly)")
     parser.add_argument("--remeasure", action="store_true", help="measure every shape again (ignore the cache)")
     parser.add_argument("--json", action="store_true", help="the plan as JSON (cells, totals, resources, machine)")
     add_data_arguments(groups["cluster"])
@@ -80,6 +84,7 @@ def run(args: argparse.Namespace) -> int:
     overrides = {"cpus": args.cpus, "gpus": args.gpus, "nodes": args.nodes,
                  "memory_bytes": None if args.memory is None else int(args.memory * 2**30)}
     planned = plan_search(options, {k: v for k, v in overrides.items() if v is not None}, args.measure_epochs,
-                          args.remeasure, note=lambda line: print(f"plan: {line}", file=sys.stderr, flush=True))
+                          args.remeasure, note=lambda line: print(f"plan: {line}", file=sys.stderr, flush=True),
+                          every_depth=args.every_depth)
     print(json.dumps(planned.to_dict(), indent=2) if args.json else planned.table())
     return OK

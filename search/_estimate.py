@@ -8,7 +8,8 @@ on the resources given, and what does not fit a node.
 The model, stated so a reader can check it:
 
 - a trial costs ``setup_s + epochs x seconds_per_epoch`` of one pack (its repeats, or its
-  trial group's configs, trained together), measured on this machine;
+  trial group's configs, trained together), measured on this machine (``_costing``: one
+  timed run per shape; a depth between two measured depths of the same shape on their line);
 - under ASHA a trial trains to the first rung (``grace_period``), and at each rung continues
   with the probability Ray's rule gives it: a trial is stopped when its score is below the
   ``1 - 1/reduction_factor`` percentile of the scores recorded at that rung before it, so
@@ -123,7 +124,8 @@ class CellEstimate:
     ``device``; ``peak_bytes`` what one trial's process held at its peak (resident memory on
     a CPU, device memory on a GPU); ``estimate_bytes``: the config's memory estimate (the
     repeats a pack holds), used where the cell was not measured; ``measured``: False when
-    the cell was not trained (it does not fit: ``reason``).
+    the cell was not trained (it does not fit: ``reason``); ``fitted``: its figures lie on
+    the line through its shape's shallowest and deepest measured depths (``_costing``).
     """
 
     cell: str
@@ -143,6 +145,8 @@ class CellEstimate:
     measured: bool = True
     cached: bool = False
     reason: str | None = None
+    fitted: bool = False  # on the line through the same shape's two measured depths
+    sources: tuple[str, ...] = ()  # the shapes (cache entries) its figures come from
 
     @property
     def trial_s(self) -> float | None:
@@ -251,14 +255,15 @@ class PlanEstimate:
     def table(self) -> str:
         """The per-cell table, the totals and what does not fit, as ``orthotune plan`` prints."""
         header = ("cell", "trials", "repeats", "epochs", "patience", "s/epoch", "setup s", "exp. epochs",
-                  "trial s", "peak MiB", "cell core-h")
+                  "trial s", "peak MiB", "cell core-h", "from")
         rows = [header]
         for c in self.cells:
             rows.append((c.cell, str(c.trials), str(c.repeats), str(c.epochs), "-" if c.patience is None
                          else str(c.patience), _num(c.seconds_per_epoch, 4), _num(c.setup_s, 2),
                          f"{c.expected_epochs:.1f}", _num(c.trial_s, 1),
                          "-" if c.peak_bytes is None else f"{c.peak_bytes / 2**20:.0f}",
-                         "-" if c.seconds is None else f"{c.seconds * self.cpus_per_trial / 3600:.3f}"))
+                         "-" if c.seconds is None else f"{c.seconds * self.cpus_per_trial / 3600:.3f}",
+                         _source(c)))
         widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
         lines = ["  ".join(v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(r, widths)))
                  for r in rows]
@@ -266,8 +271,9 @@ class PlanEstimate:
         lines += ["", self.total_line()]
         lines.append(f"  start (imports, measured here): {t['start_s']:.1f} s; "
                      f"measured on {self.measured_here.get('device', '?')}: "
-                     f"{sum(1 for c in self.cells if c.measured and not c.cached)} shape(s) measured now, "
-                     f"{sum(1 for c in self.cells if c.cached)} cell(s) from the cache")
+                     f"{sum(1 for c in self.cells if c.measured and not c.cached and not c.fitted)} shape(s) "
+                     f"measured now, {sum(1 for c in self.cells if c.cached and not c.fitted)} cell(s) from the "
+                     f"cache, {sum(1 for c in self.cells if c.fitted)} fitted linearly in depth")
         for line in t["does_not_fit"]:
             lines.append(f"  does not fit: {line}")
         return "\n".join(lines)
@@ -304,6 +310,13 @@ def resources_text(resources: Resources) -> str:
     if resources.memory_bytes:
         node += f", {gib(resources.memory_bytes)}"
     return f"{resources.nodes} node(s) of {node}" if resources.nodes != 1 else node
+
+
+def _source(cell: CellEstimate) -> str:
+    """Where a cell's figures come from: measured now, the cache, a fit in depth, or nothing."""
+    if not cell.measured:
+        return "-"
+    return "fit" if cell.fitted else "cache" if cell.cached else "measured"
 
 
 def _num(value: float | None, places: int) -> str:

@@ -126,15 +126,21 @@ class CellCost:
 
 
 def measure_cell_cost(config: TrainConfig, device: torch.device | str, data_root: str | None, pack: int,
-                      epochs: int = 10, options: TrainOptions | None = None, download: bool = False) -> CellCost:
+                      epochs: int = 10, options: TrainOptions | None = None, download: bool = False,
+                      warm_up: bool = True) -> CellCost:
     """Train ``pack`` copies of ``config`` (each with its repeats) as one pack on ``device``
     and measure its cost per epoch.
 
-    Nothing stops early (patience = epochs). Runs of 1 and of ``1 + epochs`` epochs are
-    timed after a warm-up run; their difference over ``epochs`` is the cost of an epoch,
-    free of what every run pays once (the model's construction, the GPU's memory probe,
-    the final evaluation); where noise makes that difference negative, the longer run's
-    mean over its epochs stands in (an upper bound). On a GPU the same two runs are profiled again for kernel time
+    Nothing stops early (patience = epochs). After a warm-up run of one epoch (``warm_up``;
+    a caller measuring several configs of one dataset in one process warms up once), on a
+    CPU one run of ``1 + epochs`` epochs is timed with a time stamp after each epoch: the
+    stamps' span over its last ``epochs`` epochs over ``epochs`` is the cost of an epoch,
+    and the run's wall time less ``1 + epochs`` such epochs is what every run pays once
+    (the model's construction, the first epoch's extra, the final evaluation). On a GPU,
+    where a stamp each epoch would drain the device's queue, runs of 1 and of ``1 + epochs``
+    epochs are timed and their difference over ``epochs`` is the cost of an epoch. Where
+    noise makes that cost negative, the longer run's mean over its epochs stands in (an
+    upper bound). On a GPU the same two runs are profiled again for kernel time
     (busy share = kernel seconds per epoch over unprofiled wall seconds per epoch), and
     the longer timed run records the peak allocated memory. The CUDA path is written for
     torch 2.11 and 2.13 but unmeasured: only the CPU path has run. ``download``: the
@@ -149,23 +155,23 @@ def measure_cell_cost(config: TrainConfig, device: torch.device | str, data_root
     def train(configs: list[TrainConfig]) -> Any:
         return run_configs(configs, device, data_root, options=options, download=download)
 
-    train(short)  # warm-up: the dataset, the allocator, kernel selection
-    wall_1, _ = timed(lambda: train(short), device)
+    if warm_up:
+        train(short)  # the dataset, the allocator, kernel selection
     cuda = device.type == "cuda"
-    if cuda:
-        torch.cuda.empty_cache()
-        base = torch.cuda.memory_allocated(device)
-        torch.cuda.reset_peak_memory_stats(device)
+    runs = pack * len(config.runs())
+    if not cuda:
+        return _cpu_cost(config, device, data_root, pack, epochs, options, download, runs)
+    wall_1, _ = timed(lambda: train(short), device)
+    torch.cuda.empty_cache()
+    base = torch.cuda.memory_allocated(device)
+    torch.cuda.reset_peak_memory_stats(device)
     peak_reset = reset_peak_rss()
     wall_n, _ = timed(lambda: train(longer), device)
     host_peak = peak_rss() if peak_reset else None
-    runs = pack * len(config.runs())
     seconds = (wall_n - wall_1) / epochs
     if seconds <= 0:  # noise beat a few short epochs (a busy host): the whole run's mean bounds it
         seconds = wall_n / (1 + epochs)
     setup = max(0.0, wall_1 - seconds)
-    if not cuda:
-        return CellCost(str(device), pack, runs, epochs, seconds, setup_seconds=setup, host_peak_bytes=host_peak)
     peak = (torch.cuda.max_memory_allocated(device) - base) / runs
     busy = (device_profile(lambda: train(longer), device).busy_s
             - device_profile(lambda: train(short), device).busy_s) / epochs
@@ -174,6 +180,25 @@ def measure_cell_cost(config: TrainConfig, device: torch.device | str, data_root
     share = min(1.0, max(0.0, busy / seconds)) if seconds > 0 else 1.0
     return CellCost(torch.cuda.get_device_name(device), pack, runs, epochs, seconds, share, peak,
                     float(total - free), int(total), setup, host_peak)
+
+
+def _cpu_cost(config: TrainConfig, device: torch.device, data_root: str | None, pack: int, epochs: int,
+              options: TrainOptions, download: bool, runs: int) -> CellCost:
+    """One run of ``1 + epochs`` epochs with a time stamp after each (a report every epoch:
+    a host look that a CPU pays in microseconds), its peak resident memory recorded."""
+    stamps: list[float] = []
+    every_epoch = dataclasses.replace(options, report_every=1)
+    peak_reset = reset_peak_rss()
+    start = time.perf_counter()
+    run_configs(_copies(config, pack, 1 + epochs), device, data_root, lambda _: stamps.append(time.perf_counter()),
+                every_epoch, download)
+    wall = time.perf_counter() - start
+    host_peak = peak_rss() if peak_reset else None
+    seconds = (stamps[-1] - stamps[0]) / epochs if len(stamps) == 1 + epochs else 0.0
+    if seconds <= 0:  # the stamps did not come (a trainer without reports): the run's mean bounds it
+        seconds = wall / (1 + epochs)
+    setup = max(0.0, wall - (1 + epochs) * seconds)
+    return CellCost(str(device), pack, runs, epochs, seconds, setup_seconds=setup, host_peak_bytes=host_peak)
 
 
 def reset_peak_rss() -> bool:

@@ -90,9 +90,10 @@ def counted(monkeypatch, tmp_path):
     import orthotune.search._costing as costing
 
     calls = []
-    real = costing.measure_cell_cost
-    monkeypatch.setattr(costing, "cost_folder", lambda: tmp_path / "costs")
-    monkeypatch.setattr(costing, "measure_cell_cost", lambda *a, **k: calls.append(a[0]) or real(*a, **k))
+    real = costing._measure
+    monkeypatch.setattr(costing, "plan_cache", lambda: tmp_path / "cache")
+    monkeypatch.setattr(costing, "_start_seconds", lambda remeasure: 0.0)  # a fresh interpreter's imports: not here
+    monkeypatch.setattr(costing, "_measure", lambda *a, **k: calls.append(a[0]) or real(*a, **k))
     return calls
 
 
@@ -148,5 +149,66 @@ def test_a_cell_whose_data_does_not_load_is_listed_with_the_error_and_not_cached
         assert not cell.measured and cell.seconds_per_epoch is None
         assert cell.reason.startswith("not measured: training it raised UnpicklingError: "), cell.reason
         assert "\n" not in cell.reason
-    assert not list((tmp_path / "costs").glob("*.json"))  # nothing cached: a repaired root is measured
+    assert not list((tmp_path / "cache").rglob("*.json"))  # nothing cached: a repaired root is measured
     assert plan.totals()["wall_s"] is None and "unknown" in plan.total_line()
+
+
+def test_depths_between_are_fitted_on_the_line_through_the_shallowest_and_deepest(counted):
+    """GCN at depths 2, 3 and 4 (the Ortho-GConv arm alone): 2 and 4 trained, 3 on their line;
+    ``every_depth`` trains all three."""
+    three = {**SPACE, "original": False, "depths": [2, 3, 4]}
+    plan = plan_search(options(three), measure_epochs=2)
+    assert [c.depth for c in counted] == [2, 4]
+    low, middle, high = plan.cells
+    assert (low.fitted, middle.fitted, high.fitted) == (False, True, False)
+    assert middle.seconds_per_epoch == pytest.approx((low.seconds_per_epoch + high.seconds_per_epoch) / 2)
+    assert middle.setup_s == pytest.approx((low.setup_s + high.setup_s) / 2)
+    assert middle.sources == low.sources + high.sources and middle.measured
+    assert "fit" in plan.table().splitlines()[2].split() and "1 fitted linearly in depth" in plan.table()
+    every = plan_search(options(three), measure_epochs=2, every_depth=True)
+    assert [c.depth for c in counted] == [2, 4, 3]  # the two ends from the cache, depth 3 trained
+    assert not any(c.fitted for c in every.cells)
+
+
+def test_a_second_plan_reads_one_file_without_torch(tmp_path):
+    """A plan kept whole is read back in a fresh interpreter without importing torch, PyG or Ray;
+    once one of its shapes is measured again it is not used."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    script = (
+        "import json, sys\n"
+        "from orthotune.search import LaunchOptions, plan_search\n"
+        "from orthotune.spaces import parse_space\n"
+        "import orthotune.search._costing as costing\n"
+        "costing._start_seconds = lambda remeasure: 0.0\n"
+        f"space = parse_space(json.loads({json.dumps(json.dumps(SPACE))}))\n"
+        "plan = plan_search(LaunchOptions(store='unused', name='plan-test', space=space), measure_epochs=2,\n"
+        "                   remeasure=sys.argv[1] == 'again')\n"
+        "print(json.dumps([plan.totals()['trials'], [c.cached for c in plan.cells],\n"
+        "                  sorted(m for m in ('torch', 'torch_geometric', 'ray') if m in sys.modules)]))\n")
+    env = {**os.environ, "ORTHOTUNE_CACHE": str(tmp_path / "cache")}
+
+    def plan(mode):
+        done = subprocess.run([sys.executable, "-c", script, mode], env=env, capture_output=True, text=True,
+                              check=True)
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    trials, cached, heavy = plan("first")
+    assert (trials, cached) == (4, [False, False]) and "torch" in heavy  # measured: torch loads
+    assert plan("second") == [4, [True, True], []]
+    assert plan("again")[1] == [False, False]  # measured again: the kept plan's shapes changed
+    assert plan("second") == [4, [True, True], []]  # kept anew
+
+
+def test_the_plan_cache_is_trainings_cache_folder(monkeypatch, tmp_path):
+    from orthotune.search._costing import plan_cache
+    from orthotune.training import cache_dir
+
+    monkeypatch.delenv("ORTHOTUNE_CACHE", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert plan_cache() == cache_dir()
+    monkeypatch.setenv("ORTHOTUNE_CACHE", str(tmp_path / "elsewhere"))
+    assert plan_cache() == cache_dir()
