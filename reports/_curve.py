@@ -110,10 +110,17 @@ def start_order(trials: pd.DataFrame) -> pd.DataFrame:
     finished = pd.to_datetime(trials["finished_at"], utc=True)
     seconds = pd.to_numeric(trials["seconds"], errors="coerce").fillna(0.0).clip(lower=0.0)
     frame = trials.assign(_start=finished - pd.to_timedelta(seconds, unit="s"), _finished=finished,
-                          trained_epochs=[_trained(r, e) for r, e in zip(trials["repeat_epochs"], trials["epochs"])])
+                          trained_epochs=_trained_epochs(trials["repeat_epochs"], trials["epochs"]))
     frame = frame.sort_values(["_start", "_finished", "search", "trial_id"], na_position="last", kind="stable")
     frame["position"] = frame.groupby(list(CELL), sort=False, dropna=False).cumcount() + 1
     return frame.drop(columns=["_start", "_finished"])
+
+
+def _trained_epochs(repeat_epochs: pd.Series, most: pd.Series) -> list[int]:
+    """:func:`_trained` of every trial; a whole integer array (what a stored list without
+    nulls reads as) is summed at once, anything else goes through :func:`_trained`."""
+    return [int(r.sum()) if isinstance(r, np.ndarray) and r.dtype.kind in "iu" and len(r) else _trained(r, e)
+            for r, e in zip(repeat_epochs, most)]
 
 
 def _trained(repeat_epochs: object, most: object) -> int:
@@ -161,10 +168,11 @@ class _Arm:
 
 
 def _arm(cell: pd.DataFrame, ranks: pd.Series) -> _Arm:
-    rank = np.array([ranks.get(i, np.inf) for i in cell.index], dtype=float)
+    rank = ranks.reindex(cell.index).to_numpy(dtype=float)
+    rank = np.where(np.isnan(rank), np.inf, rank)  # not eligible: never a winner
     best = np.minimum.accumulate(rank) if len(rank) else rank
-    by_rank = {r: i for i, r in zip(cell.index, rank) if math.isfinite(r)}
-    winners = [by_rank.get(b) if math.isfinite(b) else None for b in best]
+    by_rank = {r: i for i, r in zip(cell.index, rank.tolist()) if math.isfinite(r)}
+    winners = [by_rank.get(b) if math.isfinite(b) else None for b in best.tolist()]
     return _Arm(winners, np.cumsum(cell["trained_epochs"].to_numpy(dtype=np.int64)))
 
 
@@ -176,8 +184,14 @@ def pair_curves(trials: pd.DataFrame, summary: pd.DataFrame) -> list[PairCurve |
         return [None] * len(summary)
     ordered = start_order(trials)
     ranks = _tie_ranks(ordered)
-    where = {(s, t): i for i, s, t in zip(ordered.index, ordered["search"], ordered["trial_id"])}
-    cells = {key: group for key, group in ordered.groupby(list(CELL), sort=False, dropna=False)}
+    # the summary's winners' places in ``ordered`` (a lookup of its few rows, not of every trial)
+    ids = {row[f"{arm.prefix}_trial_id"] for _, row in summary.iterrows() for arm in ARMS}
+    few = ordered[ordered["trial_id"].isin([i for i in ids if isinstance(i, str)])]
+    where = {(s, t): i for i, s, t in zip(few.index, few["search"], few["trial_id"])}
+    # the narrow frames the arms and the comparisons read (a wide frame's rows are slow to take)
+    cells = {key: group for key, group in ordered[[*CELL, "trained_epochs"]].groupby(list(CELL), sort=False,
+                                                                                      dropna=False)}
+    compared = ordered[list(_COMPARED)]
     arms: dict[tuple, _Arm] = {}
     out: list[PairCurve | None] = []
     for _, row in summary.iterrows():
@@ -189,38 +203,54 @@ def pair_curves(trials: pd.DataFrame, summary: pd.DataFrame) -> list[PairCurve |
         for key in keys:
             if key not in arms:
                 arms[key] = _arm(cells[key], ranks)
-        out.append(_curve(row, ordered, arms[keys[0]], arms[keys[1]], tuple(keys)))
+        out.append(_curve(row, compared, arms[keys[0]], arms[keys[1]], tuple(keys)))
     return out
 
 
 def _curve(row: pd.Series, ordered: pd.DataFrame, original: _Arm, ortho: _Arm, cells: tuple) -> PairCurve:
     setting = row["setting"]
     cache: dict[tuple, dict[str, Any]] = {}
-
-    def point(counts: tuple[int, int]) -> dict[str, Any]:
-        winners = (original.winner(counts[0]), ortho.winner(counts[1]))
-        if winners not in cache:
-            cache[winners] = _compare(setting, ordered, winners)
-        arms = zip(ARMS, (original, ortho), counts)
-        sizes = {f"{a.prefix}_{k}": v for a, arm, count in arms
-                 for k, v in (("trials", count), ("epochs", int(arm.epochs[count - 1]) if count else 0))}
-        return {**sizes, **cache[winners]}
-
     n = max(original.n, ortho.n)
-    by_trials = [{"k": k, **point((min(k, original.n), min(k, ortho.n)))} for k in range(1, n + 1)]
-    budgets = sorted(set(original.epochs.tolist()) | set(ortho.epochs.tolist()))
-    by_epochs = []
-    for budget in budgets:
-        counts = (int(np.searchsorted(original.epochs, budget, side="right")),
-                  int(np.searchsorted(ortho.epochs, budget, side="right")))
-        if min(counts) > 0:
-            by_epochs.append({"epochs": int(budget), **point(counts)})
-    trials_frame = pd.DataFrame(by_trials, columns=["k", *POINT_COLUMNS])
+    k = np.arange(1, n + 1, dtype=np.int64)
+    trials_frame = _points("k", k, np.minimum(k, original.n), np.minimum(k, ortho.n), original, ortho,
+                           lambda winners: _compare(setting, ordered, winners), cache)
+    budgets = np.array(sorted(set(original.epochs.tolist()) | set(ortho.epochs.tolist())), dtype=np.int64)
+    counts = [np.searchsorted(arm.epochs, budgets, side="right").astype(np.int64) for arm in (original, ortho)]
+    fits = (counts[0] > 0) & (counts[1] > 0)
+    epochs_frame = _points("epochs", budgets[fits], counts[0][fits], counts[1][fits], original, ortho,
+                           lambda winners: _compare(setting, ordered, winners), cache)
     pair = {c: row[c] for c in (*LEAD, VARIANT, "switches")}
     sizes = {arm.name: arm_trials.n for arm, arm_trials in zip(ARMS, (original, ortho))}
     late = {arm.name: spot for arm, arm_trials in zip(ARMS, (original, ortho)) if (spot := _late(arm_trials))}
-    return PairCurve(pair, pair_label(row), trials_frame, pd.DataFrame(by_epochs, columns=["epochs", *POINT_COLUMNS]),
-                     settle(trials_frame), sizes, late, cells)
+    return PairCurve(pair, pair_label(row), trials_frame, epochs_frame, settle(trials_frame), sizes, late, cells)
+
+
+def _points(axis: str, values: np.ndarray, first: np.ndarray, second: np.ndarray, original: _Arm, ortho: _Arm,
+            compare: Any, cache: dict[tuple, dict[str, Any]]) -> pd.DataFrame:
+    """A curve's points: per ``values`` (k, or an epoch budget), each arm's winner among its
+    first ``first``/``second`` trials (counts >= 1) compared. Each distinct pair of winners is
+    compared once (``cache``) and its columns repeated over the points it holds for."""
+    columns = [axis, *POINT_COLUMNS]
+    if not len(values):
+        return pd.DataFrame([], columns=columns)
+    pairs = list(zip([original.winners[c - 1] for c in first.tolist()],
+                     [ortho.winners[c - 1] for c in second.tolist()]))
+    codes: dict[tuple, int] = {}
+    index = np.array([codes.setdefault(p, len(codes)) for p in pairs], dtype=np.int64)
+    for winners in codes:
+        if winners not in cache:
+            cache[winners] = compare(winners)
+    # built from the distinct comparisons' dicts: each column's type is inferred from the same
+    # values as a frame of one dict per point would be
+    compared = pd.DataFrame([cache[w] for w in codes]).take(index).reset_index(drop=True)
+    sizes = {axis: values, f"{ARMS[0].prefix}_trials": first, f"{ARMS[0].prefix}_epochs": original.epochs[first - 1],
+             f"{ARMS[1].prefix}_trials": second, f"{ARMS[1].prefix}_epochs": ortho.epochs[second - 1]}
+    return pd.concat([pd.DataFrame(sizes), compared], axis=1)[columns]
+
+
+#: The columns of a winner's row that :func:`_compare` reads (``paired`` reads the repeats).
+_COMPARED = ("search", "trial_id", OBJECTIVE, "test_acc", "repeat_test_acc", "repeat_split", "repeat_seed",
+             "repeat_status")
 
 
 def _compare(setting: str, ordered: pd.DataFrame, winners: tuple[Any, Any]) -> dict[str, Any]:

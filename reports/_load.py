@@ -164,7 +164,7 @@ def load_trials(store: Store | str, filters: Filters | None = None,
     frame = frame[keep & (arms | reference)].reset_index(drop=True)
     frame[ARM] = frame[ARM_COLUMN].map({arm.ortho: arm.name for arm in ARMS}).where(~is_reference(frame),
                                                                                        REFERENCE.name)
-    frame[SPLIT_RULE] = [_split_rule(row) for row in frame[list(SPLIT_FIELDS)].to_dict("records")]
+    frame[SPLIT_RULE] = _per_combination(frame, list(SPLIT_FIELDS), _split_rule)
     return add_variant_keys(frame)
 
 
@@ -214,16 +214,35 @@ def _split_rule(values: dict) -> str:
 def add_variant_keys(frame: pd.DataFrame) -> pd.DataFrame:
     """Add ``switches``, ``shared`` and ``variant_name`` (see :func:`load_trials`)."""
     frame = frame.copy()
-    # worked out once per distinct combination of switches (a handful), not per trial (10^5)
-    columns = [*SWITCHES, "ortho"]
-    codes = frame.groupby(columns, dropna=False, sort=False).ngroup().to_numpy() if len(frame) else np.array([], int)
-    firsts = pd.Series(range(len(codes))).groupby(codes, sort=True).first().to_numpy() if len(codes) else []
-    combos = [_switch_values(row) for row in frame[columns].iloc[firsts].to_dict("records")]
+    codes, combos = _combinations(frame, [*SWITCHES, "ortho"])
+    combos = [_switch_values(row) for row in combos]
     for name, values in (("switches", [_encode(c) for c in combos]),
                          ("shared", [_encode({k: v for k, v in c.items() if k in SHARED}) for c in combos]),
                          ("variant_name", _variant_names(combos))):
-        frame[name] = np.array(values, dtype=object)[codes] if len(codes) else pd.Series([], dtype=object)
+        frame[name] = _spread(values, codes)
     return frame
+
+
+def _combinations(frame: pd.DataFrame, columns: list[str]) -> tuple[np.ndarray, list[dict]]:
+    """Each row's distinct combination of ``columns`` (a code) and each combination's values
+    (from its first row): what is worked out per combination (a handful) instead of per
+    trial (10^5)."""
+    if not len(frame):
+        return np.array([], int), []
+    codes = frame.groupby(columns, dropna=False, sort=False).ngroup().to_numpy()
+    firsts = pd.Series(range(len(codes))).groupby(codes, sort=True).first().to_numpy()
+    return codes, frame[columns].iloc[firsts].to_dict("records")
+
+
+def _spread(values: list, codes: np.ndarray) -> np.ndarray | pd.Series:
+    """Per-combination ``values`` as a column, one per row by its code."""
+    return np.array(values, dtype=object)[codes] if len(codes) else pd.Series([], dtype=object)
+
+
+def _per_combination(frame: pd.DataFrame, columns: list[str], value) -> np.ndarray | pd.Series:
+    """``value(row)`` of each row's values of ``columns``, called once per distinct combination."""
+    codes, combos = _combinations(frame, columns)
+    return _spread([value(row) for row in combos], codes)
 
 
 def _switch_values(row: dict) -> dict:
