@@ -1,14 +1,16 @@
 """The Parquet store: the schema (derived from the config's declarations, ``_schema``), how
 older files read (``_migrate``), its storage (``_store`` over ``_io``; which file holds a
 trial: ``_files``), its compaction (``compact``), its checks (``check_store``,
-``quarantine``) and the one-driver-per-search lease (``Lease``)."""
+``quarantine``) and the one-driver-per-search lease (``Lease``).
 
-from orthotune.store._check import check_store, quarantine
-from orthotune.store._compact import Compaction, compact
-from orthotune.store._lease import Lease, LeaseHeld, lease_info
-from orthotune.store._rows import ORTHO_ONLY, config_columns, config_from_columns, epoch_rows, trial_row
-from orthotune.store._schema import EPOCHS_SCHEMA, TRIALS_SCHEMA, check_search_name
-from orthotune.store._store import Store, now
+``check_search_name`` loads at once and is light; every other name imports pyarrow and loads
+on first use (PEP 562, :data:`LAZY`), so a launch refuses bad input before pyarrow loads.
+"""
+
+from importlib import import_module
+from typing import Any
+
+from orthotune.store._names import check_search_name
 
 __all__ = [
     "EPOCHS_SCHEMA",
@@ -29,3 +31,28 @@ __all__ = [
     "quarantine",
     "trial_row",
 ]
+
+#: The names of ``__all__`` not imported above, by the module each is loaded from on first
+#: access: they import pyarrow.
+LAZY = {
+    "check_store": "_check", "quarantine": "_check",
+    "Compaction": "_compact", "compact": "_compact",
+    "Lease": "_lease", "LeaseHeld": "_lease", "lease_info": "_lease",
+    "ORTHO_ONLY": "_rows", "config_columns": "_rows", "config_from_columns": "_rows", "epoch_rows": "_rows",
+    "trial_row": "_rows",
+    "EPOCHS_SCHEMA": "_schema", "TRIALS_SCHEMA": "_schema",
+    "Store": "_store", "now": "_store",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """The names of :data:`LAZY`, loaded on first access."""
+    if name not in LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(f"{__name__}.{LAZY[name]}"), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

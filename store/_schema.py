@@ -3,14 +3,11 @@ declarations), the schema version, and the marker that makes a folder a store.""
 
 from __future__ import annotations
 
-import re
-
 import pyarrow as pa
 
 from orthotune.core import (
     RESULT_COLUMNS,
     EpochRow,
-    OrthotuneError,
     RunResult,
     TrainConfig,
     column_name,
@@ -18,6 +15,7 @@ from orthotune.core import (
     epoch_values,
     measures,
 )
+from orthotune.store._names import SEARCH_NAME, check_search_name  # noqa: F401 - re-exported
 
 #: v2 added the variant switches of the config (bound, transform, hybrid, ...) and
 #: ``repeat_val_loss``; v1 files are read through ``_migrate.upgrade_v1`` (their runs used
@@ -27,7 +25,6 @@ from orthotune.core import (
 SCHEMA_VERSION = 3
 MARKER = "orthotune-store.json"
 STORE_FORMAT = "orthotune-store"
-SEARCH_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 
 #: The partition column both tables share (it lives in the path, not in the files).
 PARTITION = pa.schema([pa.field("search", pa.string())])
@@ -94,10 +91,3 @@ EPOCHS_SCHEMA = pa.schema(
 TABLES = {"trials": TRIALS_SCHEMA, "epochs": EPOCHS_SCHEMA}
 
 
-def check_search_name(name: str) -> str:
-    if not isinstance(name, str) or not SEARCH_NAME.match(name):
-        raise OrthotuneError(
-            f"search name {name!r} must start with a letter or digit and use only letters, "
-            f"digits, '_', '.', '-' (at most 100 characters)"
-        )
-    return name

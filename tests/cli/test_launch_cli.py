@@ -41,7 +41,7 @@ VALIDATION_IMPORTS = r"""
 import json, sys
 from orthotune.cli import main
 
-heavy = ("torch", "torch_geometric", "ray")
+heavy = ("torch", "torch_geometric", "ray", "pyarrow")  # pyarrow: the store loads after validation
 seen = []
 for words in json.loads(sys.argv[1]):
     code = main(["launch", *words])
@@ -50,7 +50,7 @@ print(json.dumps(seen))
 """
 
 
-def test_launch_refuses_a_bad_space_or_option_before_torch_pyg_or_ray_load(tmp_path):
+def test_launch_refuses_a_bad_space_or_option_before_torch_pyg_ray_or_pyarrow_load(tmp_path):
     """The space file and the options are validated before the heavy libraries load, so a bad
     one is refused at once (``launch`` and ``--start-or-resume``). (The data root's check is
     training's and comes after them.)"""

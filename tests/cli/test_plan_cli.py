@@ -20,7 +20,7 @@ VALIDATION_IMPORTS = r"""
 import json, sys
 from orthotune.cli import main
 
-heavy = ("torch", "torch_geometric", "ray")
+heavy = ("torch", "torch_geometric", "ray", "pyarrow")  # pyarrow: the store loads after validation
 seen = []
 for words in json.loads(sys.argv[1]):
     try:
@@ -32,7 +32,7 @@ print(json.dumps(seen))
 """
 
 
-def test_plan_refuses_bad_input_in_one_line_before_torch_or_ray_load(tmp_path):
+def test_plan_refuses_bad_input_in_one_line_before_torch_ray_or_pyarrow_load(tmp_path):
     (tmp_path / "malformed.yaml").write_text("datasets: [cora\n")
     (tmp_path / "unknown-key.yaml").write_text("datasets: [cora]\nbackbones: [gcn]\ndepths: [2]\nbudget: 3\n")
     (tmp_path / "binary.yaml").write_bytes(b"\x00\xff\xfe datasets")
