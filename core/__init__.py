@@ -48,6 +48,7 @@ from orthotune.core._config import (
 )
 from orthotune.core._errors import ConfigError, OrthotuneError, SearchCrashed, SearchInterrupted, check
 from orthotune.core._fields import Group, by_group, column_name, declared
+from orthotune.core._lazy import lazy_attributes
 from orthotune.core._registry import Registry
 from orthotune.core._results import (
     OBJECTIVE,
@@ -72,6 +73,7 @@ from orthotune.core._results import (
 from orthotune.core._standard import STANDARD_FORMS, StandardForm, standard_form
 
 __all__ = [
+    "lazy_attributes",
     "ANY_FACTORY",
     "ARMS",
     "BACKBONE_DEFAULTS",

@@ -11,9 +11,7 @@ Benchmarks time a search through one hook of their own, ``orthotune.search.instr
 (not listed here).
 """
 
-from importlib import import_module
-from typing import Any
-
+from orthotune.core import lazy_attributes
 from orthotune.search._cell_key import cell_key
 from orthotune.search._estimate import PlanEstimate, Resources, asha_expected_epochs
 from orthotune.search._objective import rung_score
@@ -44,10 +42,4 @@ LAZY = {"launch": "_launch", "check_store": "_launch", "resume": "_launch",
         "plan_search": "_costing"}
 
 
-def __getattr__(name: str) -> Any:
-    """The names of :data:`LAZY`, loaded on first access."""
-    if name not in LAZY:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(f"{__name__}.{LAZY[name]}"), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
+__getattr__ = lazy_attributes(__name__, LAZY)

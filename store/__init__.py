@@ -7,9 +7,7 @@ trial: ``_files``), its compaction (``compact``), its checks (``check_store``,
 on first use (PEP 562, :data:`LAZY`), so a launch refuses bad input before pyarrow loads.
 """
 
-from importlib import import_module
-from typing import Any
-
+from orthotune.core import lazy_attributes
 from orthotune.store._names import check_search_name
 
 __all__ = [
@@ -45,13 +43,7 @@ LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """The names of :data:`LAZY`, loaded on first access."""
-    if name not in LAZY:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(f"{__name__}.{LAZY[name]}"), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
+__getattr__ = lazy_attributes(__name__, LAZY)
 
 
 def __dir__() -> list[str]:
