@@ -244,7 +244,14 @@ def test_a_time_limit_warning_and_a_cancel_interrupt_the_search_and_requeue_and_
     # ends a driver whose cluster is gone): the record says running and its lease is dead
     cancelled = record(store, name)["state"]
     assert len(second) < TOTAL and cancelled in ("running", "interrupted")
-    status = orthotune(slurm.env, "status", "--store", str(store))
+    # the driver's pid may outlive Slurm's CANCELLED by a moment (exiting, or not yet reaped):
+    # its lease reads dead once the pid is gone
+    deadline = time.monotonic() + 60
+    while True:
+        status = orthotune(slurm.env, "status", "--store", str(store))
+        if re.search(rf"^{name}\s+(dead|interrupted)", status.stdout, re.M) or time.monotonic() > deadline:
+            break
+        time.sleep(2)
     assert re.search(rf"^{name}\s+(dead|interrupted)", status.stdout, re.M), status.stdout
     assert not ray_processes_of(job)
     # 3. the same script, submitted again: continues the search and finishes it
