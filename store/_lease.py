@@ -47,7 +47,7 @@ import pyarrow.fs as pafs
 import orthotune
 from orthotune.core import OrthotuneError
 from orthotune.store._io import TEMPORARY_PREFIX, durable_write, fsync_folder, make_folder
-from orthotune.store._schema import check_search_name
+from orthotune.store._names import check_search_name
 from orthotune.store._store import now
 
 if TYPE_CHECKING:

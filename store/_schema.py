@@ -15,7 +15,6 @@ from orthotune.core import (
     epoch_values,
     measures,
 )
-from orthotune.store._names import SEARCH_NAME, check_search_name  # noqa: F401 - re-exported
 
 #: v2 added the variant switches of the config (bound, transform, hybrid, ...) and
 #: ``repeat_val_loss``; v1 files are read through ``_migrate.upgrade_v1`` (their runs used

@@ -61,15 +61,8 @@ from orthotune.core import OrthotuneError
 from orthotune.store._files import READ_ERRORS, is_compacted, listing, readable, trial_file_name
 from orthotune.store._io import TEMPORARY_PREFIX, durable_write, filesystem, remote_write, retrying
 from orthotune.store._migrate import MIGRATION_INPUTS, fill_switch_defaults, upgrade_v1, upgrade_v2
-from orthotune.store._schema import (
-    MARKER,
-    PARTITION,
-    SCHEMA_VERSION,
-    SEARCH_NAME,
-    STORE_FORMAT,
-    TABLES,
-    check_search_name,
-)
+from orthotune.store._names import SEARCH_NAME, check_search_name
+from orthotune.store._schema import MARKER, PARTITION, SCHEMA_VERSION, STORE_FORMAT, TABLES
 
 #: The folder of the searches' summaries (trial counts by status).
 SUMMARIES = "summaries"
