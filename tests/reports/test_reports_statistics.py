@@ -11,7 +11,7 @@ import pytest
 from report_stores import hand_row, hand_store
 
 from orthotune.reports import build_report, write_report
-from orthotune.reports._tables import confidence_interval, holm, paired
+from orthotune.reports._tables import confidence_interval, holm, paired, paired_t_test
 
 #: Student's t quantile t(0.975, 4), from a table: the 95% interval of a 5-repeat mean.
 T_975_4 = 2.7764451
@@ -35,6 +35,22 @@ def test_confidence_interval_on_a_hand_computed_case():
     half = T_975_4 * math.sqrt(10 / 4) / math.sqrt(5) / 100
     assert (low, high) == pytest.approx((0.02 - half, 0.02 + half), abs=1e-9)
     assert half == pytest.approx(0.0196324, abs=1e-7)
+
+
+def test_paired_t_test_gives_scipys_ttest_rel_bit_for_bit():
+    """The t-test without ``scipy.stats`` (its import alone was a second of `orthotune best`)
+    gives the very floats of ``scipy.stats.ttest_rel`` and ``stats.t.ppf``, on accuracies as a
+    store holds them (counts over nodes) and on a few repeats, so reports do not change."""
+    from scipy import stats
+
+    rng = np.random.default_rng(38)
+    for n in [2, 3, 5, 10] * 50:
+        ortho, original = rng.integers(0, 2708, n) / 2708, rng.integers(0, 2708, n) / 2708
+        expected = stats.ttest_rel(ortho, original)
+        assert paired_t_test(ortho - original) == (float(expected.statistic), float(expected.pvalue))
+        diffs = ortho - original
+        half = float(stats.t.ppf(0.975, n - 1)) * float(diffs.std(ddof=1)) / math.sqrt(n)
+        assert confidence_interval(diffs) == (float(diffs.mean()) - half, float(diffs.mean()) + half)
 
 
 def _row(trial_id: str, test: list[float], **columns) -> dict:
