@@ -23,6 +23,7 @@ from orthotune.core import ARMS, OBJECTIVE, REFERENCE, SETTINGS, OrthotuneError,
 from orthotune.reports._curve import SETTLED_RULE
 from orthotune.reports._load import ARM, COLUMNS, LEAD, ROWS, VARIANT
 from orthotune.reports._report import Report
+from orthotune.reports._tables import IMPORTANCE_SEED, IMPORTANCE_TRIALS
 from orthotune.reports._verdict import FEW_TRIALS, reference_place
 
 if TYPE_CHECKING:
@@ -291,9 +292,23 @@ def _acc_pm(row: pd.Series) -> str:
 
 
 def _importance_rows(report: Report) -> list[list[str]]:
-    return [[*_lead(r), r[ARM], r[VARIANT],
-             number(r["trials"]), ("few trials, indicative only: " if r["few"] else "") + r["importance"]]
+    return [[*_lead(r), r[ARM], r[VARIANT], _fitted(r["fitted"], r["trials"]),
+             ("few trials, indicative only: " if r["few"] else "") + r["importance"]]
             for _, r in report.importance.iterrows()]
+
+
+def _fitted(fitted: int, trials: int) -> str:
+    return number(trials) if fitted == trials else f"{number(fitted)} of {number(trials)}"
+
+
+def _importance_note(report: Report) -> str:
+    """:data:`IMPORTANCE_NOTE`, and where a cell held more trials than the forest is fitted on,
+    how its sample was drawn."""
+    if not (report.importance["fitted"] < report.importance["trials"]).any():
+        return IMPORTANCE_NOTE
+    return (f"{IMPORTANCE_NOTE} A cell of more than {number(IMPORTANCE_TRIALS)} trials has its forest fitted "
+            f"on {number(IMPORTANCE_TRIALS)} of them drawn at random (seed {IMPORTANCE_SEED}) from that canonical "
+            "order (trials: fitted of all).")
 
 
 IMPORTANCE_HEADER = [*LEAD, ARM, VARIANT, "trials", "importance"]
@@ -314,7 +329,7 @@ def _extra_tables(report: Report) -> list[tuple[str, list[str], list[list[str]],
     if len(report.ablation):
         out.append(("Ablations", ABLATION_HEADER, _ablation_rows(report), ABLATION_NOTE))
     if len(report.importance):
-        out.append(("Hyperparameter importance", IMPORTANCE_HEADER, _importance_rows(report), IMPORTANCE_NOTE))
+        out.append(("Hyperparameter importance", IMPORTANCE_HEADER, _importance_rows(report), _importance_note(report)))
     return out
 
 

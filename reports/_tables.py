@@ -495,7 +495,15 @@ def _never_improved(best_epochs: object) -> bool:
 
 # -- hyperparameter importance -------------------------------------------------------------
 
-IMPORTANCE_COLUMNS = [*LEAD, ARM, VARIANT, "trials", "importance", "few"]
+IMPORTANCE_COLUMNS = [*LEAD, ARM, VARIANT, "trials", "fitted", "importance", "few"]
+#: The most trials of a cell the fANOVA forest is fitted on: a larger cell's importance comes
+#: from this many of its trials drawn at random (seeded), and the report says so (``fitted``).
+#: The forest's cost, and building the Optuna study it reads, grow with the trials (at 10^5
+#: trials, 1,600 per cell, they were most of a report's time); 500 points still give each
+#: searched hyperparameter hundreds of values to split on.
+IMPORTANCE_TRIALS = 500
+#: The seed of that draw (the same trials give the same sample, as the forest's own seed).
+IMPORTANCE_SEED = 0
 
 
 def importance(trials: pd.DataFrame) -> pd.DataFrame:
@@ -504,40 +512,56 @@ def importance(trials: pd.DataFrame) -> pd.DataFrame:
     pairs, largest first. Cells with fewer than 3 trials, nothing searched or a constant
     objective are left out. The trials go to the evaluator in a canonical order (by their
     values and objective) and its forest is seeded, so the same trials give the same shares
-    whatever order the store or the search held them in. ``few``: fewer than
+    whatever order the store or the search held them in. ``fitted``: the trials the forest was
+    fitted on, all of them up to :data:`IMPORTANCE_TRIALS`, else that many drawn at random
+    (seed :data:`IMPORTANCE_SEED`) from the canonical order. ``few``: fewer than
     :data:`~orthotune.reports._verdict.FEW_TRIALS` trials (the report labels those shares)."""
     import optuna  # here: a report without importance never pays for the import
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     rows = []
     for key, group in eligible(trials).groupby(list(CELL), sort=True):
-        shares = _importances(optuna, group)
+        shares, fitted = _importances(optuna, group)
         if shares:
             first = group.iloc[0]
             text = ", ".join(f"{name}={share:.2f}" for name, share in shares.items())
             rows.append({**dict(zip(CELL, key)), ARM: first[ARM], VARIANT: first["variant_name"],
-                         "trials": len(group), "importance": text, "few": len(group) < FEW_TRIALS})
-    return _integers(pd.DataFrame(rows, columns=IMPORTANCE_COLUMNS), [*INTEGERS, "trials"])
+                         "trials": len(group), "fitted": fitted, "importance": text,
+                         "few": len(group) < FEW_TRIALS})
+    return _integers(pd.DataFrame(rows, columns=IMPORTANCE_COLUMNS), [*INTEGERS, "trials", "fitted"])
 
 
-def _importances(optuna, group: pd.DataFrame) -> dict[str, float]:
+def importance_sample(count: int) -> np.ndarray:
+    """The positions (ascending) of the points the forest is fitted on among ``count`` in
+    canonical order: all of them up to :data:`IMPORTANCE_TRIALS`, else that many drawn at
+    random, seeded (the same trials give the same sample)."""
+    if count <= IMPORTANCE_TRIALS:
+        return np.arange(count)
+    return np.sort(np.random.default_rng(IMPORTANCE_SEED).choice(count, IMPORTANCE_TRIALS, replace=False))
+
+
+def _importances(optuna, group: pd.DataFrame) -> tuple[dict[str, float], int]:
+    """The shares of the searched hyperparameters, and the trials the forest was fitted on."""
     params = [c for c in HYPERPARAMETERS if group[c].notna().all() and group[c].nunique() > 1]
     # fANOVA splits the objective's variance: a constant objective has none to share out
     if len(group) < 3 or not params or group[OBJECTIVE].astype(float).nunique() < 2:
-        return {}
+        return {}, 0
     # column by column (a row at a time is most of the cost at 10^5 trials); the same values
     columns = [[_param(v, integer) for v in group[c].to_numpy(dtype=object)]
                for c, integer in ((c, _declared_int(c)) for c in params)]
     points = [(list(values), objective) for values, objective in zip(zip(*columns),
                                                                      group[OBJECTIVE].astype(float).tolist())]
     points.sort(key=lambda point: (repr(point[0]), point[1]))  # canonical: the forest sees the same data
+    points = [points[i] for i in importance_sample(len(points)).tolist()]
+    if len({objective for _, objective in points}) < 2:  # a sample that drew one value of it
+        return {}, 0
     distributions = {c: _distribution(optuna, [p[i] for p, _ in points]) for i, c in enumerate(params)}
     study = optuna.create_study(direction="maximize")
     study.add_trials([optuna.trial.create_trial(params=dict(zip(params, values)), distributions=distributions,
                                                 value=objective) for values, objective in points])
     # a fixed seed: the same store gives the same report
     evaluator = optuna.importance.FanovaImportanceEvaluator(n_trees=32, seed=0)
-    return optuna.importance.get_param_importances(study, evaluator=evaluator)
+    return optuna.importance.get_param_importances(study, evaluator=evaluator), len(points)
 
 
 def _distribution(optuna, values: list):

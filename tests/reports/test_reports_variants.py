@@ -144,6 +144,35 @@ def test_importance_ranks_the_hyperparameter_that_decides(tmp_path):
     assert build_report(hand_store(tmp_path / "flat", flat), plots=False).importance.empty
 
 
+def test_importance_of_a_cell_beyond_the_cap_is_fitted_on_a_seeded_sample_and_says_so(tmp_path, monkeypatch):
+    """A cell of more trials than ``IMPORTANCE_TRIALS`` (6 here, 500 in a report) has its forest
+    fitted on that many, drawn at random with a fixed seed: the table says "6 of 10" and the
+    note how they were drawn; the same trials in another order give the same shares; a cell
+    within the cap keeps its plain count and the plain note."""
+    from orthotune.reports import _formats, _tables
+
+    monkeypatch.setattr(_tables, "IMPORTANCE_TRIALS", 6)
+    monkeypatch.setattr(_formats, "IMPORTANCE_TRIALS", 6)
+    settings = [(1, 0.3), (2, 0.9), (3, 0.1), (4, 0.5), (5, 0.7), (6, 0.2), (2, 0.4), (5, 0.8), (1, 0.6), (6, 0.35)]
+    rows = [v2_row(f"x{i}", ortho=True, T=t, beta=b, val=[0.5 + 0.05 * t] * 2) for i, (t, b) in enumerate(settings)]
+    report = build_report(hand_store(tmp_path / "s", rows), plots=False)
+    assert report.importance[["trials", "fitted"]].values.tolist() == [[10, 6]]
+    shares = dict(item.split("=") for item in report.importance["importance"].iloc[0].split(", "))
+    assert list(shares) == ["T", "beta"] and float(shares["T"]) > 0.8
+    text = write_report(report, "md")
+    assert "| 6 of 10 |" in text and "fitted on 6 of them drawn at random (seed 0)" in text
+    again = build_report(hand_store(tmp_path / "again", rows[::-1]), plots=False)
+    assert again.importance["importance"].tolist() == report.importance["importance"].tolist()
+    # the sample: that many distinct positions, ascending, the same each time; all within the cap
+    sample = _tables.importance_sample(10)
+    assert len(set(sample.tolist())) == 6 and sample.tolist() == sorted(sample.tolist())
+    assert sample.tolist() == _tables.importance_sample(10).tolist()
+    assert _tables.importance_sample(4).tolist() == [0, 1, 2, 3]
+    small = build_report(hand_store(tmp_path / "small", rows[:5]), plots=False)
+    assert small.importance[["trials", "fitted"]].values.tolist() == [[5, 5]]
+    assert "drawn at random" not in write_report(small, "md")
+
+
 def test_t_plot_marks_stuck_and_stopped_trials_and_captions_missing_steadiness(tmp_path):
     store = hand_store(tmp_path / "s", [
         v2_row("orig", val=[0.5, 0.5]),
