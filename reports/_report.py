@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import multiprocessing
+import os
+from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -17,9 +21,9 @@ from orthotune.reports._tables import (
     TEST_NAME,
     ablation,
     expected_cells,
-    importance,
     missing_cells,
     reference_table,
+    start_importance,
     summary,
     t_effect,
     winners_table,
@@ -27,6 +31,8 @@ from orthotune.reports._tables import (
 from orthotune.reports._verdict import Verdicts, reference_words, smoke_searches, verdicts
 from orthotune.store import Store
 
+#: The most worker processes a report forks (each fits cells' importance forests).
+WORKERS = 8
 #: The epochs-table column of per-layer gradient norms (recorded every k epochs), if the
 #: store has it; the paper's Figure 1(b, c) is drawn from it.
 EPOCH_GRAD_NORMS = "grad_norms"
@@ -155,6 +161,11 @@ def build_report(store: Store | str, filters: Filters | None = None, plots: bool
     missing = missing_cells(trials, winners, expected)
     effect = t_effect(trials)
     drawn = plots and not winners.empty
+    with _workers() as pool:  # the importance's forests fitted while the figures are drawn
+        fitted = start_importance(trials, pool)
+        drawings = [*figures(table, winners, effect, trials, _epoch_grad_norms(store, winners)),
+                    *curve_figures(curves)] if drawn else []
+        shares = fitted()
     return Report(
         store=store.uri,
         searches=sorted(trials["search"].unique()),
@@ -168,13 +179,22 @@ def build_report(store: Store | str, filters: Filters | None = None, plots: bool
         t_effect=effect,
         hyperparameters=winners_table(winners),
         ablation=ablation(winners),
-        importance=importance(trials),
-        figures=[*figures(table, winners, effect, trials, _epoch_grad_norms(store, winners)),
-                 *curve_figures(curves)] if drawn else [],
+        importance=shares,
+        figures=drawings,
         verdicts=_verdicts(store, trials, winners, table, missing, curves),
         curves=curves,
         references=references,
     )
+
+
+def _workers() -> contextlib.AbstractContextManager[Executor | None]:
+    """Processes for a report's independent work (each cell's fANOVA forest): up to
+    :data:`WORKERS`, forked (a spawned or forkserver child would import and run the CLI module
+    that started it); None where processes cannot be forked (then the work runs in this one)."""
+    if "fork" not in multiprocessing.get_all_start_methods():
+        return contextlib.nullcontext()
+    workers = max(1, min(WORKERS, os.cpu_count() or 1))
+    return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
 
 
 def _epoch_grad_norms(store: Store, winners: pd.DataFrame) -> pd.DataFrame | None:

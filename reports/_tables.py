@@ -37,7 +37,8 @@ test accuracy std is recomputed from its repeats, whatever the store's column ho
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -516,18 +517,32 @@ def importance(trials: pd.DataFrame) -> pd.DataFrame:
     fitted on, all of them up to :data:`IMPORTANCE_TRIALS`, else that many drawn at random
     (seed :data:`IMPORTANCE_SEED`) from the canonical order. ``few``: fewer than
     :data:`~orthotune.reports._verdict.FEW_TRIALS` trials (the report labels those shares)."""
-    import optuna  # here: a report without importance never pays for the import
+    return start_importance(trials)()
 
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    rows = []
-    for key, group in eligible(trials).groupby(list(CELL), sort=True):
-        shares, fitted = _importances(optuna, group)
-        if shares:
-            first = group.iloc[0]
-            text = ", ".join(f"{name}={share:.2f}" for name, share in shares.items())
-            rows.append({**dict(zip(CELL, key)), ARM: first[ARM], VARIANT: first["variant_name"],
-                         "trials": len(group), "fitted": fitted, "importance": text,
-                         "few": len(group) < FEW_TRIALS})
+
+def start_importance(trials: pd.DataFrame, executor: Executor | None = None) -> Callable[[], pd.DataFrame]:
+    """:func:`importance` begun: each cell's forest is submitted to ``executor`` (a report's
+    process pool fits them while it draws its figures; they were its largest cost), and the
+    call returned gives the table once they are done. Without ``executor`` the call fits them."""
+    cells = [(_importance_row(key, group), params, points)
+             for key, group in eligible(trials).groupby(list(CELL), sort=True)
+             for params, points in [_importance_points(group)] if points]
+    if executor is None:
+        return lambda: _importance_table(cells, [fanova_shares(params, points) for _, params, points in cells])
+    pending = [executor.submit(fanova_shares, params, points) for _, params, points in cells]
+    return lambda: _importance_table(cells, [future.result() for future in pending])
+
+
+def _importance_row(key: tuple, group: pd.DataFrame) -> dict:
+    first = group.iloc[0]
+    return {**dict(zip(CELL, key)), ARM: first[ARM], VARIANT: first["variant_name"], "trials": len(group),
+            "few": len(group) < FEW_TRIALS}
+
+
+def _importance_table(cells: list[tuple[dict, list[str], list]], shares: list[dict[str, float]]) -> pd.DataFrame:
+    rows = [{**row, "fitted": len(points), "importance": ", ".join(f"{name}={share:.2f}"
+                                                                    for name, share in found.items())}
+            for (row, _, points), found in zip(cells, shares) if found]
     return _integers(pd.DataFrame(rows, columns=IMPORTANCE_COLUMNS), [*INTEGERS, "trials", "fitted"])
 
 
@@ -540,12 +555,13 @@ def importance_sample(count: int) -> np.ndarray:
     return np.sort(np.random.default_rng(IMPORTANCE_SEED).choice(count, IMPORTANCE_TRIALS, replace=False))
 
 
-def _importances(optuna, group: pd.DataFrame) -> tuple[dict[str, float], int]:
-    """The shares of the searched hyperparameters, and the trials the forest was fitted on."""
+def _importance_points(group: pd.DataFrame) -> tuple[list[str], list[tuple[list, float]]]:
+    """The searched hyperparameters of a cell and the points the forest is fitted on (values,
+    objective), in canonical order; no points where there is nothing to fit."""
     params = [c for c in HYPERPARAMETERS if group[c].notna().all() and group[c].nunique() > 1]
     # fANOVA splits the objective's variance: a constant objective has none to share out
     if len(group) < 3 or not params or group[OBJECTIVE].astype(float).nunique() < 2:
-        return {}, 0
+        return params, []
     # column by column (a row at a time is most of the cost at 10^5 trials); the same values
     columns = [[_param(v, integer) for v in group[c].to_numpy(dtype=object)]
                for c, integer in ((c, _declared_int(c)) for c in params)]
@@ -554,14 +570,23 @@ def _importances(optuna, group: pd.DataFrame) -> tuple[dict[str, float], int]:
     points.sort(key=lambda point: (repr(point[0]), point[1]))  # canonical: the forest sees the same data
     points = [points[i] for i in importance_sample(len(points)).tolist()]
     if len({objective for _, objective in points}) < 2:  # a sample that drew one value of it
-        return {}, 0
+        return params, []
+    return params, points
+
+
+def fanova_shares(params: list[str], points: list[tuple[list, float]]) -> dict[str, float]:
+    """Optuna's fANOVA importance of ``params`` over ``points`` (values, objective), its forest
+    seeded. Plain values in, plain values out: it runs in a report's worker processes."""
+    import optuna  # here: a report without importance never pays for the import
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
     distributions = {c: _distribution(optuna, [p[i] for p, _ in points]) for i, c in enumerate(params)}
     study = optuna.create_study(direction="maximize")
     study.add_trials([optuna.trial.create_trial(params=dict(zip(params, values)), distributions=distributions,
                                                 value=objective) for values, objective in points])
     # a fixed seed: the same store gives the same report
     evaluator = optuna.importance.FanovaImportanceEvaluator(n_trees=32, seed=0)
-    return optuna.importance.get_param_importances(study, evaluator=evaluator), len(points)
+    return optuna.importance.get_param_importances(study, evaluator=evaluator)
 
 
 def _distribution(optuna, values: list):

@@ -173,6 +173,31 @@ def test_importance_of_a_cell_beyond_the_cap_is_fitted_on_a_seeded_sample_and_sa
     assert "drawn at random" not in write_report(small, "md")
 
 
+def test_importance_fitted_in_worker_processes_or_without_them_is_the_same(tmp_path, monkeypatch):
+    """The report fits the importance's forests in forked worker processes while it draws its
+    figures; where processes cannot be forked it fits them itself: the same table either way,
+    and the same as fitted one cell after the other in this process."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    from orthotune.reports import _report
+    from orthotune.reports._tables import importance, start_importance
+
+    rows = [v2_row(f"x{depth}-{i}", ortho=True, T=t, beta=b, val=[0.5 + 0.05 * t] * 2, depth=depth)
+            for depth in (2, 4) for i, (t, b) in enumerate([(1, 0.3), (2, 0.9), (3, 0.1), (4, 0.5), (5, 0.7)])]
+    store = hand_store(tmp_path / "s", rows)
+    forked = build_report(store, plots=False).importance
+    assert len(forked) == 2
+    with _report._workers() as pool:
+        assert isinstance(pool, ProcessPoolExecutor)
+    monkeypatch.setattr(_report.multiprocessing, "get_all_start_methods", lambda: ["spawn"])
+    with _report._workers() as pool:
+        assert pool is None
+    pd.testing.assert_frame_equal(build_report(store, plots=False).importance, forked)
+    trials = _report.load_trials(_report.open_store(store), _report.Filters(), _report.REPORT_COLUMNS)
+    with ProcessPoolExecutor(2) as pool:
+        pd.testing.assert_frame_equal(start_importance(trials, pool)(), importance(trials))
+
+
 def test_t_plot_marks_stuck_and_stopped_trials_and_captions_missing_steadiness(tmp_path):
     store = hand_store(tmp_path / "s", [
         v2_row("orig", val=[0.5, 0.5]),
