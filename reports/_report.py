@@ -13,7 +13,16 @@ import pandas as pd
 
 from orthotune.reports._curve import PairCurve, curve_notes, pair_curves, with_settled
 from orthotune.reports._curve_plot import curve_figures
-from orthotune.reports._load import LISTS, SCALARS, Filters, complete_rows, load_trials, open_store, split_reference
+from orthotune.reports._load import (
+    CELL,
+    LISTS,
+    SCALARS,
+    Filters,
+    complete_rows,
+    load_trials,
+    open_store,
+    split_reference,
+)
 from orthotune.reports._plots import Figure, figures
 from orthotune.reports._select import TIE_RULE_TEXT, select_best
 from orthotune.reports._tables import (
@@ -99,9 +108,13 @@ def best_answer(store: Store | str, filters: Filters | None = None) -> BestAnswe
     """:func:`best_configs`, :func:`pair_verdicts`, the pairs and their curves from one read."""
     store, filters = open_store(store), filters or Filters()
     frame = load_trials(store, filters, CURVE_COLUMNS)
-    trials, winners, table, missing, curves = _pairs(store, frame, filters)
+    trials, winners, table, missing, curves, reference_winners = _pairs(store, frame, filters)
     pairs = table.assign(reference=[reference_words(row) for _, row in table.iterrows()])
-    return BestAnswer(complete_rows(store, select_best(frame)),  # the table shows the reference's winner too
+    # the table shows the reference's winners too: the arms' and the reference's (their cells
+    # are apart, so these are select_best's winners of the whole frame), not selected again
+    every = winners if reference_winners.empty else pd.concat([winners, reference_winners]).sort_values(
+        list(CELL), kind="stable").reset_index(drop=True)
+    return BestAnswer(every,
                       _verdicts(store, trials, winners, table, missing, curves), pairs,
                       tuple(curve for curve in curves if curve is not None))
 
@@ -110,20 +123,20 @@ def tuning_curves(store: Store | str, filters: Filters | None = None) -> list[Pa
     """The tuning curve of every pair that matches ``filters`` and has a winner in both arms
     (``best --curve``; the report draws the same)."""
     store, filters = open_store(store), filters or Filters()
-    *_, curves = _pairs(store, load_trials(store, filters, CURVE_COLUMNS), filters)
+    curves = _pairs(store, load_trials(store, filters, CURVE_COLUMNS), filters)[4]
     return [curve for curve in curves if curve is not None]
 
 
 def _pairs(store: Store, frame: pd.DataFrame, filters: Filters) -> tuple[
-        pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame, list[PairCurve | None]]:
+        pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame, list[PairCurve | None], pd.DataFrame]:
     """The arms' trials (of ``frame``, read by :func:`load_trials`), their winners, the pairs'
-    summary (with each pair's settled word and its reference), the missing cells and the
-    pairs' tuning curves."""
-    trials, references = _arms_and_reference(store, frame)
+    summary (with each pair's settled word and its reference), the missing cells, the
+    pairs' tuning curves and the reference's winners (whole rows)."""
+    trials, references, reference_winners = _arms_and_reference(store, frame)
     winners = complete_rows(store, select_best(trials))
     expected = expected_cells(trials, _arms(filters))
     table, curves = _with_curves(trials, summary(winners, expected, references))
-    return trials, winners, table, missing_cells(trials, winners, expected), curves
+    return trials, winners, table, missing_cells(trials, winners, expected), curves, reference_winners
 
 
 def _with_curves(trials: pd.DataFrame, table: pd.DataFrame) -> tuple[pd.DataFrame, list[PairCurve | None]]:
@@ -132,13 +145,13 @@ def _with_curves(trials: pd.DataFrame, table: pd.DataFrame) -> tuple[pd.DataFram
     return with_settled(table, curves), curves
 
 
-def _arms_and_reference(store: Store, frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The arms' trials of ``frame``, and the structure-agnostic reference of each setting,
+def _arms_and_reference(store: Store, frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """The arms' trials of ``frame``, the structure-agnostic reference of each setting,
     dataset and split rule (``reference_table``, from its winners' whole rows: ``frame`` may
-    hold only the columns selection reads)."""
+    hold only the columns selection reads), and those winners."""
     arms, reference = split_reference(frame)
     winners = complete_rows(store, select_best(reference)) if len(reference) else reference
-    return arms, reference_table(winners)
+    return arms, reference_table(winners), winners
 
 
 def _arms(filters: Filters) -> tuple[bool, ...]:
@@ -154,7 +167,7 @@ def _verdicts(store: Store, trials: pd.DataFrame, winners: pd.DataFrame, table: 
 def build_report(store: Store | str, filters: Filters | None = None, plots: bool = True) -> Report:
     """Select the winners of ``store`` and compute the tables (and, with ``plots``, figures)."""
     store, filters = open_store(store), filters or Filters()
-    trials, references = _arms_and_reference(store, load_trials(store, filters, REPORT_COLUMNS))
+    trials, references, _ = _arms_and_reference(store, load_trials(store, filters, REPORT_COLUMNS))
     winners = complete_rows(store, select_best(trials))
     expected = expected_cells(trials, _arms(filters))
     table, curves = _with_curves(trials, summary(winners, expected, references))

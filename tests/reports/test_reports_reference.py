@@ -141,3 +141,23 @@ def test_best_prints_the_reference_and_its_json_fields(tmp_path, capsys):
     assert pair["reference"].startswith("structure-agnostic baseline 82.00 +- 3.16: both arms below")
     configs = answer["configs"]  # the reference's winner reruns with `train --config` too
     assert [c["backbone"] for c in configs] == ["gcn", "gcn", "mlp"] and configs[-1]["ortho"] is False
+
+
+def test_best_answers_winners_are_every_cells_selected_once_with_the_reference(tmp_path):
+    """`best` shows the arms' winners and the reference's, taken from the selections the pairs
+    made (not selected again over the whole frame): the same rows and columns as one
+    selection over every trial, the reference's cell among them, in cell order."""
+    import pandas as pd
+
+    from orthotune.reports import best_answer
+    from orthotune.reports._load import complete_rows, load_trials, open_store
+    from orthotune.reports._report import CURVE_COLUMNS
+    from orthotune.reports._select import select_best
+
+    rows = [_row("o", ARM), _row("x", _shift(ARM, 0.02), ortho=True), _row("o4", ARM, depth=4),
+            _row("r", REF, backbone="mlp"), _row("r2", _shift(REF, -0.1), backbone="mlp")]
+    store = open_store(hand_store(tmp_path / "s", rows))
+    answer = best_answer(store)
+    once = complete_rows(store, select_best(load_trials(store, Filters(), CURVE_COLUMNS)))
+    pd.testing.assert_frame_equal(answer.winners, once)
+    assert sorted(answer.winners["trial_id"]) == ["o", "o4", "r", "x"]
