@@ -42,9 +42,13 @@ def test_start_order_is_the_finish_less_the_training_time_per_cell(tmp_path):
 def test_trained_epochs_sum_the_repeats_or_fall_back_on_the_most(tmp_path):
     rows = [curve_row("a", 0.8, CURVE_BASE, 0, repeat_epochs=[10, 20, 30, 40, 50]),
             curve_row("b", 0.8, CURVE_BASE, 1, repeat_epochs=None, epochs=7),
-            curve_row("c", 0.8, CURVE_BASE, 2, repeat_epochs=None, epochs=None)]
+            curve_row("c", 0.8, CURVE_BASE, 2, repeat_epochs=None, epochs=None),
+            curve_row("d", 0.8, CURVE_BASE, 3, repeat_epochs=[3, 4], epochs=4)]
     ordered = start_order(load_trials(hand_store(tmp_path / "s", rows)))
-    assert list(ordered["trained_epochs"]) == [150, 7, 0]
+    assert list(ordered["trained_epochs"]) == [150, 7, 0, 7]
+    # every trial's repeats whole (the common case, summed together): each its own sum
+    ordered = start_order(load_trials(hand_store(tmp_path / "w", [rows[0], rows[3]])))
+    assert list(ordered["trained_epochs"]) == [150, 7]
 
 
 # -- first-k selection ---------------------------------------------------------------------
