@@ -187,3 +187,23 @@ def test_real_store_winners_rerun_as_their_configs(real_store):
     # the winner of each Ortho-GConv cell has the best objective among its T values
     trials = best_configs(real_store, Filters(ortho=True))
     assert (trials["candidates"] == 2).all()
+
+
+def test_selection_takes_the_winners_whole_rows_by_position_whatever_the_frames_index(tmp_path):
+    """select_best sorts the keys alone and takes the winners' rows by position: a frame in
+    another row order, with labels that are not positions (repeated ones too), gives the same
+    winners, every column whole; failed trials never win and are counted."""
+    import pandas as pd
+
+    from orthotune.reports._load import load_trials, open_store
+    from orthotune.reports._select import select_best
+
+    rows = [hand_row("a", val=[0.7, 0.7], test=[0.5, 0.5]), hand_row("b", val=[0.8, 0.8], test=[0.6, 0.6]),
+            hand_row("c", val=[0.9, 0.9], test=[0.7, 0.7], status="failed"),
+            hand_row("d", val=[0.6, 0.6], test=[0.4, 0.4], depth=4), hand_row("e", val=[0.65, 0.65], test=[0.3, 0.3],
+                                                                             depth=4, ortho=True)]
+    trials = load_trials(open_store(hand_store(tmp_path / "s", rows)))
+    expected = select_best(trials)
+    assert expected["trial_id"].tolist() == ["b", "d", "e"] and expected["failed"].tolist() == [1, 0, 0]
+    shuffled = trials.iloc[[4, 2, 0, 3, 1]].set_axis([7, 7, 3, 0, 1])
+    pd.testing.assert_frame_equal(select_best(shuffled), expected)
