@@ -2,8 +2,8 @@
 
 The space and the options are validated as `launch` validates them (before torch loads);
 then each distinct cell shape trains a few epochs as one pack on this machine (a shape at three
-depths or more at its smallest and largest, the depths between fitted linearly; a pack that
-would take long to measure is measured on one run and scaled by its runs; shapes are measured
+depths or more at its smallest and largest, the depths between fitted linearly; on a graph of
+10,000 nodes or more (PubMed) a pack is measured on one run and scaled by its runs; shapes are measured
 in as many processes as the search runs trials at once here; cached by
 shape in orthotune's cache, $ORTHOTUNE_CACHE: a second plan measures nothing), and the plan
 prints per cell and arm: trials, repeats, the epoch cap and patience, seconds per epoch of
@@ -71,8 +71,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="measure every depth (default: a shape at three depths or more is measured at its "
                              "smallest and largest, the depths between fitted linearly)")
     parser.add_argument("--full-packs", action="store_true",
-                        help="train every pack whole (default: a pack that would take more than a few seconds to "
-                             "measure is measured on one run, its figures scaled by the pack's runs)")
+                        help="train every pack whole (default: on a graph of 10,000 nodes or more, PubMed's, "
+                             "a pack is measured on one run, its figures scaled by the pack's runs)")
     parser.add_argument("--remeasure", action="store_true", help="measure every shape again (ignore the cache)")
     parser.add_argument("--json", action="store_true", help="the plan as JSON (cells, totals, resources, machine)")
     add_data_arguments(groups["cluster"])

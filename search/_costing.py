@@ -4,15 +4,15 @@ measures too), cached by shape in orthotune's cache, then the arithmetic of ``_e
 
 What is measured, and what is fitted:
 
-- the cells of one dataset are measured one after another in this process: the dataset
-  loads once, and one warm-up run (one epoch) per dataset stands for all its shapes;
+- the cells of one dataset are measured one after another in a measuring process: the
+  dataset loads once there, and one warm-up (one run, two epochs: its epoch's seconds decide how many are
+  timed, below) per dataset stands for all its shapes;
 - each shape is one timed run of ``1 + measure_epochs`` epochs (``measure_cell_cost``; fewer
-  on a dataset whose one run's epoch is slow, ``ENOUGH_TIMED_S``), first
-  on one run (one config, one repeat); where measuring its whole pack the same way would take
-  more than ``FULL_PACK_BELOW_S`` seconds (PubMed's packs, deep packs), the one run's seconds
-  per epoch, setup and memory above the process are scaled by the pack's runs (an epoch of a
-  pack is its runs' work side by side; the scaling's error, checked against whole packs, is in
-  ``docs/plan.md``; ``full_packs`` measures every pack whole);
+  on a dataset whose one run's epoch is slow, ``ENOUGH_TIMED_S``) of its whole pack; on a
+  graph of ``SCALE_FROM_NODES`` nodes or more (PubMed, ogbn-arxiv), of one run, its seconds
+  per epoch and setup scaled by the pack's runs and its memory raised by the estimate of the
+  runs added (there an epoch is its runs' work side by side; the scaling's error against whole
+  packs is in ``docs/plan.md``; ``full_packs`` trains every pack whole);
 - the shapes are measured in as many processes as the search runs trials at once on one node
   here (each with a trial's threads), so an epoch is timed beside as many others as the
   search's own epochs will be; a dataset loads once per process;
@@ -57,9 +57,12 @@ from orthotune.search._options import LaunchOptions
 
 #: Epochs timed per shape (after the first epoch of the timed run).
 MEASURE_EPOCHS = 3
-#: A pack whose measurement (its runs times one run's) would take longer than this many
-#: seconds is not trained whole: its one run's figures are scaled by its runs.
-FULL_PACK_BELOW_S = 3.0
+#: A node-classification graph of at least this many nodes has its packs measured on one run,
+#: the figures scaled by the pack's runs: there an epoch is its runs' work side by side, linear
+#: in them (PubMed, ogbn-arxiv). On smaller graphs an epoch's fixed cost (the launches, the
+#: optimiser's steps) weighs as much as the work, so a pack is trained whole (and cheaply). A
+#: rule on the data, not on a timing, so a busy host does not change how a shape is measured.
+SCALE_FROM_NODES = 10_000
 #: Timed epochs enough where an epoch is slow: a shape whose dataset's one run takes longer
 #: per epoch than this over ``measure_epochs`` is timed on fewer epochs (at least one).
 ENOUGH_TIMED_S = 1.0
@@ -383,7 +386,9 @@ def _measure_shapes(job: list[tuple[str, dict[str, Any]]], method: _Method,
             try:
                 if data not in warm:
                     warm[data] = _warm_up(config, method)
-                results[shape] = _measure(config, replace(method, epochs=_timed_epochs(warm[data], method))).to_dict()
+                one_run = not method.full_packs and DATASETS.get(config.dataset).nodes >= SCALE_FROM_NODES
+                results[shape] = _measure(config, replace(method, epochs=_timed_epochs(warm[data], method)),
+                                          one_run).to_dict()
             except Exception as error:  # noqa: BLE001 - the cell's trials would raise it too: they fail and are stored
                 first = (str(error).strip().splitlines() or [""])[0]
                 results[shape] = f"not measured: training it raised {type(error).__name__}: {first}"
@@ -415,11 +420,10 @@ def _timed_epochs(epoch_s: float, method: _Method) -> int:
     return max(1, min(method.epochs, int(ENOUGH_TIMED_S / max(epoch_s, 1e-9))))
 
 
-def _measure(config: TrainConfig, method: _Method) -> Any:
+def _measure(config: TrainConfig, method: _Method, one_run: bool = False) -> Any:
     """One pack of ``config`` trained as a trial trains it (its threads, its report cadence),
-    first one run of it: where the whole pack would take longer than ``FULL_PACK_BELOW_S`` to
-    measure, that run's figures scaled by the pack's runs stand for it. Graph classification
-    trains its repeats one after another: one is measured and scaled."""
+    or (``one_run``) one run of it, its figures scaled by the pack's runs. Graph
+    classification trains its repeats one after another: one is measured and scaled."""
     from orthotune.training import CellCost, TrainOptions, measure_cell_cost
 
     options = TrainOptions(report_every=method.report_every, grad_norms_every=method.report_every)
@@ -429,14 +433,11 @@ def _measure(config: TrainConfig, method: _Method) -> Any:
                                  method.download, warm_up=False)
         return _scaled(cost, repeats, cost.runs * repeats, 0.0)
     runs = repeats * method.pack
-    cost = measure_cell_cost(one, method.device, method.data_root, 1, method.epochs, options, method.download,
-                             warm_up=False)
-    whole = runs * ((cost.setup_seconds or 0.0) + (1 + method.epochs) * cost.seconds_per_epoch)
-    if runs == 1:
-        return cost
-    if method.full_packs or whole <= FULL_PACK_BELOW_S:
+    if not one_run or runs == 1:
         return measure_cell_cost(config, method.device, method.data_root, method.pack, method.epochs, options,
                                  method.download, warm_up=False)
+    cost = measure_cell_cost(one, method.device, method.data_root, 1, method.epochs, options, method.download,
+                             warm_up=False)
     return CellCost.from_dict({**_scaled(cost, runs, runs, float(memory_estimate(one).total)).to_dict(),
                                "pack": method.pack, "measured_runs": 1})
 

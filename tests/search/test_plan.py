@@ -232,13 +232,13 @@ def test_the_plan_cache_is_trainings_cache_folder(monkeypatch, tmp_path):
 
 
 def test_a_costly_pack_is_measured_on_one_run_and_scaled_by_its_runs(counted, monkeypatch):
-    """With no pack cheap enough to train whole, each shape's one run stands for its pack
-    (figures times its runs, marked '+x'); ``full_packs`` trains them whole."""
+    """On a graph large enough (here: any), each shape's one run stands for its pack (figures
+    times its runs, marked '+x'); ``full_packs`` trains them whole."""
     import json
 
     import orthotune.search._costing as costing
 
-    monkeypatch.setattr(costing, "FULL_PACK_BELOW_S", 0.0)
+    monkeypatch.setattr(costing, "SCALE_FROM_NODES", 0)
     plan = plan_search(options(), measure_epochs=2)
     assert all(c.scaled and c.seconds_per_epoch > 0 and c.setup_s >= 0 for c in plan.cells)
     assert "measured+x" in plan.table() and "2 scaled from one run of the pack" in plan.table()
