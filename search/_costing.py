@@ -66,9 +66,6 @@ SCALE_FROM_NODES = 10_000
 #: Timed epochs enough where an epoch is slow: a shape whose dataset's one run takes longer
 #: per epoch than this over ``measure_epochs`` is timed on fewer epochs (at least one).
 ENOUGH_TIMED_S = 1.0
-#: Shapes to measure per process started: fewer, and starting processes (torch's imports, a
-#: few seconds each) would cost more than measuring side by side saves.
-SHAPES_PER_PROCESS = 4
 #: Bumped when what a cached measurement means changes: older entries are then measured again.
 CACHE_FORMAT = 3
 #: What the fixed start of a search is measured as, in a fresh interpreter (cached per
@@ -279,7 +276,7 @@ class _Meter:
                 pending.setdefault(cell.shape, cell)
         if not pending:
             return found
-        workers = max(1, min(self.workers, len(pending) // SHAPES_PER_PROCESS))
+        workers = max(1, min(self.workers, len(pending)))
         chunks = _chunks(list(pending.values()), workers)
         for label, chunk in chunks:
             if self.note is not None:

@@ -106,6 +106,7 @@ def counted(monkeypatch, tmp_path):
     real = costing._measure
     monkeypatch.setattr(costing, "plan_cache", lambda: tmp_path / "cache")
     monkeypatch.setattr(costing, "_StartProbe", NoProbe)  # a fresh interpreter's imports: not here
+    monkeypatch.setattr(costing, "_workers", lambda options, here, device: 1)  # measured here, so counted
     monkeypatch.setattr(costing, "_measure", lambda *a, **k: calls.append(a[0]) or real(*a, **k))
     return calls
 
@@ -202,7 +203,8 @@ def test_a_second_plan_reads_one_file_without_torch(tmp_path):
         "    def seconds(self): return 0.0\n"
         "costing._StartProbe = NoProbe\n"
         f"space = parse_space(json.loads({json.dumps(json.dumps(SPACE))}))\n"
-        "plan = plan_search(LaunchOptions(store='unused', name='plan-test', space=space), measure_epochs=2,\n"
+        "plan = plan_search(LaunchOptions(store='unused', name='plan-test', space=space, concurrency=1),\n"
+        "                   measure_epochs=2,\n"
         "                   remeasure=sys.argv[1] == 'again')\n"
         "print(json.dumps([plan.totals()['trials'], [c.cached for c in plan.cells],\n"
         "                  sorted(m for m in ('torch', 'torch_geometric', 'ray') if m in sys.modules)]))\n")
@@ -254,7 +256,6 @@ def test_shapes_are_measured_in_processes_side_by_side(counted, monkeypatch):
     measured there (none in this process), each dataset's shapes dealt out, and cached here."""
     import orthotune.search._costing as costing
 
-    monkeypatch.setattr(costing, "SHAPES_PER_PROCESS", 2)
     monkeypatch.setattr(costing, "_workers", lambda options, here, device: 2)
     space = {**SPACE, "depths": [2, 3]}
     plan = plan_search(options(space), measure_epochs=1)
