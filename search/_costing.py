@@ -16,7 +16,9 @@ What is measured, and what is fitted:
 - the shapes are measured in as many processes as the search runs trials at once on one node
   here (each with a trial's threads), so an epoch is timed beside as many others as the
   search's own epochs will be; a dataset loads once per process;
-- the start probe (below) runs in its own interpreter while those processes import torch;
+- the start probe (below) runs in its own interpreter while this process imports torch and
+  builds the cells, and before the measuring processes start (their imports beside it would
+  lengthen the start it measures, their timings beside its Ray too);
 - cells that differ only in depth (one dataset, backbone, arm, width, ``T``, repeats and
   pack), where the space has three depths or more for them, are measured at the smallest
   and the largest depth, and the depths between are fitted linearly (seconds per epoch,
@@ -309,12 +311,10 @@ class _Meter:
         from concurrent.futures.process import BrokenProcessPool
 
         results: dict[str, Any] = {}
+        probe.wait()  # its interpreter alone: processes importing beside it would lengthen the start it measures
         context = multiprocessing.get_context("spawn")  # a fork would copy this process's torch threads
         with ProcessPoolExecutor(workers, mp_context=context, initializer=_start_worker,
                                  initargs=(self.method.threads,)) as pool:
-            for started in [pool.submit(_ready) for _ in range(workers)]:
-                started.result()  # each process has imported torch, while the probe ran
-            probe.wait()  # nothing is timed beside the probe's Ray
             futures = {pool.submit(_measure_shapes, job, self.method): job for job in jobs}
             for future, job in futures.items():
                 try:
@@ -353,10 +353,6 @@ def _start_worker(threads: int) -> None:
 
     torch.set_num_threads(threads)
     retain_freed_memory()
-
-
-def _ready() -> bool:
-    return True
 
 
 #: Each dataset a measuring process has warmed up, with one run's seconds per epoch there.
