@@ -101,13 +101,15 @@ class NoProbe:
 def counted(monkeypatch, tmp_path):
     """A fresh cost cache, and the measurements made counted (not timed)."""
     import orthotune.search._costing as costing
+    import orthotune.search._measuring as measuring
+    import orthotune.search._plan_cache as kept
 
     calls = []
-    real = costing._measure
-    monkeypatch.setattr(costing, "plan_cache", lambda: tmp_path / "cache")
-    monkeypatch.setattr(costing, "_StartProbe", NoProbe)  # a fresh interpreter's imports: not here
+    real = measuring.measure
+    monkeypatch.setattr(kept, "plan_cache", lambda: tmp_path / "cache")
+    monkeypatch.setattr(costing, "StartProbe", NoProbe)  # a fresh interpreter's imports: not here
     monkeypatch.setattr(costing, "_workers", lambda options, here, device: 1)  # measured here, so counted
-    monkeypatch.setattr(costing, "_measure", lambda *a, **k: calls.append(a[0]) or real(*a, **k))
+    monkeypatch.setattr(measuring, "measure", lambda *a, **k: calls.append(a[0]) or real(*a, **k))
     return calls
 
 
@@ -201,7 +203,7 @@ def test_a_second_plan_reads_one_file_without_torch(tmp_path):
         "    def __init__(self, remeasure): pass\n"
         "    def wait(self): pass\n"
         "    def seconds(self): return 0.0\n"
-        "costing._StartProbe = NoProbe\n"
+        "costing.StartProbe = NoProbe\n"
         f"space = parse_space(json.loads({json.dumps(json.dumps(SPACE))}))\n"
         "plan = plan_search(LaunchOptions(store='unused', name='plan-test', space=space, concurrency=1),\n"
         "                   measure_epochs=2,\n"
@@ -223,7 +225,7 @@ def test_a_second_plan_reads_one_file_without_torch(tmp_path):
 
 
 def test_the_plan_cache_is_trainings_cache_folder(monkeypatch, tmp_path):
-    from orthotune.search._costing import plan_cache
+    from orthotune.search._plan_cache import plan_cache
     from orthotune.training import cache_dir
 
     monkeypatch.delenv("ORTHOTUNE_CACHE", raising=False)
@@ -238,13 +240,14 @@ def test_a_costly_pack_is_measured_on_one_run_and_scaled_by_its_runs(counted, mo
     times its runs, marked '+x'); ``full_packs`` trains them whole."""
     import json
 
-    import orthotune.search._costing as costing
+    import orthotune.search._measuring as measuring
+    from orthotune.search._plan_cache import cost_folder
 
-    monkeypatch.setattr(costing, "SCALE_FROM_NODES", 0)
+    monkeypatch.setattr(measuring, "SCALE_FROM_NODES", 0)
     plan = plan_search(options(), measure_epochs=2)
     assert all(c.scaled and c.seconds_per_epoch > 0 and c.setup_s >= 0 for c in plan.cells)
     assert "measured+x" in plan.table() and "2 scaled from one run of the pack" in plan.table()
-    kept = [json.loads(p.read_text())["cost"] for p in costing.cost_folder().glob("*.json")]
+    kept = [json.loads(p.read_text())["cost"] for p in cost_folder().glob("*.json")]
     assert sorted((c["runs"], c["measured_runs"]) for c in kept) == [(2, 1), (2, 1)]  # 2 repeats, one trained
     whole = plan_search(options(), measure_epochs=2, full_packs=True)
     assert not any(c.scaled or c.cached for c in whole.cells)  # another method: measured again
@@ -255,6 +258,7 @@ def test_shapes_are_measured_in_processes_side_by_side(counted, monkeypatch):
     """Four shapes in two processes (as the search runs two trials at once on two CPUs):
     measured there (none in this process), each dataset's shapes dealt out, and cached here."""
     import orthotune.search._costing as costing
+    from orthotune.search._plan_cache import cost_folder
 
     monkeypatch.setattr(costing, "_workers", lambda options, here, device: 2)
     space = {**SPACE, "depths": [2, 3]}
@@ -263,28 +267,28 @@ def test_shapes_are_measured_in_processes_side_by_side(counted, monkeypatch):
     assert [c.cell for c in plan.cells] == ["cora/gcn/2/original", "cora/gcn/2/ortho", "cora/gcn/3/original",
                                             "cora/gcn/3/ortho"]
     assert all(c.measured and c.seconds_per_epoch > 0 and not c.cached for c in plan.cells)
-    assert len(list(costing.cost_folder().glob("*.json"))) == 4
+    assert len(list(cost_folder().glob("*.json"))) == 4
     assert all(c.cached for c in plan_search(options(space), measure_epochs=1).cells)
 
 
 def test_timed_epochs_are_fewer_where_an_epoch_is_slow():
-    from orthotune.search._costing import ENOUGH_TIMED_S, _Method, _timed_epochs
+    from orthotune.search._measuring import ENOUGH_TIMED_S, Method, timed_epochs
 
-    assert _timed_epochs(0.01, _Method(epochs=3)) == 3
-    assert _timed_epochs(ENOUGH_TIMED_S / 2, _Method(epochs=3)) == 2
-    assert _timed_epochs(ENOUGH_TIMED_S * 5, _Method(epochs=3)) == 1  # never none
+    assert timed_epochs(0.01, Method(epochs=3)) == 3
+    assert timed_epochs(ENOUGH_TIMED_S / 2, Method(epochs=3)) == 2
+    assert timed_epochs(ENOUGH_TIMED_S * 5, Method(epochs=3)) == 1  # never none
 
 
 def test_a_cached_start_is_read_without_starting_a_probe(monkeypatch, tmp_path):
     import subprocess
 
-    import orthotune.search._costing as costing
+    import orthotune.search._plan_cache as kept
 
-    monkeypatch.setattr(costing, "plan_cache", lambda: tmp_path)
+    monkeypatch.setattr(kept, "plan_cache", lambda: tmp_path)
     started = []
     monkeypatch.setattr(subprocess, "Popen", lambda *a, **k: started.append(a) or None)
-    probe = costing._StartProbe(remeasure=False)
+    probe = kept.StartProbe(remeasure=False)
     assert started  # nothing cached: the probe's interpreter starts at once
-    costing._write_json(probe.path, {"start_s": 12.5})
+    kept.write_json(probe.path, {"start_s": 12.5})
     started.clear()
-    assert costing._StartProbe(remeasure=False).seconds() == 12.5 and started == []
+    assert kept.StartProbe(remeasure=False).seconds() == 12.5 and started == []
