@@ -2,4 +2,5 @@ import sys
 
 from orthotune.cli import main
 
-sys.exit(main())
+if __name__ == "__main__":  # not again in a spawned process (the plan's measuring processes)
+    sys.exit(main())

@@ -2,7 +2,9 @@
 
 The space and the options are validated as `launch` validates them (before torch loads);
 then each distinct cell shape trains a few epochs as one pack on this machine (a shape at three
-depths or more at its smallest and largest, the depths between fitted linearly; cached by
+depths or more at its smallest and largest, the depths between fitted linearly; on a graph of
+10,000 nodes or more (PubMed) a pack is measured on one run and scaled by its runs; shapes are measured
+in as many processes as the search runs trials at once here; cached by
 shape in orthotune's cache, $ORTHOTUNE_CACHE: a second plan measures nothing), and the plan
 prints per cell and arm: trials, repeats, the epoch cap and patience, seconds per epoch of
 one pack, the expected epochs per trial under the scheduler, one trial's seconds and peak
@@ -68,6 +70,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--every-depth", action="store_true",
                         help="measure every depth (default: a shape at three depths or more is measured at its "
                              "smallest and largest, the depths between fitted linearly)")
+    parser.add_argument("--full-packs", action="store_true",
+                        help="train every pack whole (default: on a graph of 10,000 nodes or more, PubMed's, "
+                             "a pack is measured on one run, its figures scaled by the pack's runs)")
     parser.add_argument("--remeasure", action="store_true", help="measure every shape again (ignore the cache)")
     parser.add_argument("--json", action="store_true", help="the plan as JSON (cells, totals, resources, machine)")
     add_data_arguments(groups["cluster"])
@@ -85,6 +90,6 @@ def run(args: argparse.Namespace) -> int:
                  "memory_bytes": None if args.memory is None else int(args.memory * 2**30)}
     planned = plan_search(options, {k: v for k, v in overrides.items() if v is not None}, args.measure_epochs,
                           args.remeasure, note=lambda line: print(f"plan: {line}", file=sys.stderr, flush=True),
-                          every_depth=args.every_depth)
+                          every_depth=args.every_depth, full_packs=args.full_packs)
     print(json.dumps(planned.to_dict(), indent=2) if args.json else planned.table())
     return OK

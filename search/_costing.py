@@ -4,9 +4,21 @@ measures too), cached by shape in orthotune's cache, then the arithmetic of ``_e
 
 What is measured, and what is fitted:
 
-- the cells of one dataset are measured one after another in this process: the dataset
-  loads once, and one warm-up run (one epoch) per dataset stands for all its shapes;
-- each shape is one timed run of ``1 + measure_epochs`` epochs (``measure_cell_cost``);
+- the cells of one dataset are measured one after another in a measuring process: the
+  dataset loads once there, and one warm-up (one run, two epochs: its epoch's seconds decide how many are
+  timed, below) per dataset stands for all its shapes;
+- each shape is one timed run of ``1 + measure_epochs`` epochs (``measure_cell_cost``; fewer
+  on a dataset whose one run's epoch is slow, ``ENOUGH_TIMED_S``) of its whole pack; on a
+  graph of ``SCALE_FROM_NODES`` nodes or more (PubMed, ogbn-arxiv), of one run, its seconds
+  per epoch and setup scaled by the pack's runs and its memory raised by the estimate of the
+  runs added (there an epoch is its runs' work side by side; the scaling's error against whole
+  packs is in ``docs/plan.md``; ``full_packs`` trains every pack whole);
+- the shapes are measured in as many processes as the search runs trials at once on one node
+  here (each with a trial's threads), so an epoch is timed beside as many others as the
+  search's own epochs will be; a dataset loads once per process;
+- the start probe (below) runs in its own interpreter while this process imports torch and
+  builds the cells, and before the measuring processes start (their imports beside it would
+  lengthen the start it measures, their timings beside its Ray too);
 - cells that differ only in depth (one dataset, backbone, arm, width, ``T``, repeats and
   pack), where the space has three depths or more for them, are measured at the smallest
   and the largest depth, and the depths between are fitted linearly (seconds per epoch,
@@ -29,42 +41,29 @@ import hashlib
 import json
 import os
 import platform
-import subprocess
 import sys
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import date
-from importlib.metadata import PackageNotFoundError, version
-from pathlib import Path
 from typing import Any
 
 from orthotune import __version__
 from orthotune.core import DATASETS, TrainConfig, available_memory, memory_estimate
 from orthotune.search._budget import cell_trials
 from orthotune.search._estimate import CellEstimate, PlanEstimate, Resources, expected_epochs
+from orthotune.search._measuring import MEASURE_EPOCHS, Method, measure_shapes, start_worker
 from orthotune.search._options import LaunchOptions
-
-#: Epochs timed per shape (after the first epoch of the timed run).
-MEASURE_EPOCHS = 3
-#: Bumped when what a cached measurement means changes: older entries are then measured again.
-CACHE_FORMAT = 2
-#: What the fixed start of a search is measured as, in a fresh interpreter (cached per
-#: machine and version): the driver's imports, Ray's start and shutdown.
-START_PROBE = r"""
-import json, time
-started = time.perf_counter()
-import torch, torch_geometric, ray
-import orthotune.search._tuner
-imported = time.perf_counter()
-from orthotune.search._local_ray import local_ray_options, loopback_ray
-with loopback_ray():
-    ray.init(**local_ray_options(), log_to_driver=False, logging_level="ERROR")
-up = time.perf_counter()
-ray.shutdown()
-print(json.dumps({"imports_s": imported - started, "ray_start_s": up - imported,
-                  "ray_shutdown_s": time.perf_counter() - up}))
-"""
+from orthotune.search._plan_cache import (
+    CACHE_FORMAT,
+    StartProbe,
+    cached_cost,
+    index_path,
+    kept_plan,
+    save_cost,
+    shape_stamps,
+    torch_version,
+    write_json,
+)
 
 
 def this_machine() -> Resources:
@@ -87,32 +86,36 @@ def _total_memory() -> int | None:
 
 def plan_search(options: LaunchOptions, resources: Mapping[str, Any] | None = None,
                 measure_epochs: int = MEASURE_EPOCHS, remeasure: bool = False,
-                note: Callable[[str], None] | None = None, every_depth: bool = False) -> PlanEstimate:
+                note: Callable[[str], None] | None = None, every_depth: bool = False,
+                full_packs: bool = False) -> PlanEstimate:
     """The plan of ``options``' search: every cell and arm with its budget and measured cost,
     on this machine's :class:`Resources` with ``resources`` replacing some (cpus, gpus, nodes,
     memory_bytes). ``remeasure``: ignore the cache; ``note``: told one line per shape measured
-    now; ``every_depth``: measure each depth rather than fit the ones between two measured."""
-    key = _plan_key(options, measure_epochs, every_depth)
-    kept = None if remeasure else _kept_plan(key)
+    now; ``every_depth``: measure each depth rather than fit the ones between two measured;
+    ``full_packs``: train every pack whole rather than scale a costly one from one run."""
+    key = _plan_key(options, measure_epochs, every_depth, full_packs)
+    kept = None if remeasure else kept_plan(key)
     if kept is not None:
         machine, cells, start = kept
         here = Resources(**{**machine["resources"], "cpus": _cpus(), "memory_bytes": _total_memory()})
     else:
-        machine, cells, start = _measure_plan(options, measure_epochs, remeasure, note, every_depth)
+        machine, cells, start = _measure_plan(options, Method(measure_epochs, full_packs), remeasure, note,
+                                              every_depth)
         here = Resources(**machine["resources"])
         if all(c.measured for c in cells):
-            _write_json(_index_path(key), {"machine": machine, "start_s": start,
+            write_json(index_path(key), {"machine": machine, "start_s": start,
                                            "cells": [dataclasses.asdict(c) for c in cells],
-                                           "shapes": _shape_stamps({s for c in cells for s in c.sources})})
+                                           "shapes": shape_stamps({s for c in cells for s in c.sources})})
     return PlanEstimate(options.space.name, options.scheduler, options.searcher, tuple(cells),
                         replace(here, **(resources or {})), options.cpus_per_trial, options.gpus_per_trial,
                         options.concurrency, start, {k: v for k, v in machine.items() if k != "resources"})
 
 
-def _measure_plan(options: LaunchOptions, measure_epochs: int, remeasure: bool,
+def _measure_plan(options: LaunchOptions, method: Method, remeasure: bool,
                   note: Callable[[str], None] | None, every_depth: bool
                   ) -> tuple[dict[str, Any], list[CellEstimate], float]:
     """Every cell's estimate, measuring the shapes not cached (torch and PyG load here)."""
+    probe = StartProbe(remeasure)  # a fresh interpreter's imports and Ray's start, while torch loads here
     import torch
 
     from orthotune.search._inputs import check_inputs
@@ -121,36 +124,48 @@ def _measure_plan(options: LaunchOptions, measure_epochs: int, remeasure: bool,
     here = this_machine()
     device = torch.device("cuda" if torch.cuda.is_available() and (options.gpus_per_trial or
                                                                    options.gpu_share == "auto") else "cpu")
-    meter = _Meter(options, device, measure_epochs, remeasure, note)
+    method = replace(method, device=str(device), data_root=options.data_root, download=options.download,
+                     pack=options.configs_per_trial, threads=max(1, int(options.cpus_per_trial)),
+                     report_every=options.report_every)
     budgets = cell_trials(options)
-    cells = [_Cell(options, cell, budgets.get(cell.key, 0), device, measure_epochs) for cell in options.space.cells()]
+    cells = [_Cell(options, cell, budgets.get(cell.key, 0), device, method) for cell in options.space.cells()]
     fitted = {} if every_depth else _depth_fits(cells)
-    estimates = {}
-    for index, cell in enumerate(cells):  # the anchors (and cells not fitted) first, each measured or cached
-        if index not in fitted:
-            estimates[index] = cell.estimate(meter.cost(cell))
+    meter = _Meter(method, remeasure, note, _workers(options, here, device))
+    anchors = [cells[i] for i in range(len(cells)) if i not in fitted]  # and the cells not fitted
+    costs = meter.costs(anchors, probe)
+    estimates = {i: cells[i].estimate(costs[cells[i].shape]) for i in range(len(cells)) if i not in fitted}
+    again = [index for index, (low, high) in fitted.items()
+             if not (estimates[low].measured and estimates[high].measured)]
+    costs.update(meter.costs([cells[i] for i in again], probe))  # an anchor did not train: measured on its own
     for index, (low, high) in fitted.items():
-        ends = (estimates[low], estimates[high])
-        if all(e.measured for e in ends):
-            estimates[index] = cells[index].fitted(cells[low], ends[0], cells[high], ends[1])
-        else:  # an anchor did not train: this depth is measured on its own
-            estimates[index] = cells[index].estimate(meter.cost(cells[index]))
+        if index in again:
+            estimates[index] = cells[index].estimate(costs[cells[index].shape])
+        else:
+            estimates[index] = cells[index].fitted(cells[low], estimates[low], cells[high], estimates[high])
     machine = {"date": date.today().isoformat(), "cpus": here.cpus, "gpus": here.gpus,
                "memory_bytes": here.memory_bytes, "device": _device_name(device), "torch": torch.__version__,
                "resources": dataclasses.asdict(here)}
-    return machine, [estimates[i] for i in range(len(cells))], _start_seconds(remeasure)
+    return machine, [estimates[i] for i in range(len(cells))], probe.seconds()
+
+
+def _workers(options: LaunchOptions, here: Resources, device: Any) -> int:
+    """Processes measuring side by side: the trials the search runs at once on one node here
+    (one on a GPU, whose sharing ``--gpus-per-trial auto`` decides)."""
+    if device.type == "cuda":
+        return 1
+    return Resources(cpus=here.cpus, nodes=1).slots(options.cpus_per_trial, 0.0, options.concurrency)
 
 
 class _Cell:
     """One cell and arm as planned: its first config (the searcher's first proposal), budget
     and shape."""
 
-    def __init__(self, options: LaunchOptions, cell: Any, trials: int, device: Any, epochs: int) -> None:
+    def __init__(self, options: LaunchOptions, cell: Any, trials: int, device: Any, method: Method) -> None:
         from orthotune.search._gpu_share import cell_config
 
         self.key, self.config = cell.key, TrainConfig.from_dict(cell_config(cell))
-        self.shape = _shape(self.config, options, device, epochs)
-        self.group = _depth_free_shape(self.config, options, device, epochs)
+        self.shape = _shape(self.config, options, device, method)
+        self.group = _depth_free_shape(self.config, options, device, method)
         self.estimate_bytes = float(memory_estimate(self.config).total)
         self.device = device
         self.common = {"cell": cell.key, "arm": cell.key.rsplit("/", 1)[-1], "trials": trials,
@@ -169,7 +184,8 @@ class _Cell:
         cost, cached = measured
         peak = cost.trial_bytes if self.device.type == "cuda" else cost.host_peak_bytes
         return CellEstimate(**self.common, seconds_per_epoch=cost.seconds_per_epoch, setup_s=cost.setup_seconds,
-                            peak_bytes=peak, cached=cached, sources=(self.shape,))
+                            peak_bytes=peak, cached=cached, sources=(self.shape,),
+                            scaled=cost.measured_runs is not None and cost.measured_runs < cost.runs)
 
     def fitted(self, low: _Cell, at_low: CellEstimate, high: _Cell, at_high: CellEstimate) -> CellEstimate:
         """The estimate at this depth on the line through the same shape's two measured depths."""
@@ -182,7 +198,7 @@ class _Cell:
                             setup_s=line(at_low.setup_s, at_high.setup_s),
                             peak_bytes=line(at_low.peak_bytes, at_high.peak_bytes),
                             cached=at_low.cached and at_high.cached, fitted=True,
-                            sources=at_low.sources + at_high.sources)
+                            scaled=at_low.scaled or at_high.scaled, sources=at_low.sources + at_high.sources)
 
 
 def _depth_fits(cells: list[_Cell]) -> dict[int, tuple[int, int]]:
@@ -203,84 +219,116 @@ def _depth_fits(cells: list[_Cell]) -> dict[int, tuple[int, int]]:
 
 
 class _Meter:
-    """Measures shapes in this process: one warm-up per dataset, one timed run per shape,
-    each shape measured once (cached)."""
+    """Measures shapes, each once (then cached): in this process, or in ``workers`` processes
+    side by side, each dataset's shapes dealt out among them (a dataset loads, and warms up,
+    once per process)."""
 
-    def __init__(self, options: LaunchOptions, device: Any, epochs: int, remeasure: bool,
-                 note: Callable[[str], None] | None) -> None:
-        self.options, self.device, self.epochs, self.remeasure, self.note = options, device, epochs, remeasure, note
-        self.warm: set[tuple[str, str | None]] = set()
+    def __init__(self, method: Method, remeasure: bool, note: Callable[[str], None] | None, workers: int) -> None:
+        self.method, self.remeasure, self.note, self.workers = method, remeasure, note, workers
+        self.warm: dict[tuple[str, str | None], float] = {}
 
-    def cost(self, cell: _Cell) -> tuple[Any, bool] | str:
-        """``(cost, cached)`` of the cell's shape, or why it was not measured."""
+    def costs(self, cells: list[_Cell], probe: StartProbe) -> dict[str, tuple[Any, bool] | str]:
+        """``(cost, cached)`` of each cell's shape, or why it was not measured, by shape."""
+        found: dict[str, tuple[Any, bool] | str] = {}
+        pending: dict[str, _Cell] = {}
         available = available_memory()
-        if available is not None and cell.estimate_bytes > available:  # training it here would run out of memory
-            return (f"not measured: one repeat needs about {cell.estimate_bytes / 2**30:.1f} GiB (estimated), "
-                    f"more than the {available / 2**30:.1f} GiB available here")
-        cost = None if self.remeasure else _cached_cost(cell.shape)
-        if cost is not None:
-            return cost, True
-        if self.note is not None:
-            self.note(f"measuring {cell.key} ({self.epochs} epochs of a pack of {cell.common['repeats']} repeats "
-                      f"x {self.options.configs_per_trial})")
-        data = (cell.config.dataset, cell.config.setting)
-        try:
-            cost = _measure(cell.config, self.options, self.device, self.epochs, warm_up=data not in self.warm)
-        except Exception as error:  # noqa: BLE001 - the cell's trials would raise it too: they fail and are stored
-            first = (str(error).strip().splitlines() or [""])[0]
-            return f"not measured: training it raised {type(error).__name__}: {first}"
-        self.warm.add(data)
-        _save_cost(cell.shape, cost)
-        return cost, False
+        for cell in cells:
+            if available is not None and cell.estimate_bytes > available:  # training it here would run out of memory
+                found[cell.shape] = (f"not measured: one repeat needs about {cell.estimate_bytes / 2**30:.1f} GiB "
+                                     f"(estimated), more than the {available / 2**30:.1f} GiB available here")
+            elif (cost := None if self.remeasure else cached_cost(cell.shape)) is not None:
+                found[cell.shape] = (cost, True)
+            else:
+                pending.setdefault(cell.shape, cell)
+        if not pending:
+            return found
+        workers = max(1, min(self.workers, len(pending)))
+        chunks = _chunks(list(pending.values()), workers)
+        for label, chunk in chunks:
+            if self.note is not None:
+                self.note(f"measuring {len(chunk)} shape(s) of {label} ({self.method.epochs} epochs each"
+                          + (f", {workers} processes side by side)" if workers > 1 else ")"))
+        jobs = [[(cell.shape, cell.config.to_dict()) for cell in chunk] for _, chunk in chunks]
+        results = self._in_processes(jobs, workers, probe) if workers > 1 else self._here(jobs, probe)
+        from orthotune.training import CellCost
+
+        for shape, result in results.items():
+            if isinstance(result, str):
+                found[shape] = result
+            else:
+                cost = CellCost.from_dict(result)
+                save_cost(shape, cost)
+                found[shape] = (cost, False)
+        return found
+
+    def _here(self, jobs: list[list[tuple[str, dict[str, Any]]]], probe: StartProbe) -> dict[str, Any]:
+        probe.wait()
+        results = {}
+        for job in jobs:
+            results.update(measure_shapes(job, self.method, self.warm))
+        return results
+
+    def _in_processes(self, jobs: list[list[tuple[str, dict[str, Any]]]], workers: int,
+                      probe: StartProbe) -> dict[str, Any]:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+        from concurrent.futures.process import BrokenProcessPool
+
+        results: dict[str, Any] = {}
+        probe.wait()  # its interpreter alone: processes importing beside it would lengthen the start it measures
+        context = multiprocessing.get_context("spawn")  # a fork would copy this process's torch threads
+        with ProcessPoolExecutor(workers, mp_context=context, initializer=start_worker,
+                                 initargs=(self.method.threads,)) as pool:
+            futures = {pool.submit(measure_shapes, job, self.method): job for job in jobs}
+            for future, job in futures.items():
+                try:
+                    results.update(future.result())
+                except BrokenProcessPool as error:  # a process died (killed for memory): its shapes stay unmeasured
+                    results.update({shape: f"not measured: the measuring process died ({error})"
+                                    for shape, _ in job if shape not in results})
+        return results
 
 
-def _measure(config: TrainConfig, options: LaunchOptions, device: Any, epochs: int, warm_up: bool = True) -> Any:
-    """One pack of ``config`` trained as a trial trains it (its threads, its report cadence).
-    Graph classification trains its repeats one after another: one is measured and scaled."""
-    import torch
-
-    from orthotune.training import CellCost, TrainOptions, measure_cell_cost, retain_freed_memory
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(max(1, int(options.cpus_per_trial)))
-    retain_freed_memory()  # as a trial's worker does
-    scale = 1
-    if DATASETS.get(config.dataset).task == "graph" and len(config.runs()) > 1:
-        scale = len(config.runs())
-        config = TrainConfig.from_dict({**config.to_dict(), "splits": config.splits[:1], "seeds": config.seeds[:1]})
-    try:
-        train_options = TrainOptions(report_every=options.report_every, grad_norms_every=options.report_every)
-        cost = measure_cell_cost(config, device, options.data_root, options.configs_per_trial, epochs,
-                                 train_options, options.download, warm_up=warm_up)
-    finally:
-        torch.set_num_threads(threads)
-    if scale == 1:
-        return cost
-    return CellCost.from_dict({**cost.to_dict(), "runs": cost.runs * scale,
-                               "seconds_per_epoch": cost.seconds_per_epoch * scale,
-                               "setup_seconds": (cost.setup_seconds or 0.0) * scale})
+def _chunks(cells: list[_Cell], workers: int) -> list[tuple[str, list[_Cell]]]:
+    """Each dataset's cells dealt round-robin into ``workers`` chunks, the largest datasets
+    first (a process starts on the longest work while the others fill in around it)."""
+    by_data: dict[tuple[str, str | None], list[_Cell]] = {}
+    for cell in cells:
+        by_data.setdefault((cell.config.dataset, cell.config.setting), []).append(cell)
+    order = sorted(by_data, key=lambda data: -_data_size(data[0]))
+    chunks = []
+    for data in order:
+        group = by_data[data]
+        for start in range(min(workers, len(group))):
+            chunks.append((data[0], group[start::workers]))
+    return chunks
 
 
-def _shape(config: TrainConfig, options: LaunchOptions, device: Any, epochs: int) -> str:
+def _data_size(dataset: str) -> int:
+    info = DATASETS.get(dataset)
+    return info.nodes * max(1, info.features)
+
+
+def _shape(config: TrainConfig, options: LaunchOptions, device: Any, method: Method) -> str:
     """What a cell's cost depends on, as a digest: its pack key (dataset, backbone, depth,
     arm, width, switches), T, the repeats, the pack and threads, the device and the versions.
     Learning rates, decays, seeds and the like do not change an epoch's cost."""
     from orthotune.training import pack_key
 
     parts = [repr(pack_key(config)), config.T, config.input_T, config.batch_size, len(config.runs()),
-             options.configs_per_trial, max(1, int(options.cpus_per_trial)), options.report_every, epochs,
-             _device_name(device), _torch_version(), __version__, CACHE_FORMAT]
+             options.configs_per_trial, max(1, int(options.cpus_per_trial)), options.report_every, method.epochs,
+             method.full_packs, _device_name(device), torch_version(), __version__, CACHE_FORMAT]
     return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()
 
 
-def _depth_free_shape(config: TrainConfig, options: LaunchOptions, device: Any, epochs: int) -> str | None:
+def _depth_free_shape(config: TrainConfig, options: LaunchOptions, device: Any, method: Method) -> str | None:
     """The shape of ``config`` at the space's first depth: equal for cells that differ only in
     depth (None where that depth is not valid for it)."""
     try:
         at = TrainConfig.from_dict({**config.to_dict(), "depth": min(options.space.depths)})
     except ValueError:
         return None
-    return _shape(at, options, device, epochs)
+    return _shape(at, options, device, method)
 
 
 def _device_name(device: Any) -> str:
@@ -289,110 +337,16 @@ def _device_name(device: Any) -> str:
     return torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
 
 
-def _torch_version() -> str:
-    """torch's version as installed (read without importing torch)."""
-    try:
-        return version("torch")
-    except PackageNotFoundError:
-        return "none"
-
-
 def _cpus() -> float:
     return float(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
 
 
-def plan_cache() -> Path:
-    """orthotune's cache (``ORTHOTUNE_CACHE`` or ``~/.cache/orthotune``), the folder of
-    ``orthotune.training.cache_dir()``, resolved here without importing torch (a test holds the
-    two equal)."""
-    if os.environ.get("ORTHOTUNE_CACHE"):
-        return Path(os.environ["ORTHOTUNE_CACHE"]).expanduser()
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "orthotune"
-
-
-def cost_folder() -> Path:
-    """Where measured shapes are kept: ``plan-costs`` in orthotune's cache (``ORTHOTUNE_CACHE``)."""
-    return plan_cache() / "plan-costs"
-
-
-def _cached_cost(shape: str) -> Any:
-    from orthotune.training import CellCost
-
-    path = cost_folder() / f"{shape}.json"
-    if not path.is_file():
-        return None
-    try:
-        return CellCost.from_dict(json.loads(path.read_text())["cost"])
-    except (OSError, ValueError, KeyError, TypeError):  # a damaged entry is measured again
-        return None
-
-
-def _save_cost(shape: str, cost: Any) -> None:
-    _write_json(cost_folder() / f"{shape}.json", {"cost": cost.to_dict(), "measured_at": time.time()})
-
-
-def _shape_stamps(shapes: set[str]) -> dict[str, float | None]:
-    """When each shape's cached measurement was made (None where it is missing or damaged)."""
-    stamps = {}
-    for shape in sorted(shapes):
-        try:
-            stamps[shape] = float(json.loads((cost_folder() / f"{shape}.json").read_text())["measured_at"])
-        except (OSError, ValueError, KeyError, TypeError):
-            stamps[shape] = None
-    return stamps
-
-
-def _plan_key(options: LaunchOptions, measure_epochs: int, every_depth: bool) -> str:
+def _plan_key(options: LaunchOptions, measure_epochs: int, every_depth: bool, full_packs: bool) -> str:
     """A whole plan's key: the space and every option but the store and the search's name, the
     measurement's epochs and fits, the versions, this host and the GPUs it may see."""
     fields = {f.name: getattr(options, f.name) for f in dataclasses.fields(options) if f.name not in ("store", "name")}
-    parts = [repr(fields), measure_epochs, every_depth, _torch_version(), __version__, CACHE_FORMAT, sys.prefix,
-             platform.node(), os.environ.get("CUDA_VISIBLE_DEVICES")]
+    parts = [repr(fields), measure_epochs, every_depth, full_packs, torch_version(), __version__, CACHE_FORMAT,
+             sys.prefix, platform.node(), os.environ.get("CUDA_VISIBLE_DEVICES")]
     return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()
 
 
-def _index_path(key: str) -> Path:
-    return plan_cache() / "plan-index" / f"{key[:32]}.json"
-
-
-def _kept_plan(key: str) -> tuple[dict[str, Any], list[CellEstimate], float] | None:
-    """A whole plan kept under ``key``, if every shape it read is still the one cached."""
-    try:
-        kept = json.loads(_index_path(key).read_text())
-        if _shape_stamps(set(kept["shapes"])) != kept["shapes"]:  # a shape measured again since
-            return None
-        cells = [CellEstimate(**{**c, "cached": True, "sources": tuple(c["sources"])}) for c in kept["cells"]]
-        return kept["machine"], cells, float(kept["start_s"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-
-
-def _write_json(path: Path, values: dict[str, Any]) -> None:
-    """Written whole or not at all (a plan killed mid-write leaves no half entry)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_suffix(f".{os.getpid()}.tmp")
-    partial.write_text(json.dumps(values))
-    partial.replace(path)
-
-
-def _start_seconds(remeasure: bool) -> float:
-    """A search's fixed start on this machine: the driver's imports, Ray's start and
-    shutdown, and a worker's imports (taken as the driver's), measured once in a fresh
-    interpreter and cached per environment (``plan-start`` in orthotune's cache); 0.0 where
-    the probe fails."""
-    key = hashlib.sha256(json.dumps([sys.prefix, _torch_version(), __version__, CACHE_FORMAT]).encode())
-    path = plan_cache() / "plan-start" / f"{key.hexdigest()[:16]}.json"
-    if not remeasure and path.is_file():
-        try:
-            return float(json.loads(path.read_text())["start_s"])
-        except (OSError, ValueError, KeyError, TypeError):
-            pass
-    try:
-        out = subprocess.run([sys.executable, "-c", START_PROBE], capture_output=True, text=True, timeout=300,
-                             check=True)
-        parts = json.loads(out.stdout.strip().splitlines()[-1])
-    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
-        return 0.0
-    start = 2 * parts["imports_s"] + parts["ray_start_s"] + parts["ray_shutdown_s"]
-    _write_json(path, {"start_s": start, **parts})
-    return start

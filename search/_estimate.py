@@ -146,6 +146,7 @@ class CellEstimate:
     cached: bool = False
     reason: str | None = None
     fitted: bool = False  # on the line through the same shape's two measured depths
+    scaled: bool = False  # one run of the pack measured, its figures scaled by the pack's runs
     sources: tuple[str, ...] = ()  # the shapes (cache entries) its figures come from
 
     @property
@@ -273,7 +274,8 @@ class PlanEstimate:
                      f"measured on {self.measured_here.get('device', '?')}: "
                      f"{sum(1 for c in self.cells if c.measured and not c.cached and not c.fitted)} shape(s) "
                      f"measured now, {sum(1 for c in self.cells if c.cached and not c.fitted)} cell(s) from the "
-                     f"cache, {sum(1 for c in self.cells if c.fitted)} fitted linearly in depth")
+                     f"cache, {sum(1 for c in self.cells if c.fitted)} fitted linearly in depth, "
+                     f"{sum(1 for c in self.cells if c.scaled)} scaled from one run of the pack (source '+x')")
         for line in t["does_not_fit"]:
             lines.append(f"  does not fit: {line}")
         return "\n".join(lines)
@@ -316,7 +318,8 @@ def _source(cell: CellEstimate) -> str:
     """Where a cell's figures come from: measured now, the cache, a fit in depth, or nothing."""
     if not cell.measured:
         return "-"
-    return "fit" if cell.fitted else "cache" if cell.cached else "measured"
+    source = "fit" if cell.fitted else "cache" if cell.cached else "measured"
+    return f"{source}+x" if cell.scaled else source
 
 
 def _num(value: float | None, places: int) -> str:

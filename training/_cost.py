@@ -109,6 +109,7 @@ class CellCost:
     device_bytes: int | None = None
     setup_seconds: float | None = None
     host_peak_bytes: float | None = None
+    measured_runs: int | None = None  # runs actually trained where fewer, the figures scaled to ``runs``
 
     @property
     def trial_bytes(self) -> float | None:

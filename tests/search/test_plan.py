@@ -84,16 +84,32 @@ def test_a_cell_whose_trial_needs_more_than_a_node_is_named_with_its_figure():
 
 # -- measured on real Cora ---------------------------------------------------------------------
 
+class NoProbe:
+    """The start probe, not run (its interpreter takes seconds)."""
+
+    def __init__(self, remeasure):
+        pass
+
+    def wait(self):
+        pass
+
+    def seconds(self):
+        return 0.0
+
+
 @pytest.fixture
 def counted(monkeypatch, tmp_path):
     """A fresh cost cache, and the measurements made counted (not timed)."""
     import orthotune.search._costing as costing
+    import orthotune.search._measuring as measuring
+    import orthotune.search._plan_cache as kept
 
     calls = []
-    real = costing._measure
-    monkeypatch.setattr(costing, "plan_cache", lambda: tmp_path / "cache")
-    monkeypatch.setattr(costing, "_start_seconds", lambda remeasure: 0.0)  # a fresh interpreter's imports: not here
-    monkeypatch.setattr(costing, "_measure", lambda *a, **k: calls.append(a[0]) or real(*a, **k))
+    real = measuring.measure
+    monkeypatch.setattr(kept, "plan_cache", lambda: tmp_path / "cache")
+    monkeypatch.setattr(costing, "StartProbe", NoProbe)  # a fresh interpreter's imports: not here
+    monkeypatch.setattr(costing, "_workers", lambda options, here, device: 1)  # measured here, so counted
+    monkeypatch.setattr(measuring, "measure", lambda *a, **k: calls.append(a[0]) or real(*a, **k))
     return calls
 
 
@@ -144,7 +160,7 @@ def test_a_cell_whose_data_does_not_load_is_listed_with_the_error_and_not_cached
             else:
                 target.symlink_to(source)
     plan = plan_search(options(data_root=str(root)), measure_epochs=2)
-    assert len(counted) == 2
+    assert counted == []  # each shape's warm-up raised before its measurement
     for cell in plan.cells:
         assert not cell.measured and cell.seconds_per_epoch is None
         assert cell.reason.startswith("not measured: training it raised UnpicklingError: "), cell.reason
@@ -183,9 +199,14 @@ def test_a_second_plan_reads_one_file_without_torch(tmp_path):
         "from orthotune.search import LaunchOptions, plan_search\n"
         "from orthotune.spaces import parse_space\n"
         "import orthotune.search._costing as costing\n"
-        "costing._start_seconds = lambda remeasure: 0.0\n"
+        "class NoProbe:\n"
+        "    def __init__(self, remeasure): pass\n"
+        "    def wait(self): pass\n"
+        "    def seconds(self): return 0.0\n"
+        "costing.StartProbe = NoProbe\n"
         f"space = parse_space(json.loads({json.dumps(json.dumps(SPACE))}))\n"
-        "plan = plan_search(LaunchOptions(store='unused', name='plan-test', space=space), measure_epochs=2,\n"
+        "plan = plan_search(LaunchOptions(store='unused', name='plan-test', space=space, concurrency=1),\n"
+        "                   measure_epochs=2,\n"
         "                   remeasure=sys.argv[1] == 'again')\n"
         "print(json.dumps([plan.totals()['trials'], [c.cached for c in plan.cells],\n"
         "                  sorted(m for m in ('torch', 'torch_geometric', 'ray') if m in sys.modules)]))\n")
@@ -204,7 +225,7 @@ def test_a_second_plan_reads_one_file_without_torch(tmp_path):
 
 
 def test_the_plan_cache_is_trainings_cache_folder(monkeypatch, tmp_path):
-    from orthotune.search._costing import plan_cache
+    from orthotune.search._plan_cache import plan_cache
     from orthotune.training import cache_dir
 
     monkeypatch.delenv("ORTHOTUNE_CACHE", raising=False)
@@ -212,3 +233,62 @@ def test_the_plan_cache_is_trainings_cache_folder(monkeypatch, tmp_path):
     assert plan_cache() == cache_dir()
     monkeypatch.setenv("ORTHOTUNE_CACHE", str(tmp_path / "elsewhere"))
     assert plan_cache() == cache_dir()
+
+
+def test_a_costly_pack_is_measured_on_one_run_and_scaled_by_its_runs(counted, monkeypatch):
+    """On a graph large enough (here: any), each shape's one run stands for its pack (figures
+    times its runs, marked '+x'); ``full_packs`` trains them whole."""
+    import json
+
+    import orthotune.search._measuring as measuring
+    from orthotune.search._plan_cache import cost_folder
+
+    monkeypatch.setattr(measuring, "SCALE_FROM_NODES", 0)
+    plan = plan_search(options(), measure_epochs=2)
+    assert all(c.scaled and c.seconds_per_epoch > 0 and c.setup_s >= 0 for c in plan.cells)
+    assert "measured+x" in plan.table() and "2 scaled from one run of the pack" in plan.table()
+    kept = [json.loads(p.read_text())["cost"] for p in cost_folder().glob("*.json")]
+    assert sorted((c["runs"], c["measured_runs"]) for c in kept) == [(2, 1), (2, 1)]  # 2 repeats, one trained
+    whole = plan_search(options(), measure_epochs=2, full_packs=True)
+    assert not any(c.scaled or c.cached for c in whole.cells)  # another method: measured again
+    assert len(counted) == 4
+
+
+def test_shapes_are_measured_in_processes_side_by_side(counted, monkeypatch):
+    """Four shapes in two processes (as the search runs two trials at once on two CPUs):
+    measured there (none in this process), each dataset's shapes dealt out, and cached here."""
+    import orthotune.search._costing as costing
+    from orthotune.search._plan_cache import cost_folder
+
+    monkeypatch.setattr(costing, "_workers", lambda options, here, device: 2)
+    space = {**SPACE, "depths": [2, 3]}
+    plan = plan_search(options(space), measure_epochs=1)
+    assert counted == []  # trained in the measuring processes, not here
+    assert [c.cell for c in plan.cells] == ["cora/gcn/2/original", "cora/gcn/2/ortho", "cora/gcn/3/original",
+                                            "cora/gcn/3/ortho"]
+    assert all(c.measured and c.seconds_per_epoch > 0 and not c.cached for c in plan.cells)
+    assert len(list(cost_folder().glob("*.json"))) == 4
+    assert all(c.cached for c in plan_search(options(space), measure_epochs=1).cells)
+
+
+def test_timed_epochs_are_fewer_where_an_epoch_is_slow():
+    from orthotune.search._measuring import ENOUGH_TIMED_S, Method, timed_epochs
+
+    assert timed_epochs(0.01, Method(epochs=3)) == 3
+    assert timed_epochs(ENOUGH_TIMED_S / 2, Method(epochs=3)) == 2
+    assert timed_epochs(ENOUGH_TIMED_S * 5, Method(epochs=3)) == 1  # never none
+
+
+def test_a_cached_start_is_read_without_starting_a_probe(monkeypatch, tmp_path):
+    import subprocess
+
+    import orthotune.search._plan_cache as kept
+
+    monkeypatch.setattr(kept, "plan_cache", lambda: tmp_path)
+    started = []
+    monkeypatch.setattr(subprocess, "Popen", lambda *a, **k: started.append(a) or None)
+    probe = kept.StartProbe(remeasure=False)
+    assert started  # nothing cached: the probe's interpreter starts at once
+    kept.write_json(probe.path, {"start_s": 12.5})
+    started.clear()
+    assert kept.StartProbe(remeasure=False).seconds() == 12.5 and started == []

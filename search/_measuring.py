@@ -1,0 +1,140 @@
+"""How the plan measures one shape, in this process or in a measuring process of its own
+(``_costing`` deals the shapes out): one warm-up per dataset, a timed run of the whole pack,
+or of one run scaled by the pack's runs on a large graph. Loads torch when it measures."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import replace
+from typing import Any
+
+from orthotune.core import DATASETS, TrainConfig, memory_estimate
+
+#: Epochs timed per shape (after the first epoch of the timed run).
+MEASURE_EPOCHS = 3
+#: A node-classification graph of at least this many nodes has its packs measured on one run,
+#: the figures scaled by the pack's runs: there an epoch is its runs' work side by side, linear
+#: in them (PubMed, ogbn-arxiv). On smaller graphs an epoch's fixed cost (the launches, the
+#: optimiser's steps) weighs as much as the work, so a pack is trained whole (and cheaply). A
+#: rule on the data, not on a timing, so a busy host does not change how a shape is measured.
+SCALE_FROM_NODES = 10_000
+#: Timed epochs enough where an epoch is slow: a shape whose dataset's one run takes longer
+#: per epoch than this over ``measure_epochs`` is timed on fewer epochs (at least one).
+ENOUGH_TIMED_S = 1.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Method:
+    """How a shape is measured (a worker process gets it with each chunk)."""
+
+    epochs: int = MEASURE_EPOCHS
+    full_packs: bool = False
+    device: str = "cpu"
+    data_root: str | None = None
+    download: bool = False
+    pack: int = 1  # configs per trial
+    threads: int = 1  # a trial's torch threads
+    report_every: int = 10
+
+
+def start_worker(threads: int) -> None:
+    """A measuring process set up as a trial's worker: its threads, the allocator's policy, torch loaded."""
+    import torch
+
+    from orthotune.training import retain_freed_memory
+
+    torch.set_num_threads(threads)
+    retain_freed_memory()
+
+
+#: Each dataset a measuring process has warmed up, with one run's seconds per epoch there.
+_WARM: dict[tuple[str, str | None], float] = {}
+
+
+def measure_shapes(job: list[tuple[str, dict[str, Any]]], method: Method,
+                   warm: dict[tuple[str, str | None], float] | None = None) -> dict[str, dict[str, Any] | str]:
+    """Each ``(shape, config)`` of ``job`` measured (its cost as a mapping), or why it was not;
+    one warm-up per dataset not in ``warm`` (updated; default: this process's)."""
+    import torch
+
+    from orthotune.training import retain_freed_memory
+
+    warm = _WARM if warm is None else warm
+    threads = torch.get_num_threads()
+    torch.set_num_threads(method.threads)
+    retain_freed_memory()  # as a trial's worker does
+    results: dict[str, dict[str, Any] | str] = {}
+    try:
+        for shape, values in job:
+            config = TrainConfig.from_dict(values)
+            data = (config.dataset, config.setting)
+            try:
+                if data not in warm:
+                    warm[data] = warm_up(config, method)
+                one_run = not method.full_packs and DATASETS.get(config.dataset).nodes >= SCALE_FROM_NODES
+                results[shape] = measure(config, replace(method, epochs=timed_epochs(warm[data], method)),
+                                          one_run).to_dict()
+            except Exception as error:  # noqa: BLE001 - the cell's trials would raise it too: they fail and are stored
+                first = (str(error).strip().splitlines() or [""])[0]
+                results[shape] = f"not measured: training it raised {type(error).__name__}: {first}"
+    finally:
+        torch.set_num_threads(threads)
+    return results
+
+
+def first_run(config: TrainConfig) -> TrainConfig:
+    """``config`` with its first repeat only."""
+    if len(config.runs()) == 1:
+        return config
+    return TrainConfig.from_dict({**config.to_dict(), "splits": config.splits[:1], "seeds": config.seeds[:1]})
+
+
+def warm_up(config: TrainConfig, method: Method) -> float:
+    """One run of ``config`` trained a few epochs (the dataset loads, the allocator and the
+    kernels settle): its seconds per epoch."""
+    from orthotune.training import TrainOptions, measure_cell_cost
+
+    options = TrainOptions(report_every=method.report_every, grad_norms_every=method.report_every)
+    return measure_cell_cost(first_run(config), method.device, method.data_root, 1, 1, options, method.download,
+                             warm_up=True).seconds_per_epoch
+
+
+def timed_epochs(epoch_s: float, method: Method) -> int:
+    """Epochs timed per shape of a dataset whose one run takes ``epoch_s`` per epoch: the
+    method's, fewer where they would take more than ``ENOUGH_TIMED_S`` (at least one)."""
+    return max(1, min(method.epochs, int(ENOUGH_TIMED_S / max(epoch_s, 1e-9))))
+
+
+def measure(config: TrainConfig, method: Method, one_run: bool = False) -> Any:
+    """One pack of ``config`` trained as a trial trains it (its threads, its report cadence),
+    or (``one_run``) one run of it, its figures scaled by the pack's runs. Graph
+    classification trains its repeats one after another: one is measured and scaled."""
+    from orthotune.training import CellCost, TrainOptions, measure_cell_cost
+
+    options = TrainOptions(report_every=method.report_every, grad_norms_every=method.report_every)
+    repeats, one = len(config.runs()), first_run(config)
+    if DATASETS.get(config.dataset).task == "graph":  # a pack of configs, its repeats in turn
+        cost = measure_cell_cost(one, method.device, method.data_root, method.pack, method.epochs, options,
+                                 method.download, warm_up=False)
+        return scaled(cost, repeats, cost.runs * repeats, 0.0)
+    runs = repeats * method.pack
+    if not one_run or runs == 1:
+        return measure_cell_cost(config, method.device, method.data_root, method.pack, method.epochs, options,
+                                 method.download, warm_up=False)
+    cost = measure_cell_cost(one, method.device, method.data_root, 1, method.epochs, options, method.download,
+                             warm_up=False)
+    return CellCost.from_dict({**scaled(cost, runs, runs, float(memory_estimate(one).total)).to_dict(),
+                               "pack": method.pack, "measured_runs": 1})
+
+
+def scaled(cost: Any, factor: int, runs: int, bytes_per_run: float) -> Any:
+    """``cost`` of ``cost.runs`` runs as ``runs`` (``factor`` times its work): seconds scaled,
+    the process's peak memory raised by ``bytes_per_run`` (estimated) for each run added."""
+    from orthotune.training import CellCost
+
+    if factor == 1:
+        return cost
+    peak = None if cost.host_peak_bytes is None else cost.host_peak_bytes + (runs - cost.runs) * bytes_per_run
+    return CellCost.from_dict({**cost.to_dict(), "runs": runs, "seconds_per_epoch": cost.seconds_per_epoch * factor,
+                               "setup_seconds": (cost.setup_seconds or 0.0) * factor, "host_peak_bytes": peak,
+                               "measured_runs": cost.measured_runs or cost.runs})
