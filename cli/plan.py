@@ -51,7 +51,7 @@ def _count(value: str) -> int:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from orthotune.cli.launch import add_option_flags
-    from orthotune.search import SECTIONS
+    from orthotune.search import MEASURE_EPOCHS, SECTIONS
     from orthotune.spaces import PRESETS
 
     parser.add_argument("--space", required=True,
@@ -65,7 +65,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     groups = {section: parser if section == SECTIONS[0] else parser.add_argument_group(section)
               for section in SECTIONS}
     add_option_flags(groups, only=lambda name: name in PLANNED)
-    parser.add_argument("--measure-epochs", type=_positive(int), default=3, metavar="N",
+    parser.add_argument("--measure-epochs", type=_positive(int), default=MEASURE_EPOCHS, metavar="N",
                         help="epochs timed per cell shape, after its first (default: %(default)s)")
     parser.add_argument("--every-depth", action="store_true",
                         help="measure every depth (default: a shape at three depths or more is measured at its "

@@ -14,10 +14,12 @@ Benchmarks time a search through one hook of their own, ``orthotune.search.instr
 from orthotune.core import lazy_attributes
 from orthotune.search._cell_key import cell_key
 from orthotune.search._estimate import PlanEstimate, Resources, asha_expected_epochs
+from orthotune.search._measuring import MEASURE_EPOCHS
 from orthotune.search._objective import rung_score
 from orthotune.search._options import MODES, SECTIONS, LaunchOptions, SearchOutcome
 
 __all__ = [
+    "MEASURE_EPOCHS",
     "MODES",
     "SECTIONS",
     "LaunchOptions",

@@ -8,7 +8,7 @@ What is measured, and what is fitted:
   dataset loads once there, and one warm-up (one run, two epochs: its epoch's seconds decide how many are
   timed, below) per dataset stands for all its shapes;
 - each shape is one timed run of ``1 + measure_epochs`` epochs (``measure_cell_cost``; fewer
-  on a dataset whose one run's epoch is slow, ``ENOUGH_TIMED_S``) of its whole pack; on a
+  where they would take long, ``ENOUGH_TIMED_S``) of its whole pack; on a
   graph of ``SCALE_FROM_NODES`` nodes or more (PubMed, ogbn-arxiv), of one run, its seconds
   per epoch and setup scaled by the pack's runs and its memory raised by the estimate of the
   runs added (there an epoch is its runs' work side by side; the scaling's error against whole
@@ -127,16 +127,21 @@ def _measure_plan(options: LaunchOptions, method: Method, remeasure: bool,
     method = replace(method, device=str(device), data_root=options.data_root, download=options.download,
                      pack=options.configs_per_trial, threads=max(1, int(options.cpus_per_trial)),
                      report_every=options.report_every)
-    budgets = cell_trials(options)
-    cells = [_Cell(options, cell, budgets.get(cell.key, 0), device, method) for cell in options.space.cells()]
-    fitted = {} if every_depth else _depth_fits(cells)
     meter = _Meter(method, remeasure, note, _workers(options, here, device))
-    anchors = [cells[i] for i in range(len(cells)) if i not in fitted]  # and the cells not fitted
-    costs = meter.costs(anchors, probe)
-    estimates = {i: cells[i].estimate(costs[cells[i].shape]) for i in range(len(cells)) if i not in fitted}
-    again = [index for index, (low, high) in fitted.items()
-             if not (estimates[low].measured and estimates[high].measured)]
-    costs.update(meter.costs([cells[i] for i in again], probe))  # an anchor did not train: measured on its own
+    if probe.done and not remeasure:
+        meter.open()  # the measuring processes import torch while the cells are built
+    try:
+        budgets = cell_trials(options)
+        cells = [_Cell(options, cell, budgets.get(cell.key, 0), device, method) for cell in options.space.cells()]
+        fitted = {} if every_depth else _depth_fits(cells)
+        anchors = [cells[i] for i in range(len(cells)) if i not in fitted]  # and the cells not fitted
+        costs = meter.costs(anchors, probe)
+        estimates = {i: cells[i].estimate(costs[cells[i].shape]) for i in range(len(cells)) if i not in fitted}
+        again = [index for index, (low, high) in fitted.items()
+                 if not (estimates[low].measured and estimates[high].measured)]
+        costs.update(meter.costs([cells[i] for i in again], probe))  # an anchor did not train: measured on its own
+    finally:
+        meter.close()
     for index, (low, high) in fitted.items():
         if index in again:
             estimates[index] = cells[index].estimate(costs[cells[index].shape])
@@ -226,6 +231,7 @@ class _Meter:
     def __init__(self, method: Method, remeasure: bool, note: Callable[[str], None] | None, workers: int) -> None:
         self.method, self.remeasure, self.note, self.workers = method, remeasure, note, workers
         self.warm: dict[tuple[str, str | None], float] = {}
+        self.pool: Any = None  # the measuring processes, once started
 
     def costs(self, cells: list[_Cell], probe: StartProbe) -> dict[str, tuple[Any, bool] | str]:
         """``(cost, cached)`` of each cell's shape, or why it was not measured, by shape."""
@@ -249,7 +255,7 @@ class _Meter:
                 self.note(f"measuring {len(chunk)} shape(s) of {label} ({self.method.epochs} epochs each"
                           + (f", {workers} processes side by side)" if workers > 1 else ")"))
         jobs = [[(cell.shape, cell.config.to_dict()) for cell in chunk] for _, chunk in chunks]
-        results = self._in_processes(jobs, workers, probe) if workers > 1 else self._here(jobs, probe)
+        results = self._in_processes(jobs, probe) if workers > 1 else self._here(jobs, probe)
         from orthotune.training import CellCost
 
         for shape, result in results.items():
@@ -268,24 +274,38 @@ class _Meter:
             results.update(measure_shapes(job, self.method, self.warm))
         return results
 
-    def _in_processes(self, jobs: list[list[tuple[str, dict[str, Any]]]], workers: int,
-                      probe: StartProbe) -> dict[str, Any]:
+    def open(self) -> None:
+        """Start the measuring processes (each imports torch first)."""
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
+
+        if self.pool is None and self.workers > 1:
+            context = multiprocessing.get_context("spawn")  # a fork would copy this process's torch threads
+            self.pool = ProcessPoolExecutor(self.workers, mp_context=context, initializer=start_worker,
+                                            initargs=(self.method.threads,))
+            for _ in range(self.workers):
+                self.pool.submit(os.getpid)  # one task each: every process starts now, not on the first job
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+            self.pool = None
+
+    def _in_processes(self, jobs: list[list[tuple[str, dict[str, Any]]]], probe: StartProbe) -> dict[str, Any]:
         from concurrent.futures.process import BrokenProcessPool
 
+        if self.pool is None:
+            probe.wait()  # its interpreter alone: processes importing beside it would lengthen the start it measures
+            self.open()
+        assert self.pool is not None
         results: dict[str, Any] = {}
-        probe.wait()  # its interpreter alone: processes importing beside it would lengthen the start it measures
-        context = multiprocessing.get_context("spawn")  # a fork would copy this process's torch threads
-        with ProcessPoolExecutor(workers, mp_context=context, initializer=start_worker,
-                                 initargs=(self.method.threads,)) as pool:
-            futures = {pool.submit(measure_shapes, job, self.method): job for job in jobs}
-            for future, job in futures.items():
-                try:
-                    results.update(future.result())
-                except BrokenProcessPool as error:  # a process died (killed for memory): its shapes stay unmeasured
-                    results.update({shape: f"not measured: the measuring process died ({error})"
-                                    for shape, _ in job if shape not in results})
+        futures = {self.pool.submit(measure_shapes, job, self.method): job for job in jobs}
+        for future, job in futures.items():
+            try:
+                results.update(future.result())
+            except BrokenProcessPool as error:  # a process died (killed for memory): its shapes stay unmeasured
+                results.update({shape: f"not measured: the measuring process died ({error})"
+                                for shape, _ in job if shape not in results})
         return results
 
 

@@ -10,17 +10,18 @@ from typing import Any
 
 from orthotune.core import DATASETS, TrainConfig, memory_estimate
 
-#: Epochs timed per shape (after the first epoch of the timed run).
-MEASURE_EPOCHS = 3
+#: Epochs timed per shape (after the first epoch of the timed run): two, so that `paper-full`'s
+#: 78 shapes are measured within a minute on 2 cores (``docs/plan.md``).
+MEASURE_EPOCHS = 2
 #: A node-classification graph of at least this many nodes has its packs measured on one run,
 #: the figures scaled by the pack's runs: there an epoch is its runs' work side by side, linear
 #: in them (PubMed, ogbn-arxiv). On smaller graphs an epoch's fixed cost (the launches, the
 #: optimiser's steps) weighs as much as the work, so a pack is trained whole (and cheaply). A
 #: rule on the data, not on a timing, so a busy host does not change how a shape is measured.
 SCALE_FROM_NODES = 10_000
-#: Timed epochs enough where an epoch is slow: a shape whose dataset's one run takes longer
-#: per epoch than this over ``measure_epochs`` is timed on fewer epochs (at least one).
-ENOUGH_TIMED_S = 1.0
+#: Timed seconds enough: a shape is timed on ``measure_epochs`` epochs, fewer where they would
+#: take longer than this (its dataset's one run's epoch times the runs timed; at least one).
+ENOUGH_TIMED_S = 0.5
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,9 +72,11 @@ def measure_shapes(job: list[tuple[str, dict[str, Any]]], method: Method,
             try:
                 if data not in warm:
                     warm[data] = warm_up(config, method)
-                one_run = not method.full_packs and DATASETS.get(config.dataset).nodes >= SCALE_FROM_NODES
-                results[shape] = measure(config, replace(method, epochs=timed_epochs(warm[data], method)),
-                                          one_run).to_dict()
+                info = DATASETS.get(config.dataset)
+                one_run = not method.full_packs and info.task == "node" and info.nodes >= SCALE_FROM_NODES
+                timed_runs = method.pack * (1 if one_run or info.task == "graph" else len(config.runs()))
+                epochs = timed_epochs(warm[data] * timed_runs, method)  # one run's epoch times the runs timed
+                results[shape] = measure(config, replace(method, epochs=epochs), one_run).to_dict()
             except Exception as error:  # noqa: BLE001 - the cell's trials would raise it too: they fail and are stored
                 first = (str(error).strip().splitlines() or [""])[0]
                 results[shape] = f"not measured: training it raised {type(error).__name__}: {first}"
@@ -100,8 +103,8 @@ def warm_up(config: TrainConfig, method: Method) -> float:
 
 
 def timed_epochs(epoch_s: float, method: Method) -> int:
-    """Epochs timed per shape of a dataset whose one run takes ``epoch_s`` per epoch: the
-    method's, fewer where they would take more than ``ENOUGH_TIMED_S`` (at least one)."""
+    """Epochs timed of a pack whose epoch takes about ``epoch_s``: the method's, fewer where
+    they would take more than ``ENOUGH_TIMED_S`` (at least one)."""
     return max(1, min(method.epochs, int(ENOUGH_TIMED_S / max(epoch_s, 1e-9))))
 
 

@@ -150,6 +150,11 @@ class StartProbe:
         self.start_s = 2 * parts["imports_s"] + parts["ray_start_s"] + parts["ray_shutdown_s"]
         write_json(self.path, {"start_s": self.start_s, **parts})
 
+    @property
+    def done(self) -> bool:
+        """Whether the start is known (cached, measured or failed) without waiting."""
+        return self.start_s is not None
+
     def seconds(self) -> float:
         self.wait()
         return self.start_s or 0.0

@@ -87,6 +87,8 @@ def test_a_cell_whose_trial_needs_more_than_a_node_is_named_with_its_figure():
 class NoProbe:
     """The start probe, not run (its interpreter takes seconds)."""
 
+    done = True
+
     def __init__(self, remeasure):
         pass
 
@@ -200,6 +202,7 @@ def test_a_second_plan_reads_one_file_without_torch(tmp_path):
         "from orthotune.spaces import parse_space\n"
         "import orthotune.search._costing as costing\n"
         "class NoProbe:\n"
+        "    done = True\n"
         "    def __init__(self, remeasure): pass\n"
         "    def wait(self): pass\n"
         "    def seconds(self): return 0.0\n"
