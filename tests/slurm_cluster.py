@@ -33,6 +33,11 @@ COMMANDS = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "sinfo", "scont
 NODES = ("n1", "n2")
 #: Seconds Slurm gives a job's processes between SIGTERM and SIGKILL (Slurm's default).
 KILL_WAIT_S = 30
+#: Lifetime of a job credential (Slurm's default 120 s). A requeued job waits this long before
+#: it starts again: a slurmd refuses a job id whose credential it revoked and that has not yet
+#: expired ("Job credential revoked"; the job then fails), so moving the requeued job's start
+#: earlier (``scontrol update StartTime=now``) fails it whenever the requeue was quick.
+CRED_EXPIRE_S = 20
 #: Job ids of one test cluster start at a random number in this range: the batch script's Ray
 #: folder (/tmp/ray-JOBID-RESTARTS) never meets one an earlier session left (a cancelled job
 #: is killed before it removes its own).
@@ -78,7 +83,7 @@ SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
 CredType=cred/munge
-AuthInfo=socket={folder}/munge/socket
+AuthInfo=socket={folder}/munge/socket,cred_expire={CRED_EXPIRE_S}
 StateSaveLocation={folder}/state
 SlurmdSpoolDir={folder}/spool/%n
 SlurmctldPidFile={folder}/slurmctld.pid

@@ -227,16 +227,16 @@ def test_a_time_limit_warning_and_a_cancel_interrupt_the_search_and_requeue_and_
     store, name = tmp_path / "store", "requeued"
     job, script = write_and_submit(slurm, tmp_path, name, str(space), "--scheduler", "fifo")
     # 1. Slurm's time-limit warning (--signal=B:USR2@SECONDS sends it to the batch shell, as this does)
-    wait_for_trials(slurm, job, store, name, 2)
+    wait_for_trials(slurm, job, store, name, 2, tmp_path)
     slurm.run("scancel", "--batch", "--signal=USR2", job)
     slurm.wait_for_state(job, {"PENDING"}, 180)  # the job requeued itself
     assert slurm.job_field(job, "Restarts") == "1"
     assert record(store, name)["state"] == "interrupted"
     first = {t["trial_id"]: t["finished_at"] for t in stored(store, name)}
     assert 2 <= len(first) < TOTAL
-    slurm.run("scontrol", "update", f"JobId={job}", "StartTime=now")  # Slurm delays a requeued job ~2 minutes
+    # Slurm starts the requeued job once its revoked credential expired (CRED_EXPIRE_S)
     # 2. a cancel (preemption signals the same way): SIGTERM to every process of the job
-    wait_for_trials(slurm, job, store, name, len(first) + 1)
+    wait_for_trials(slurm, job, store, name, len(first) + 1, tmp_path)
     slurm.run("scancel", job)
     assert slurm.wait_until_ended(job, 180) == "CANCELLED"
     second = {t["trial_id"]: t["finished_at"] for t in stored(store, name)}
@@ -277,11 +277,13 @@ def test_a_time_limit_warning_and_a_cancel_interrupt_the_search_and_requeue_and_
         {t["trial_id"]: t["finished_at"] for t in trials}
 
 
-def wait_for_trials(slurm, job: str, store: Path, name: str, count: int, deadline_s: float = 600) -> None:
+def wait_for_trials(slurm, job: str, store: Path, name: str, count: int, logs: Path,
+                    deadline_s: float = 600) -> None:
     start = time.monotonic()
     while len(stored(store, name)) < count:
         state = slurm.job_state(job)
-        assert state in ("PENDING", "RUNNING", "CONFIGURING"), f"job {job} is {state}"
+        assert state in ("PENDING", "RUNNING", "CONFIGURING"), \
+            f"job {job} is {state} (exit code {slurm.job_field(job, 'ExitCode')}); its log:\n{log_of(logs, name, job)}"
         assert time.monotonic() - start < deadline_s, f"fewer than {count} trials stored in {deadline_s} s"
         time.sleep(1.0)
 
