@@ -5,14 +5,18 @@ at depths 2 and 4, both arms), in fresh processes:
 
 1. ``orthotune plan --space S --json`` (measures the shapes not cached yet);
 2. ``orthotune launch --space S`` on a new store (its plan is then cached: it prints the
-   total at once), timed from the command's start to its end;
+   total at once; the plan measures with launch's own ``--measure-epochs``, the default, or
+   launch would measure its shapes again inside the timed wall), timed from the command's
+   start to its end;
 
 and prints estimated against actual: the wall time (the plan's ``wall_s`` against the launch
 command's wall) and the trials' core-seconds (the plan's ``core_s`` against the sum of the
 store's ``seconds``, each trial's training on one core), then where the error comes from: the
 mean epochs per trial (the plan's ASHA expectation against the store's ``epochs``) and the
 seconds per epoch-trial (the plan's measured pack cost against each trial's seconds over its
-epochs).
+epochs), and the launch's wall in three parts: before its first trial trained (the fixed start
+the plan estimates), the trials' span (first training start to last end, from the store's
+``finished_at`` and ``seconds``), and after the last trial (results printed, Ray stopped).
 
     .venv/bin/python bench/plan.py --data-root ../shared/data [--json]
 
@@ -33,6 +37,7 @@ from pathlib import Path
 
 import yaml
 
+from orthotune.search import MEASURE_EPOCHS
 from orthotune.store import Store
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -62,9 +67,12 @@ def compare(space: str, store: Path, env: dict[str, str], measure_epochs: int) -
                                     env=env)
     plan = json.loads(plan_out)
     name = f"bench-{Path(space).stem}"
+    launched = time.time()
     launch_out, launch_wall = orthotune("launch", "--space", space, "--store", str(store), "--name", name,
                                         "--progress", "off", env=env)
     trials = Store.open(str(store)).read("trials", search=name).to_pylist()
+    first_start = min(t["finished_at"].timestamp() - (t["seconds"] or 0.0) for t in trials)
+    last_end = max(t["finished_at"].timestamp() for t in trials)
     seconds = sum(t["seconds"] or 0.0 for t in trials)
     epochs = [t["epochs"] for t in trials if t["epochs"]]
     cells = plan["cells"]
@@ -78,7 +86,9 @@ def compare(space: str, store: Path, env: dict[str, str], measure_epochs: int) -
         "launch_printed": next((line for line in launch_out.splitlines() if line.startswith("plan: ")), None),
         "wall_estimated_s": totals["wall_s"], "wall_actual_s": launch_wall,
         "core_estimated_s": totals["core_s"], "core_actual_s": seconds,
-        "start_estimated_s": totals["start_s"],
+        "start_estimated_s": totals["start_s"], "before_first_trial_s": first_start - launched,
+        "trials_span_s": last_end - first_start, "trials_span_estimated_s": totals["wall_s"] - totals["start_s"],
+        "after_last_trial_s": launched + launch_wall - last_end,
         "epochs_per_trial_estimated": planned_epochs, "epochs_per_trial_actual": sum(epochs) / max(1, len(epochs)),
         "s_per_epoch_estimated": per_epoch_planned, "s_per_epoch_actual": per_epoch_actual,
         "load_average": os.getloadavg(),
@@ -92,7 +102,9 @@ def error(estimated: float | None, actual: float) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data-root", help="the raw data folder (default: $ORTHOTUNE_DATA_ROOT)")
-    parser.add_argument("--measure-epochs", type=int, default=3, help="plan's epochs timed per shape (default: 3)")
+    parser.add_argument("--measure-epochs", type=int, default=MEASURE_EPOCHS,
+                        help=f"plan's epochs timed per shape (default: {MEASURE_EPOCHS}, launch's own; another "
+                             "value makes launch measure its shapes again, inside the wall it is compared with)")
     parser.add_argument("--spaces", nargs="+", choices=("quick", "2x2"), default=["quick", "2x2"],
                         help="which of the two spaces to run (default: both)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
@@ -119,7 +131,10 @@ def main() -> None:
         return
     for r in rows:
         print(f"{r['space']}: plan command {r['plan_command_s']:.1f} s ({r['shapes_measured_now']} shapes measured), "
-              f"start estimated {r['start_estimated_s']:.1f} s; load average at the end "
+              f"start estimated {r['start_estimated_s']:.1f} s, actual {r['before_first_trial_s']:.1f} s before "
+              f"the first trial trained and {r['after_last_trial_s']:.1f} s after the last; trials' span "
+              f"estimated {r['trials_span_estimated_s']:.1f} s, actual {r['trials_span_s']:.1f} s; "
+              f"load average at the end "
               f"{', '.join(f'{v:.1f}' for v in r['load_average'])}; launch printed: {r['launch_printed']}")
 
 

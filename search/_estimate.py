@@ -21,7 +21,8 @@ The model, stated so a reader can check it:
   for cells whose trials stop on patience before their cap or their ASHA rung);
 - trials start in the order the searcher hands them out (round robin over the cells), each
   on the first free slot (``cpus // cpus_per_trial`` per node, times ``nodes``): the wall
-  time is that list schedule's end, plus the fixed start (imports) measured here.
+  time is that list schedule's end, plus the fixed start measured here (the driver's imports,
+  Ray's start, a trial worker's start, Ray's shutdown: ``_plan_cache.START_PROBE``).
 """
 
 from __future__ import annotations
@@ -182,7 +183,7 @@ class PlanEstimate:
     cpus_per_trial: float
     gpus_per_trial: float
     concurrency: int | None
-    start_s: float = 0.0  # the fixed start a search pays here (imports), measured
+    start_s: float = 0.0  # the fixed start a search pays here (imports, Ray, a worker), measured
     measured_here: dict[str, Any] = field(default_factory=dict)  # machine: cpus, memory, gpu, date
 
     @property
@@ -270,7 +271,7 @@ class PlanEstimate:
                  for r in rows]
         t = self.totals()
         lines += ["", self.total_line()]
-        lines.append(f"  start (imports, measured here): {t['start_s']:.1f} s; "
+        lines.append(f"  start (imports, Ray, a worker; measured here): {t['start_s']:.1f} s; "
                      f"measured on {self.measured_here.get('device', '?')}: "
                      f"{sum(1 for c in self.cells if c.measured and not c.cached and not c.fitted)} shape(s) "
                      f"measured now, {sum(1 for c in self.cells if c.cached and not c.fitted)} cell(s) from the "

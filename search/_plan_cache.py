@@ -20,7 +20,9 @@ from orthotune.search._estimate import CellEstimate
 #: Bumped when what a cached measurement means changes: older entries are then measured again.
 CACHE_FORMAT = 3
 #: What the fixed start of a search is measured as, in a fresh interpreter (cached per
-#: machine and version): the driver's imports, Ray's start and shutdown.
+#: machine, version and probe): the driver's imports, Ray's start, one trial worker started as
+#: Tune starts one (a Ray actor process that imports the trainable's module, torch and PyG
+#: with it), and Ray's shutdown with that worker alive, as a search's end has it.
 START_PROBE = r"""
 import json, time
 started = time.perf_counter()
@@ -31,9 +33,19 @@ from orthotune.search._local_ray import local_ray_options, loopback_ray
 with loopback_ray():
     ray.init(**local_ray_options(), log_to_driver=False, logging_level="ERROR")
 up = time.perf_counter()
+
+@ray.remote(num_cpus=1)
+class Worker:
+    def ready(self):
+        import orthotune.search._trainable
+        return True
+
+worker = Worker.remote()
+ray.get(worker.ready.remote())
+ready = time.perf_counter()
 ray.shutdown()
-print(json.dumps({"imports_s": imported - started, "ray_start_s": up - imported,
-                  "ray_shutdown_s": time.perf_counter() - up}))
+print(json.dumps({"imports_s": imported - started, "ray_start_s": up - imported, "worker_start_s": ready - up,
+                  "ray_shutdown_s": time.perf_counter() - ready}))
 """
 
 
@@ -111,13 +123,14 @@ def write_json(path: Path, values: dict[str, Any]) -> None:
 
 
 class StartProbe:
-    """A search's fixed start on this machine: the driver's imports, Ray's start and
-    shutdown, and a worker's imports (taken as the driver's), measured once in a fresh
+    """A search's fixed start on this machine (:data:`START_PROBE`: the driver's imports,
+    Ray's start, one trial worker's start, Ray's shutdown), measured once in a fresh
     interpreter started at once (it runs while the plan loads torch) and cached per
     environment (``plan-start`` in orthotune's cache); 0.0 where the probe fails."""
 
     def __init__(self, remeasure: bool) -> None:
-        key = hashlib.sha256(json.dumps([sys.prefix, torch_version(), __version__, CACHE_FORMAT]).encode())
+        key = hashlib.sha256(json.dumps([sys.prefix, torch_version(), __version__, CACHE_FORMAT,
+                                         START_PROBE]).encode())
         self.path = plan_cache() / "plan-start" / f"{key.hexdigest()[:16]}.json"
         self.start_s: float | None = None if remeasure else self._cached()
         self.process: subprocess.Popen[str] | None = None
@@ -147,7 +160,7 @@ class StartProbe:
         if parts is None:
             self.start_s = 0.0
             return
-        self.start_s = 2 * parts["imports_s"] + parts["ray_start_s"] + parts["ray_shutdown_s"]
+        self.start_s = sum(parts[name] for name in ("imports_s", "ray_start_s", "worker_start_s", "ray_shutdown_s"))
         write_json(self.path, {"start_s": self.start_s, **parts})
 
     @property

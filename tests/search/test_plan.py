@@ -1,6 +1,8 @@
 """The plan of a search: ASHA's expected epochs by hand, the per-cell table measured on real
 Cora, the cache (a second plan measures nothing), and what does not fit."""
 
+import json
+
 import pytest
 
 from orthotune.search import LaunchOptions, PlanEstimate, Resources, asha_expected_epochs, plan_search
@@ -295,3 +297,15 @@ def test_a_cached_start_is_read_without_starting_a_probe(monkeypatch, tmp_path):
     kept.write_json(probe.path, {"start_s": 12.5})
     started.clear()
     assert kept.StartProbe(remeasure=False).seconds() == 12.5 and started == []
+
+
+@pytest.mark.slow
+def test_the_start_probe_times_the_imports_ray_a_trial_worker_and_the_shutdown(monkeypatch, tmp_path):
+    import orthotune.search._plan_cache as kept
+
+    monkeypatch.setattr(kept, "plan_cache", lambda: tmp_path)
+    seconds = kept.StartProbe(remeasure=True).seconds()  # a real Ray, started and stopped in a fresh interpreter
+    parts = json.loads(kept.StartProbe(remeasure=False).path.read_text())
+    names = ("imports_s", "ray_start_s", "worker_start_s", "ray_shutdown_s")
+    assert all(parts[name] > 0 for name in names), parts  # a failed probe writes nothing and says 0.0
+    assert parts["start_s"] == seconds == pytest.approx(sum(parts[name] for name in names))
