@@ -27,8 +27,9 @@ What is measured, and what is fitted:
   against measured depths, is in ``docs/plan.md``); ``every_depth`` measures each depth;
 - a plan whose every cell was measured is kept whole too (``plan-index`` in the cache, keyed
   by the space, the options and the versions, and valid while the shapes it read are the
-  ones cached): a second plan of the same search reads one file, without torch or the cells'
-  configs.
+  ones cached): a second plan of the same search reads it and the measured start, without
+  torch or the cells' configs (the start comes from its own cache, so one measured again
+  reaches every kept plan).
 
 Loads torch and PyG only to measure (or where a GPU may be used); the options and the space
 were validated before (``_options``, the spaces layer), so bad input never waits for them.
@@ -96,15 +97,15 @@ def plan_search(options: LaunchOptions, resources: Mapping[str, Any] | None = No
     key = _plan_key(options, measure_epochs, every_depth, full_packs)
     kept = None if remeasure else kept_plan(key)
     if kept is not None:
-        machine, cells, start = kept
+        machine, cells = kept
+        start = StartProbe(remeasure=False).seconds()  # its own cache; measured now (torch not loaded here) if absent
         here = Resources(**{**machine["resources"], "cpus": _cpus(), "memory_bytes": _total_memory()})
     else:
         machine, cells, start = _measure_plan(options, Method(measure_epochs, full_packs), remeasure, note,
                                               every_depth)
         here = Resources(**machine["resources"])
         if all(c.measured for c in cells):
-            write_json(index_path(key), {"machine": machine, "start_s": start,
-                                           "cells": [dataclasses.asdict(c) for c in cells],
+            write_json(index_path(key), {"machine": machine, "cells": [dataclasses.asdict(c) for c in cells],
                                            "shapes": shape_stamps({s for c in cells for s in c.sources})})
     return PlanEstimate(options.space.name, options.scheduler, options.searcher, tuple(cells),
                         replace(here, **(resources or {})), options.cpus_per_trial, options.gpus_per_trial,

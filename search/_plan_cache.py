@@ -102,14 +102,16 @@ def index_path(key: str) -> Path:
     return plan_cache() / "plan-index" / f"{key[:32]}.json"
 
 
-def kept_plan(key: str) -> tuple[dict[str, Any], list[CellEstimate], float] | None:
-    """A whole plan kept under ``key``, if every shape it read is still the one cached."""
+def kept_plan(key: str) -> tuple[dict[str, Any], list[CellEstimate]] | None:
+    """A whole plan kept under ``key`` (the machine and the cells), if every shape it read is
+    still the one cached; its start is read from the start's own cache (:class:`StartProbe`),
+    so a start measured again reaches the kept plans too."""
     try:
         kept = json.loads(index_path(key).read_text())
         if shape_stamps(set(kept["shapes"])) != kept["shapes"]:  # a shape measured again since
             return None
         cells = [CellEstimate(**{**c, "cached": True, "sources": tuple(c["sources"])}) for c in kept["cells"]]
-        return kept["machine"], cells, float(kept["start_s"])
+        return kept["machine"], cells
     except (OSError, ValueError, KeyError, TypeError):
         return None
 

@@ -136,6 +136,21 @@ def test_plan_measures_each_cell_once_and_a_second_plan_reads_the_cache(counted)
     assert plan_search(options(samples=1), measure_epochs=2).totals()["trials"] == 2 and len(counted) == 2
 
 
+def test_a_kept_plan_takes_the_start_measured_for_this_environment(counted, monkeypatch):
+    import orthotune.search._costing as costing
+
+    assert plan_search(options(), measure_epochs=2).totals()["start_s"] == 0.0  # kept whole, NoProbe's start
+
+    class MeasuredAgain(NoProbe):
+        def seconds(self):
+            return 42.0
+
+    monkeypatch.setattr(costing, "StartProbe", MeasuredAgain)
+    again = plan_search(options(), measure_epochs=2)
+    assert all(c.cached for c in again.cells) and len(counted) == 2  # the kept plan, nothing measured
+    assert again.totals()["start_s"] == 42.0
+
+
 def test_a_cell_too_large_for_this_machine_is_listed_not_trained(counted):
     huge = {**SPACE, "original": False, "depths": [64], "train": {**SPACE["train"], "hidden": 4096}}
     plan = plan_search(options(huge), measure_epochs=2)
