@@ -28,9 +28,9 @@ import contextlib
 import os
 import time
 import uuid
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -49,7 +49,7 @@ if TYPE_CHECKING:
 
 #: Rows per row group of a compacted file (readers skip whole row groups by trial id).
 ROW_GROUP_ROWS = 65_536
-#: Trial files read side by side (pyarrow decodes without holding the GIL).
+#: Groups of trial files read side by side (pyarrow decodes without holding the GIL).
 READERS = max(2, os.cpu_count() or 1)
 #: Files deleted side by side (each deletion mostly waits: 8 threads unlink about 7 times as
 #: fast as one on a 2-core VM's ext4, where freeing a file's blocks takes milliseconds).
@@ -134,23 +134,16 @@ def _write_rows(store: Store, table: str, files: list[str], sink, read: list[str
     """Stream the rows of ``files`` into one Parquet file on ``sink``, in row groups of about
     :data:`ROW_GROUP_ROWS` rows sorted by trial; returns the number of rows."""
     schema = file_table(table, TABLES[table].empty_table()).schema
+    groups = [files[start:start + SCAN_FILES] for start in range(0, len(files), SCAN_FILES)]
     pending, rows, total = [], 0, 0
     with pq.ParquetWriter(sink, schema) as writer, ThreadPoolExecutor(READERS) as pool:
-        for start in range(0, len(files), SCAN_FILES):
-            group = files[start:start + SCAN_FILES]
-            found = {}
-            for path, data in zip(group, pool.map(lambda path: _read_whole(store, path), group)):
-                if isinstance(data, pa.Table):
-                    found[path] = data
-                else:
-                    store.warn_unreadable(path, data)
-            # one chunk per column per group: the files' own small buffers go (a table of 10^5
-            # one-row chunks per column holds gigabytes and sorts slowly)
-            data = _conform(store, found, schema).combine_chunks()
+        for number, (data, found, unreadable) in enumerate(_read_groups(pool, store, groups, schema), start=1):
+            for path, error in unreadable:
+                store.warn_unreadable(path, error)
             read += found
             pending.append(data)
             rows += data.num_rows
-            if rows >= ROW_GROUP_ROWS or start + SCAN_FILES >= len(files):
+            if rows >= ROW_GROUP_ROWS or number == len(groups):
                 combined = pa.concat_tables(pending).sort_by([(c, "ascending") for c in ORDER[table]])
                 if combined.num_rows:
                     writer.write_table(combined, row_group_size=combined.num_rows)
@@ -158,6 +151,39 @@ def _write_rows(store: Store, table: str, files: list[str], sink, read: list[str
                 pending, rows = [], 0
                 pa.default_memory_pool().release_unused()
     return total
+
+
+#: What reading one group of trial files gives: its rows (one chunk per column), the files
+#: read, and each file that could not be read or cast with why.
+Group = tuple[pa.Table, list[str], list[tuple[str, BaseException]]]
+
+
+def _read_groups(pool: ThreadPoolExecutor, store: Store, groups: list[list[str]], schema: pa.Schema):
+    """Each group of files read (:func:`_read_group`), in order. The groups are read by the
+    pool's threads, a few ahead of the caller, so that they decode while the caller sorts and
+    writes: no thread waits on another's group (a pool mapped over one group's files stood
+    idle between groups)."""
+    ahead: deque[Future[Group]] = deque()
+    for group in groups:
+        ahead.append(pool.submit(_read_group, store, group, schema))
+        if len(ahead) > READERS:  # a bounded lead: at most READERS + 1 groups held in memory
+            yield ahead.popleft().result()
+    while ahead:
+        yield ahead.popleft().result()
+
+
+def _read_group(store: Store, paths: list[str], schema: pa.Schema) -> Group:
+    """The rows of ``paths`` in ``schema`` as one chunk per column (the files' own small
+    buffers go: a table of 10^5 one-row chunks per column holds gigabytes and sorts slowly)."""
+    found, unreadable = {}, []
+    for path in paths:
+        data = _read_whole(store, path)
+        if isinstance(data, pa.Table):
+            found[path] = data
+        else:
+            unreadable.append((path, data))
+    data = _conform(found, schema, unreadable).combine_chunks()
+    return data, list(found), unreadable
 
 
 def _read_whole(store: Store, path: str) -> pa.Table | BaseException:
@@ -172,14 +198,17 @@ def _read_whole(store: Store, path: str) -> pa.Table | BaseException:
         return error
 
 
-def _conform(store: Store, found: dict[str, pa.Table], schema: pa.Schema) -> pa.Table:
+def _conform(found: dict[str, pa.Table], schema: pa.Schema, unreadable: list[tuple[str, BaseException]]) -> pa.Table:
     """The files' rows as one table in ``schema`` (a column a file predates comes back null).
     Files that do not fit it together are taken one by one; one that cannot be cast (a foreign
-    file) is dropped from ``found``, with a warning."""
+    file) is dropped from ``found`` and added to ``unreadable``."""
     tables = list(found.values())
-    # files as written now (the declared schema, its version included): stitched, nothing to cast
-    if tables and all(data.schema.equals(schema, check_metadata=True) for data in tables):
-        return pa.concat_tables(tables)
+    # files as written now (the declared schema, its version included) are stitched, nothing
+    # cast column by column: a list column reads back with its Parquet item name (``element``,
+    # not ``item``), which only the metadata-checking comparison tells apart, so the schema
+    # is compared without field metadata and the schema version checked apart
+    if tables and all(_as_written(data.schema, schema) for data in tables):
+        return pa.concat_tables(tables).cast(schema)
     try:
         return _cast(pa.concat_tables(tables, promote_options="permissive"), schema)
     except READ_ERRORS:
@@ -189,9 +218,14 @@ def _conform(store: Store, found: dict[str, pa.Table], schema: pa.Schema) -> pa.
         try:
             parts.append(_cast(data, schema))
         except READ_ERRORS as error:
-            store.warn_unreadable(path, error)
+            unreadable.append((path, error))
             del found[path]
     return pa.concat_tables(parts) if parts else schema.empty_table()
+
+
+def _as_written(found: pa.Schema, schema: pa.Schema) -> bool:
+    """Whether a file's schema is ``schema`` as a file written now reads back."""
+    return found.equals(schema) and found.metadata == schema.metadata and found.names == schema.names
 
 
 def _cast(data: pa.Table, schema: pa.Schema) -> pa.Table:

@@ -13,6 +13,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
@@ -241,3 +242,36 @@ def test_an_unreadable_trial_file_is_left_for_store_check(tmp_path, capsys):
     assert bad.exists() and "trial-t002.parquet" in capsys.readouterr().err
     assert [p.path for p in check_store(store)] == ["trials/search=s/trial-t002.parquet"]
     assert sorted(store.read("trials")["trial_id"].to_pylist()) == ["t000", "t001", "t003", "t004"]
+
+
+def test_many_groups_of_files_read_ahead_compact_into_sorted_row_groups_with_the_same_rows(tmp_path, monkeypatch,
+                                                                                           capsys):
+    """A search of more files than one group (read side by side, ahead of the writer) and more
+    rows than one row group: the same rows, each row group sorted by trial, an unreadable file
+    and a foreign one left, a file of an older schema among current ones cast in its group."""
+    import orthotune.store._compact as compaction
+
+    monkeypatch.setattr(compaction, "SCAN_FILES", 4)
+    monkeypatch.setattr(compaction, "ROW_GROUP_ROWS", 10)
+    store = Store.open(str(tmp_path / "store"), create=True)
+    fill(store, "s", reversed(range(40)))  # written out of order: the compacted file sorts them
+    folder = tmp_path / "store" / "trials" / "search=s"
+    shutil.copy(FIXTURES / "store-v3" / "trials" / "search=v1" / "trial-v1.parquet", folder / "trial-v1.parquet")
+    before = frames(store)
+    bad = folder / "trial-t017.parquet"
+    bad.write_bytes(bad.read_bytes()[:100])
+    pq.write_table(pa.table({"depth": ["deep"]}), folder / "trial-foreign.parquet")  # a depth that cannot be cast
+    done = compact(store, "s")
+    assert done.merged == {"epochs": 40, "trials": 40}
+    assert set(done.left) == {"trials/search=s/trial-t017.parquet", "trials/search=s/trial-foreign.parquet"}
+    err = capsys.readouterr().err
+    assert "trial-t017.parquet" in err and "trial-foreign.parquet" in err
+    compacted = pq.ParquetFile(str(tmp_path / "store" / done.written[1]))
+    assert compacted.metadata.num_row_groups > 1
+    for number in range(compacted.metadata.num_row_groups):
+        ids = compacted.read_row_group(number, columns=["trial_id"]).column(0).to_pylist()
+        assert ids == sorted(ids)
+    bad.unlink()
+    (folder / "trial-foreign.parquet").unlink()
+    trials = before["trials"]
+    assert_same_rows(store, {**before, "trials": trials[trials["trial_id"] != "t017"].reset_index(drop=True)})
