@@ -1,6 +1,6 @@
 import sys
 
-from orthotune.cli import main
+from orthotune.cli import entry
 
 if __name__ == "__main__":  # not again in a spawned process (the plan's measuring processes)
-    sys.exit(main())
+    sys.exit(entry())

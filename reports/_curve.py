@@ -200,7 +200,7 @@ def pair_curves(trials: pd.DataFrame, summary: pd.DataFrame) -> list[PairCurve |
     # the narrow frames the arms and the comparisons read (a wide frame's rows are slow to take)
     cells = {key: group for key, group in ordered[[*CELL, "trained_epochs"]].groupby(list(CELL), sort=False,
                                                                                       dropna=False)}
-    compared = ordered[list(_COMPARED)]
+    compared = _Rows(ordered[list(_COMPARED)])
     arms: dict[tuple, _Arm] = {}
     out: list[PairCurve | None] = []
     for _, row in summary.iterrows():
@@ -216,7 +216,7 @@ def pair_curves(trials: pd.DataFrame, summary: pd.DataFrame) -> list[PairCurve |
     return out
 
 
-def _curve(row: pd.Series, ordered: pd.DataFrame, original: _Arm, ortho: _Arm, cells: tuple) -> PairCurve:
+def _curve(row: pd.Series, ordered: _Rows, original: _Arm, ortho: _Arm, cells: tuple) -> PairCurve:
     setting = row["setting"]
     cache: dict[tuple, dict[str, Any]] = {}
     n = max(original.n, ortho.n)
@@ -268,8 +268,21 @@ _CURVE_READS = frozenset({*CELL, "finished_at", "seconds", "repeat_epochs", "epo
                           *(c for c, _ in TIE_RULE), *_COMPARED})
 
 
-def _compare(setting: str, ordered: pd.DataFrame, winners: tuple[Any, Any]) -> dict[str, Any]:
-    rows = [None if index is None else ordered.loc[index] for index in winners]
+class _Rows(dict):
+    """A frame's rows by index label, each taken once: a winner is compared in many pairs, and
+    a row of Arrow-backed columns is a take per column (most of `best`'s curves at 10^5 trials)."""
+
+    def __init__(self, frame: pd.DataFrame) -> None:
+        super().__init__()
+        self.frame = frame
+
+    def __missing__(self, index: Any) -> pd.Series:
+        row = self[index] = self.frame.loc[index]
+        return row
+
+
+def _compare(setting: str, ordered: _Rows, winners: tuple[Any, Any]) -> dict[str, Any]:
+    rows = [None if index is None else ordered[index] for index in winners]
     values: dict[str, Any] = {}
     for arm, winner in zip(ARMS, rows):
         for name in ("trial_id", OBJECTIVE, "test_acc", "repeat_test_acc"):

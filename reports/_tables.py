@@ -117,12 +117,12 @@ def expected_cells(trials: pd.DataFrame, arms: tuple[bool, ...] = (False, True))
 def missing_cells(trials: pd.DataFrame, winners: pd.DataFrame, expected: pd.DataFrame) -> pd.DataFrame:
     """Expected cells without a winner, and why (no trials, or all failed)."""
     have = set(winners[list(CELL)].itertuples(index=False, name=None))
-    by_cell = dict(iter(trials.groupby(list(CELL), sort=False))) if len(trials) else {}
+    wanted = [(key, cell) for cell in expected.itertuples(index=False)
+              if (key := tuple(getattr(cell, c) for c in CELL)) not in have]
+    # the trials split by cell only where a cell lacks a winner (splitting 10^5 rows takes a third of a second)
+    by_cell = dict(iter(trials.groupby(list(CELL), sort=False))) if wanted and len(trials) else {}
     rows = []
-    for cell in expected.itertuples(index=False):
-        key = tuple(getattr(cell, c) for c in CELL)
-        if key in have:
-            continue
+    for key, cell in wanted:
         rows.append({**dict(zip(CELL, key)), VARIANT: cell.variant_name,
                      ARM: arm_of(getattr(cell, ARM_COLUMN)).name,
                      "reason": _why_missing(by_cell.get(key, trials.iloc[:0]))})

@@ -34,6 +34,6 @@ def cell_trials(options: LaunchOptions) -> dict[str, int]:
 def grid_size(cell: SearchSpace) -> int | None:
     """How many distinct configs a cell has; None when a dimension is continuous."""
     try:
-        return len(cell.grid())
+        return cell.grid_size()
     except ConfigError:
         return None

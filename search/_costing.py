@@ -43,6 +43,7 @@ import json
 import os
 import platform
 import sys
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import date
@@ -65,6 +66,7 @@ from orthotune.search._plan_cache import (
     torch_version,
     write_json,
 )
+from orthotune.search._start_probe import measure_start_quietly
 
 
 def this_machine() -> Resources:
@@ -116,21 +118,30 @@ def _measure_plan(options: LaunchOptions, method: Method, remeasure: bool,
                   note: Callable[[str], None] | None, every_depth: bool
                   ) -> tuple[dict[str, Any], list[CellEstimate], float]:
     """Every cell's estimate, measuring the shapes not cached (torch and PyG load here)."""
-    probe = StartProbe(remeasure)  # a fresh interpreter's imports and Ray's start, while torch loads here
+    method = replace(method, data_root=options.data_root, download=options.download, pack=options.configs_per_trial,
+                     threads=max(1, int(options.cpus_per_trial)), report_every=options.report_every)
+    # without a GPU option the plan measures on the CPU and its streams are known before torch
+    # loads: the measuring processes start now, the first measuring the search's start first
+    on_cpu = not (options.gpus_per_trial or options.gpu_share == "auto")
+    streams = _workers(options, Resources(cpus=_cpus()), None) if on_cpu else 1
+    probe = StartProbe(remeasure, here=streams == 1)  # else measured by the first measuring process
+    meter = _Meter(method, remeasure, note, streams)
+    if streams > 1:
+        meter.open(probe)  # while torch loads here and the cells are built
     import torch
 
     from orthotune.search._inputs import check_inputs
 
-    check_inputs(options, memory=False)  # the data must be there; what does not fit is listed, not refused
+    try:
+        check_inputs(options, memory=False)  # the data must be there; what does not fit is listed, not refused
+    except BaseException:
+        meter.close()
+        raise
     here = this_machine()
-    device = torch.device("cuda" if torch.cuda.is_available() and (options.gpus_per_trial or
-                                                                   options.gpu_share == "auto") else "cpu")
-    method = replace(method, device=str(device), data_root=options.data_root, download=options.download,
-                     pack=options.configs_per_trial, threads=max(1, int(options.cpus_per_trial)),
-                     report_every=options.report_every)
-    meter = _Meter(method, remeasure, note, _workers(options, here, device))
-    if probe.done and not remeasure:
-        meter.open()  # the measuring processes import torch while the cells are built
+    device = torch.device("cuda" if torch.cuda.is_available() and not on_cpu else "cpu")
+    if not on_cpu:  # a GPU option: one stream on a GPU, else as many as the search's trials at once here
+        meter.method = method = replace(method, device=str(device))
+        meter.workers = _workers(options, here, device)
     try:
         budgets = cell_trials(options)
         cells = [_Cell(options, cell, budgets.get(cell.key, 0), device, method) for cell in options.space.cells()]
@@ -141,6 +152,7 @@ def _measure_plan(options: LaunchOptions, method: Method, remeasure: bool,
         again = [index for index, (low, high) in fitted.items()
                  if not (estimates[low].measured and estimates[high].measured)]
         costs.update(meter.costs([cells[i] for i in again], probe))  # an anchor did not train: measured on its own
+        probe.wait()  # a measuring process may still be measuring it (every shape was cached)
     finally:
         meter.close()
     for index, (low, high) in fitted.items():
@@ -156,8 +168,8 @@ def _measure_plan(options: LaunchOptions, method: Method, remeasure: bool,
 
 def _workers(options: LaunchOptions, here: Resources, device: Any) -> int:
     """Processes measuring side by side: the trials the search runs at once on one node here
-    (one on a GPU, whose sharing ``--gpus-per-trial auto`` decides)."""
-    if device.type == "cuda":
+    (one on a GPU, whose sharing ``--gpus-per-trial auto`` decides; ``device`` None: the CPU)."""
+    if device is not None and device.type == "cuda":
         return 1
     return Resources(cpus=here.cpus, nodes=1).slots(options.cpus_per_trial, 0.0, options.concurrency)
 
@@ -225,14 +237,17 @@ def _depth_fits(cells: list[_Cell]) -> dict[int, tuple[int, int]]:
 
 
 class _Meter:
-    """Measures shapes, each once (then cached): in this process, or in ``workers`` processes
-    side by side, each dataset's shapes dealt out among them (a dataset loads, and warms up,
-    once per process)."""
+    """Measures shapes, each once (then cached), in ``workers`` streams side by side: this
+    process (torch loaded already) and ``workers - 1`` measuring processes, each dataset's
+    shapes dealt out in chunks that the streams take in turn (a dataset loads, and warms up,
+    once per stream)."""
 
     def __init__(self, method: Method, remeasure: bool, note: Callable[[str], None] | None, workers: int) -> None:
         self.method, self.remeasure, self.note, self.workers = method, remeasure, note, workers
         self.warm: dict[tuple[str, str | None], float] = {}
         self.pool: Any = None  # the measuring processes, once started
+        self.probing: Any = None  # the future of the start probe a measuring process runs
+        self.lock = threading.Lock()
 
     def costs(self, cells: list[_Cell], probe: StartProbe) -> dict[str, tuple[Any, bool] | str]:
         """``(cost, cached)`` of each cell's shape, or why it was not measured, by shape."""
@@ -256,7 +271,7 @@ class _Meter:
                 self.note(f"measuring {len(chunk)} shape(s) of {label} ({self.method.epochs} epochs each"
                           + (f", {workers} processes side by side)" if workers > 1 else ")"))
         jobs = [[(cell.shape, cell.config.to_dict()) for cell in chunk] for _, chunk in chunks]
-        results = self._in_processes(jobs, probe) if workers > 1 else self._here(jobs, probe)
+        results = self._side_by_side(jobs, probe, workers - 1) if workers > 1 else self._here(jobs, probe)
         from orthotune.training import CellCost
 
         for shape, result in results.items():
@@ -269,22 +284,30 @@ class _Meter:
         return found
 
     def _here(self, jobs: list[list[tuple[str, dict[str, Any]]]], probe: StartProbe) -> dict[str, Any]:
-        probe.wait()
+        probe.wait()  # one trial at a time: its epochs are timed alone, as the search's will run
         results = {}
         for job in jobs:
             results.update(measure_shapes(job, self.method, self.warm))
         return results
 
-    def open(self) -> None:
-        """Start the measuring processes (each imports torch first)."""
+    def open(self, probe: StartProbe | None = None) -> None:
+        """Start the measuring processes: the streams but this process's. Where ``probe`` is
+        to be measured by them, the first measures it first, in a fresh interpreter (nothing
+        imported yet), and goes on to measure shapes; the others import torch at once."""
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
-        if self.pool is None and self.workers > 1:
+        probing = probe is not None and probe.elsewhere
+        with self.lock:
+            if self.pool is not None or self.workers < 2:
+                return
             context = multiprocessing.get_context("spawn")  # a fork would copy this process's torch threads
-            self.pool = ProcessPoolExecutor(self.workers, mp_context=context, initializer=start_worker,
-                                            initargs=(self.method.threads,))
-            for _ in range(self.workers):
+            self.pool = ProcessPoolExecutor(self.workers - 1, mp_context=context, initializer=start_worker,
+                                            initargs=(self.method.threads, not probing))
+            if probing:
+                self.probing = self.pool.submit(measure_start_quietly)
+                self.probing.add_done_callback(lambda done: probe.deliver(_parts(done)))
+            for _ in range(self.workers - 1 - int(probing)):
                 self.pool.submit(os.getpid)  # one task each: every process starts now, not on the first job
 
     def close(self) -> None:
@@ -292,22 +315,59 @@ class _Meter:
             self.pool.shutdown(wait=True, cancel_futures=True)
             self.pool = None
 
-    def _in_processes(self, jobs: list[list[tuple[str, dict[str, Any]]]], probe: StartProbe) -> dict[str, Any]:
-        from concurrent.futures.process import BrokenProcessPool
-
-        if self.pool is None:
+    def _side_by_side(self, jobs: list[list[tuple[str, dict[str, Any]]]], probe: StartProbe,
+                      helpers: int) -> dict[str, Any]:
+        """The jobs taken in turn by this process and ``helpers`` measuring processes (the
+        largest datasets first, ``_chunks``). A measuring process that measures the start
+        first takes its first job once that is done, so this process, measuring from the
+        start, takes the jobs meanwhile (on 2 cores the probe's interpreter keeps about one
+        busy: a stream's epochs are timed beside it as a search's are beside another trial)."""
+        if not probe.elsewhere:
             probe.wait()  # its interpreter alone: processes importing beside it would lengthen the start it measures
-            self.open()
-        assert self.pool is not None
+        self.open(probe)
+        queue = list(jobs)
         results: dict[str, Any] = {}
-        futures = {self.pool.submit(measure_shapes, job, self.method): job for job in jobs}
-        for future, job in futures.items():
-            try:
-                results.update(future.result())
-            except BrokenProcessPool as error:  # a process died (killed for memory): its shapes stay unmeasured
-                results.update({shape: f"not measured: the measuring process died ({error})"
-                                for shape, _ in job if shape not in results})
+
+        def take() -> list[tuple[str, dict[str, Any]]] | None:
+            with self.lock:
+                return queue.pop(0) if queue else None
+
+        def feed(after: Any) -> None:  # one per measuring process: its next job once it is done with one
+            from concurrent.futures import wait
+            from concurrent.futures.process import BrokenProcessPool
+
+            if after is not None:
+                wait([after])
+            while (job := take()) is not None:
+                try:
+                    measured = self.pool.submit(measure_shapes, job, self.method).result()
+                except BrokenProcessPool as error:  # a process died (killed for memory): its shapes stay unmeasured
+                    with self.lock:  # and the jobs left are this process's
+                        results.update({shape: f"not measured: the measuring process died ({error})"
+                                        for shape, _ in job})
+                    return
+                with self.lock:
+                    results.update(measured)
+
+        probing = self.probing if self.probing is not None and not self.probing.done() else None
+        feeders = [threading.Thread(target=feed, args=(probing if index == 0 else None,), daemon=True)
+                   for index in range(helpers)]
+        for feeder in feeders:
+            feeder.start()
+        while (job := take()) is not None:
+            measured = measure_shapes(job, self.method, self.warm)
+            with self.lock:
+                results.update(measured)
+        for feeder in feeders:
+            feeder.join()
         return results
+
+
+def _parts(done: Any) -> dict[str, float] | None:
+    """The start probe's parts from its finished future (None where it failed or was cancelled)."""
+    if done.cancelled() or done.exception() is not None:
+        return None
+    return done.result()
 
 
 def _chunks(cells: list[_Cell], workers: int) -> list[tuple[str, list[_Cell]]]:

@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -16,37 +17,16 @@ from typing import Any
 
 from orthotune import __version__
 from orthotune.search._estimate import CellEstimate
+from orthotune.search._start_probe import PARTS
+
+#: The longest the plan waits for the start probe (then the start counts as 0.0, unmeasured).
+PROBE_TIMEOUT_S = 300
 
 #: Bumped when what a cached measurement means changes: older entries are then measured again.
 CACHE_FORMAT = 3
-#: What the fixed start of a search is measured as, in a fresh interpreter (cached per
-#: machine, version and probe): the driver's imports, Ray's start, one trial worker started as
-#: Tune starts one (a Ray actor process that imports the trainable's module, torch and PyG
-#: with it), and Ray's shutdown with that worker alive, as a search's end has it.
-START_PROBE = r"""
-import json, time
-started = time.perf_counter()
-import torch, torch_geometric, ray
-import orthotune.search._tuner
-imported = time.perf_counter()
-from orthotune.search._local_ray import local_ray_options, loopback_ray
-with loopback_ray():
-    ray.init(**local_ray_options(), log_to_driver=False, logging_level="ERROR")
-up = time.perf_counter()
-
-@ray.remote(num_cpus=1)
-class Worker:
-    def ready(self):
-        import orthotune.search._trainable
-        return True
-
-worker = Worker.remote()
-ray.get(worker.ready.remote())
-ready = time.perf_counter()
-ray.shutdown()
-print(json.dumps({"imports_s": imported - started, "ray_start_s": up - imported, "worker_start_s": ready - up,
-                  "ray_shutdown_s": time.perf_counter() - ready}))
-"""
+#: The module that measures the search's fixed start (``_start_probe``); its source is part of
+#: the start's cache key, so a changed probe measures again.
+PROBE_MODULE = "orthotune.search._start_probe"
 
 
 def torch_version() -> str:
@@ -125,20 +105,26 @@ def write_json(path: Path, values: dict[str, Any]) -> None:
 
 
 class StartProbe:
-    """A search's fixed start on this machine (:data:`START_PROBE`: the driver's imports,
-    Ray's start, one trial worker's start, Ray's shutdown), measured once in a fresh
-    interpreter started at once (it runs while the plan loads torch) and cached per
-    environment (``plan-start`` in orthotune's cache); 0.0 where the probe fails."""
+    """A search's fixed start on this machine (``_start_probe``: the driver's imports, Ray's
+    start, one trial worker's start, Ray's shutdown), measured once in a fresh interpreter and
+    cached per environment (``plan-start`` in orthotune's cache); 0.0 where the probe fails.
 
-    def __init__(self, remeasure: bool) -> None:
-        key = hashlib.sha256(json.dumps([sys.prefix, torch_version(), __version__, CACHE_FORMAT,
-                                         START_PROBE]).encode())
+    ``here``: the probe's interpreter starts at once (it runs while the plan loads torch);
+    otherwise the first of the plan's measuring processes measures it before any shape
+    (``_costing``) and hands the parts in through :meth:`deliver`."""
+
+    def __init__(self, remeasure: bool, here: bool = True) -> None:
+        source = (Path(__file__).parent / "_start_probe.py").read_text()
+        key = hashlib.sha256(json.dumps([sys.prefix, torch_version(), __version__, CACHE_FORMAT, source]).encode())
         self.path = plan_cache() / "plan-start" / f"{key.hexdigest()[:16]}.json"
         self.start_s: float | None = None if remeasure else self._cached()
         self.process: subprocess.Popen[str] | None = None
-        if self.start_s is None:
+        self.lock = threading.Lock()
+        self.delivered = threading.Event()
+        self.elsewhere = self.start_s is None and not here  # a measuring process measures it
+        if self.start_s is None and here:
             try:
-                self.process = subprocess.Popen([sys.executable, "-c", START_PROBE], stdout=subprocess.PIPE,
+                self.process = subprocess.Popen([sys.executable, "-m", PROBE_MODULE], stdout=subprocess.PIPE,
                                                 stderr=subprocess.DEVNULL, text=True)
             except OSError:
                 self.start_s = 0.0
@@ -149,20 +135,36 @@ class StartProbe:
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
+    def deliver(self, parts: dict[str, float] | None) -> None:
+        """The parts as a measuring process measured them (None: the probe failed there)."""
+        with self.lock:
+            self._record(parts)
+        self.delivered.set()
+
     def wait(self) -> None:
-        """Until the probe has finished (measurements are not timed beside its Ray)."""
-        if self.start_s is not None or self.process is None:
+        """Until the probe has finished (from any thread)."""
+        if self.elsewhere:
+            if not self.delivered.wait(timeout=PROBE_TIMEOUT_S):
+                self.deliver(None)
             return
-        try:
-            out, _ = self.process.communicate(timeout=300)
-            parts = json.loads(out.strip().splitlines()[-1]) if self.process.returncode == 0 else None
-        except (subprocess.SubprocessError, ValueError, IndexError):
-            self.process.kill()
-            parts = None
-        if parts is None:
+        with self.lock:
+            if self.start_s is not None or self.process is None:
+                return
+            try:
+                out, _ = self.process.communicate(timeout=PROBE_TIMEOUT_S)
+                parts = json.loads(out.strip().splitlines()[-1]) if self.process.returncode == 0 else None
+            except (subprocess.SubprocessError, ValueError, IndexError):
+                self.process.kill()
+                parts = None
+            self._record(parts)
+
+    def _record(self, parts: dict[str, float] | None) -> None:
+        if self.start_s is not None:  # delivered once already (a late delivery after the timeout)
+            return
+        if not parts:
             self.start_s = 0.0
             return
-        self.start_s = sum(parts[name] for name in ("imports_s", "ray_start_s", "worker_start_s", "ray_shutdown_s"))
+        self.start_s = sum(parts[name] for name in PARTS)
         write_json(self.path, {"start_s": self.start_s, **parts})
 
     @property

@@ -16,7 +16,7 @@ from orthotune.core import OBJECTIVE, check
 from orthotune.search._algorithms import SCHEDULERS
 from orthotune.search._gpu_share import trial_resources
 from orthotune.search._grouping import RungBoard
-from orthotune.search._guards import NodeWatch, node_wait_s
+from orthotune.search._guards import node_wait_s
 from orthotune.search._inputs import data_root
 from orthotune.search._live import (
     TensorBoardLogger,
@@ -24,6 +24,7 @@ from orthotune.search._live import (
     optuna_storage_location,
     tensorboard_folder,
 )
+from orthotune.search._node_watch import NodeWatch
 from orthotune.search._options import MODES, LaunchOptions
 from orthotune.search._plan import Curves, SearchPlan, plan, replayed
 from orthotune.search._progress import SearchProgress

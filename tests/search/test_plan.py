@@ -90,8 +90,9 @@ class NoProbe:
     """The start probe, not run (its interpreter takes seconds)."""
 
     done = True
+    elsewhere = False
 
-    def __init__(self, remeasure):
+    def __init__(self, remeasure, here=True):
         pass
 
     def wait(self):
@@ -220,7 +221,8 @@ def test_a_second_plan_reads_one_file_without_torch(tmp_path):
         "import orthotune.search._costing as costing\n"
         "class NoProbe:\n"
         "    done = True\n"
-        "    def __init__(self, remeasure): pass\n"
+        "    elsewhere = False\n"
+        "    def __init__(self, remeasure, here=True): pass\n"
         "    def wait(self): pass\n"
         "    def seconds(self): return 0.0\n"
         "costing.StartProbe = NoProbe\n"
@@ -275,15 +277,16 @@ def test_a_costly_pack_is_measured_on_one_run_and_scaled_by_its_runs(counted, mo
 
 
 def test_shapes_are_measured_in_processes_side_by_side(counted, monkeypatch):
-    """Four shapes in two processes (as the search runs two trials at once on two CPUs):
-    measured there (none in this process), each dataset's shapes dealt out, and cached here."""
+    """Four shapes in two streams (as the search runs two trials at once on two CPUs): this
+    process and a measuring process, each dataset's shapes dealt out between them (two each),
+    and cached here."""
     import orthotune.search._costing as costing
     from orthotune.search._plan_cache import cost_folder
 
     monkeypatch.setattr(costing, "_workers", lambda options, here, device: 2)
     space = {**SPACE, "depths": [2, 3]}
     plan = plan_search(options(space), measure_epochs=1)
-    assert counted == []  # trained in the measuring processes, not here
+    assert len(counted) == 2  # the other two trained in the measuring process
     assert [c.cell for c in plan.cells] == ["cora/gcn/2/original", "cora/gcn/2/ortho", "cora/gcn/3/original",
                                             "cora/gcn/3/ortho"]
     assert all(c.measured and c.seconds_per_epoch > 0 and not c.cached for c in plan.cells)
@@ -312,6 +315,49 @@ def test_a_cached_start_is_read_without_starting_a_probe(monkeypatch, tmp_path):
     kept.write_json(probe.path, {"start_s": 12.5})
     started.clear()
     assert kept.StartProbe(remeasure=False).seconds() == 12.5 and started == []
+
+
+def test_a_start_measured_elsewhere_is_delivered_once_and_cached(monkeypatch, tmp_path):
+    import subprocess
+
+    import orthotune.search._plan_cache as kept
+
+    monkeypatch.setattr(kept, "plan_cache", lambda: tmp_path)
+    monkeypatch.setattr(subprocess, "Popen", lambda *a, **k: pytest.fail("no interpreter of its own"))
+    probe = kept.StartProbe(remeasure=False, here=False)
+    assert probe.elsewhere and not probe.done
+    parts = {"imports_s": 5.0, "ray_start_s": 7.0, "worker_start_s": 6.0, "ray_shutdown_s": 1.5}
+    probe.deliver(parts)
+    probe.deliver({name: 99.0 for name in parts})  # a second delivery changes nothing
+    assert probe.seconds() == 19.5
+    assert json.loads(probe.path.read_text()) == {"start_s": 19.5, **parts}
+    assert kept.StartProbe(remeasure=False, here=False).seconds() == 19.5  # read back, not measured
+    failed = kept.StartProbe(remeasure=True, here=False)
+    failed.deliver(None)  # the measuring process's probe failed: 0.0, and the cached figure stays
+    assert failed.seconds() == 0.0 and json.loads(probe.path.read_text())["start_s"] == 19.5
+
+
+@pytest.mark.slow  # a real Ray started and stopped in a measuring process (about 20 s)
+def test_the_first_measuring_process_measures_the_start_then_shapes(monkeypatch, tmp_path):
+    """With two streams and nothing cached, the start is measured by the measuring process
+    (no interpreter of its own), before it takes shapes; this process measures meanwhile."""
+    import subprocess
+
+    import orthotune.search._costing as costing
+    import orthotune.search._plan_cache as kept
+
+    monkeypatch.setattr(kept, "plan_cache", lambda: tmp_path / "cache")
+    monkeypatch.setattr(costing, "_workers", lambda options, here, device: 2)
+    real = subprocess.Popen
+    monkeypatch.setattr(subprocess, "Popen", lambda args, **k: pytest.fail("the probe ran in its own interpreter")
+                        if "orthotune.search._start_probe" in args else real(args, **k))
+    plan = plan_search(options({**SPACE, "depths": [2, 3]}), measure_epochs=1)
+    assert all(c.measured and not c.cached for c in plan.cells)
+    (measured,) = (tmp_path / "cache" / "plan-start").glob("*.json")
+    parts = json.loads(measured.read_text())
+    names = ("imports_s", "ray_start_s", "worker_start_s", "ray_shutdown_s")
+    assert all(parts[name] > 0 for name in names), parts
+    assert plan.totals()["start_s"] == parts["start_s"] == pytest.approx(sum(parts[name] for name in names))
 
 
 @pytest.mark.slow

@@ -16,7 +16,7 @@ from fuzzing import examples, near_valid_spaces, run_command, stop_before_ray, y
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from orthotune.core import OrthotuneError
+from orthotune.core import ConfigError, OrthotuneError
 from orthotune.spaces import parse_space
 from orthotune.spaces._space import SearchSpace
 
@@ -38,6 +38,23 @@ def test_parse_space_answers_any_mapping_with_a_space_or_one_line(values):
         assert "\n" not in str(error) and str(error), repr(error)
         return
     assert isinstance(space, SearchSpace) and space.cells()
+
+
+@settings(SETTINGS, max_examples=examples(200))
+@given(values=near_valid_spaces())
+def test_a_space_counts_its_grid_as_building_it_would(values):
+    try:
+        space = parse_space(values)
+    except OrthotuneError:
+        return
+    for part in [space, *space.cells()]:
+        try:
+            points = part.grid()
+        except ConfigError:  # a continuous dimension: no grid, and no count
+            with pytest.raises(ConfigError):
+                part.grid_size()
+            continue
+        assert part.grid_size() == len(points), part.name
 
 
 @settings(SETTINGS, max_examples=examples(60))

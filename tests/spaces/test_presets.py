@@ -173,3 +173,10 @@ def test_the_bench_reduction_of_paper_semi_changes_only_what_it_says():
     assert {k: v for k, v in reduced.train.items() if k not in ("epochs", "patience")} == \
         {k: v for k, v in paper.train.items() if k not in ("epochs", "patience")}
     assert (reduced.grace_period, reduced.reduction_factor) == (paper.grace_period, paper.reduction_factor)
+
+
+# paper-semi's grids are left out: building them takes minutes (what the count avoids)
+@pytest.mark.parametrize("name", [n for n in (*PAPER_PRESETS, "quick") if n != "paper-semi"])
+def test_every_preset_counts_its_cells_grids_as_building_them_would(name):
+    for cell in resolve_space(name).cells():
+        assert cell.grid_size() == len(cell.grid()), cell.name
