@@ -56,7 +56,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from orthotune.core import TrainConfig
-from orthotune.store import EPOCHS_SCHEMA, TRIALS_SCHEMA, Store, config_columns
+from orthotune.store import EPOCHS_SCHEMA, TRIAL_FILE_OPTIONS, TRIALS_SCHEMA, Store, config_columns
 
 DATASETS, BACKBONES, DEPTHS = ("cora", "citeseer", "pubmed"), ("gcn", "jknet"), (2, 4, 8, 16, 32)
 STATUSES = ("completed",) * 14 + ("stopped",) * 5 + ("failed",)
@@ -113,7 +113,7 @@ def write_files(root: str, search: str, first: int, count: int, epochs: int) -> 
             end = start
             while end < len(ids) and ids[end] == ids[start]:
                 end += 1
-            pq.write_table(data.slice(start, end - start), folder / f"trial-{ids[start]}.parquet")
+            pq.write_table(data.slice(start, end - start), folder / f"trial-{ids[start]}.parquet", **TRIAL_FILE_OPTIONS)
             start = end
     return Counter(row["status"] for row in trials)
 

@@ -4,21 +4,23 @@ measures too), cached by shape in orthotune's cache, then the arithmetic of ``_e
 
 What is measured, and what is fitted:
 
-- the cells of one dataset are measured one after another in a measuring process: the
-  dataset loads once there, and one warm-up (one run, two epochs: its epoch's seconds decide how many are
-  timed, below) per dataset stands for all its shapes;
+- the cells of one dataset are measured one after another in a measuring stream: the
+  dataset loads once there, and one warm-up (one run, two epochs: its epoch's seconds decide
+  how many are timed, below) per dataset stands for all its shapes;
 - each shape is one timed run of ``1 + measure_epochs`` epochs (``measure_cell_cost``; fewer
   where they would take long, ``ENOUGH_TIMED_S``) of its whole pack; on a
   graph of ``SCALE_FROM_NODES`` nodes or more (PubMed, ogbn-arxiv), of one run, its seconds
   per epoch and setup scaled by the pack's runs and its memory raised by the estimate of the
   runs added (there an epoch is its runs' work side by side; the scaling's error against whole
   packs is in ``docs/plan.md``; ``full_packs`` trains every pack whole);
-- the shapes are measured in as many processes as the search runs trials at once on one node
-  here (each with a trial's threads), so an epoch is timed beside as many others as the
-  search's own epochs will be; a dataset loads once per process;
-- the start probe (below) runs in its own interpreter while this process imports torch and
-  builds the cells, and before the measuring processes start (their imports beside it would
-  lengthen the start it measures, their timings beside its Ray too);
+- the shapes are measured in as many streams as the search runs trials at once on one node
+  here (each with a trial's threads): this process and measuring processes beside it, each
+  taking the next chunk of shapes when done with one, so an epoch is timed beside as many
+  others as the search's own epochs will be; a dataset loads once per stream;
+- the search's start (``_start_probe``) is measured, on a CPU with two streams or more, by
+  the first measuring process before anything else (a fresh interpreter: its imports are what
+  is timed), while this process imports torch, builds the cells and measures shapes; with one
+  stream, in an interpreter of its own before the shapes (nothing beside it);
 - cells that differ only in depth (one dataset, backbone, arm, width, ``T``, repeats and
   pack), where the space has three depths or more for them, are measured at the smallest
   and the largest depth, and the depths between are fitted linearly (seconds per epoch,
@@ -43,30 +45,27 @@ import json
 import os
 import platform
 import sys
-import threading
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import date
 from typing import Any
 
 from orthotune import __version__
-from orthotune.core import DATASETS, TrainConfig, available_memory, memory_estimate
+from orthotune.core import TrainConfig, memory_estimate
 from orthotune.search._budget import cell_trials
 from orthotune.search._estimate import CellEstimate, PlanEstimate, Resources, expected_epochs
-from orthotune.search._measuring import MEASURE_EPOCHS, Method, measure_shapes, start_worker
+from orthotune.search._measuring import MEASURE_EPOCHS, Method
+from orthotune.search._meter import Meter
 from orthotune.search._options import LaunchOptions
 from orthotune.search._plan_cache import (
     CACHE_FORMAT,
     StartProbe,
-    cached_cost,
     index_path,
     kept_plan,
-    save_cost,
     shape_stamps,
     torch_version,
     write_json,
 )
-from orthotune.search._start_probe import measure_start_quietly
 
 
 def this_machine() -> Resources:
@@ -125,7 +124,7 @@ def _measure_plan(options: LaunchOptions, method: Method, remeasure: bool,
     on_cpu = not (options.gpus_per_trial or options.gpu_share == "auto")
     streams = _workers(options, Resources(cpus=_cpus()), None) if on_cpu else 1
     probe = StartProbe(remeasure, here=streams == 1)  # else measured by the first measuring process
-    meter = _Meter(method, remeasure, note, streams)
+    meter = Meter(method, remeasure, note, streams)
     if streams > 1:
         meter.open(probe)  # while torch loads here and the cells are built
     import torch
@@ -234,160 +233,6 @@ def _depth_fits(cells: list[_Cell]) -> dict[int, tuple[int, int]]:
                 if index not in (low, high):
                     fits[index] = (low, high)
     return fits
-
-
-class _Meter:
-    """Measures shapes, each once (then cached), in ``workers`` streams side by side: this
-    process (torch loaded already) and ``workers - 1`` measuring processes, each dataset's
-    shapes dealt out in chunks that the streams take in turn (a dataset loads, and warms up,
-    once per stream)."""
-
-    def __init__(self, method: Method, remeasure: bool, note: Callable[[str], None] | None, workers: int) -> None:
-        self.method, self.remeasure, self.note, self.workers = method, remeasure, note, workers
-        self.warm: dict[tuple[str, str | None], float] = {}
-        self.pool: Any = None  # the measuring processes, once started
-        self.probing: Any = None  # the future of the start probe a measuring process runs
-        self.lock = threading.Lock()
-
-    def costs(self, cells: list[_Cell], probe: StartProbe) -> dict[str, tuple[Any, bool] | str]:
-        """``(cost, cached)`` of each cell's shape, or why it was not measured, by shape."""
-        found: dict[str, tuple[Any, bool] | str] = {}
-        pending: dict[str, _Cell] = {}
-        available = available_memory()
-        for cell in cells:
-            if available is not None and cell.estimate_bytes > available:  # training it here would run out of memory
-                found[cell.shape] = (f"not measured: one repeat needs about {cell.estimate_bytes / 2**30:.1f} GiB "
-                                     f"(estimated), more than the {available / 2**30:.1f} GiB available here")
-            elif (cost := None if self.remeasure else cached_cost(cell.shape)) is not None:
-                found[cell.shape] = (cost, True)
-            else:
-                pending.setdefault(cell.shape, cell)
-        if not pending:
-            return found
-        workers = max(1, min(self.workers, len(pending)))
-        chunks = _chunks(list(pending.values()), workers)
-        for label, chunk in chunks:
-            if self.note is not None:
-                self.note(f"measuring {len(chunk)} shape(s) of {label} ({self.method.epochs} epochs each"
-                          + (f", {workers} processes side by side)" if workers > 1 else ")"))
-        jobs = [[(cell.shape, cell.config.to_dict()) for cell in chunk] for _, chunk in chunks]
-        results = self._side_by_side(jobs, probe, workers - 1) if workers > 1 else self._here(jobs, probe)
-        from orthotune.training import CellCost
-
-        for shape, result in results.items():
-            if isinstance(result, str):
-                found[shape] = result
-            else:
-                cost = CellCost.from_dict(result)
-                save_cost(shape, cost)
-                found[shape] = (cost, False)
-        return found
-
-    def _here(self, jobs: list[list[tuple[str, dict[str, Any]]]], probe: StartProbe) -> dict[str, Any]:
-        probe.wait()  # one trial at a time: its epochs are timed alone, as the search's will run
-        results = {}
-        for job in jobs:
-            results.update(measure_shapes(job, self.method, self.warm))
-        return results
-
-    def open(self, probe: StartProbe | None = None) -> None:
-        """Start the measuring processes: the streams but this process's. Where ``probe`` is
-        to be measured by them, the first measures it first, in a fresh interpreter (nothing
-        imported yet), and goes on to measure shapes; the others import torch at once."""
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
-
-        probing = probe is not None and probe.elsewhere
-        with self.lock:
-            if self.pool is not None or self.workers < 2:
-                return
-            context = multiprocessing.get_context("spawn")  # a fork would copy this process's torch threads
-            self.pool = ProcessPoolExecutor(self.workers - 1, mp_context=context, initializer=start_worker,
-                                            initargs=(self.method.threads, not probing))
-            if probing:
-                self.probing = self.pool.submit(measure_start_quietly)
-                self.probing.add_done_callback(lambda done: probe.deliver(_parts(done)))
-            for _ in range(self.workers - 1 - int(probing)):
-                self.pool.submit(os.getpid)  # one task each: every process starts now, not on the first job
-
-    def close(self) -> None:
-        if self.pool is not None:
-            self.pool.shutdown(wait=True, cancel_futures=True)
-            self.pool = None
-
-    def _side_by_side(self, jobs: list[list[tuple[str, dict[str, Any]]]], probe: StartProbe,
-                      helpers: int) -> dict[str, Any]:
-        """The jobs taken in turn by this process and ``helpers`` measuring processes (the
-        largest datasets first, ``_chunks``). A measuring process that measures the start
-        first takes its first job once that is done, so this process, measuring from the
-        start, takes the jobs meanwhile (on 2 cores the probe's interpreter keeps about one
-        busy: a stream's epochs are timed beside it as a search's are beside another trial)."""
-        if not probe.elsewhere:
-            probe.wait()  # its interpreter alone: processes importing beside it would lengthen the start it measures
-        self.open(probe)
-        queue = list(jobs)
-        results: dict[str, Any] = {}
-
-        def take() -> list[tuple[str, dict[str, Any]]] | None:
-            with self.lock:
-                return queue.pop(0) if queue else None
-
-        def feed(after: Any) -> None:  # one per measuring process: its next job once it is done with one
-            from concurrent.futures import wait
-            from concurrent.futures.process import BrokenProcessPool
-
-            if after is not None:
-                wait([after])
-            while (job := take()) is not None:
-                try:
-                    measured = self.pool.submit(measure_shapes, job, self.method).result()
-                except BrokenProcessPool as error:  # a process died (killed for memory): its shapes stay unmeasured
-                    with self.lock:  # and the jobs left are this process's
-                        results.update({shape: f"not measured: the measuring process died ({error})"
-                                        for shape, _ in job})
-                    return
-                with self.lock:
-                    results.update(measured)
-
-        probing = self.probing if self.probing is not None and not self.probing.done() else None
-        feeders = [threading.Thread(target=feed, args=(probing if index == 0 else None,), daemon=True)
-                   for index in range(helpers)]
-        for feeder in feeders:
-            feeder.start()
-        while (job := take()) is not None:
-            measured = measure_shapes(job, self.method, self.warm)
-            with self.lock:
-                results.update(measured)
-        for feeder in feeders:
-            feeder.join()
-        return results
-
-
-def _parts(done: Any) -> dict[str, float] | None:
-    """The start probe's parts from its finished future (None where it failed or was cancelled)."""
-    if done.cancelled() or done.exception() is not None:
-        return None
-    return done.result()
-
-
-def _chunks(cells: list[_Cell], workers: int) -> list[tuple[str, list[_Cell]]]:
-    """Each dataset's cells dealt round-robin into ``workers`` chunks, the largest datasets
-    first (a process starts on the longest work while the others fill in around it)."""
-    by_data: dict[tuple[str, str | None], list[_Cell]] = {}
-    for cell in cells:
-        by_data.setdefault((cell.config.dataset, cell.config.setting), []).append(cell)
-    order = sorted(by_data, key=lambda data: -_data_size(data[0]))
-    chunks = []
-    for data in order:
-        group = by_data[data]
-        for start in range(min(workers, len(group))):
-            chunks.append((data[0], group[start::workers]))
-    return chunks
-
-
-def _data_size(dataset: str) -> int:
-    info = DATASETS.get(dataset)
-    return info.nodes * max(1, info.features)
 
 
 def _shape(config: TrainConfig, options: LaunchOptions, device: Any, method: Method) -> str:

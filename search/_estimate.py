@@ -22,7 +22,7 @@ The model, stated so a reader can check it:
 - trials start in the order the searcher hands them out (round robin over the cells), each
   on the first free slot (``cpus // cpus_per_trial`` per node, times ``nodes``): the wall
   time is that list schedule's end, plus the fixed start measured here (the driver's imports,
-  Ray's start, a trial worker's start, Ray's shutdown: ``_plan_cache.START_PROBE``).
+  Ray's start, a trial worker's start, Ray's shutdown: ``_start_probe``).
 """
 
 from __future__ import annotations

@@ -12,9 +12,11 @@ from typing import Any
 
 from orthotune.core import DATASETS, TrainConfig, memory_estimate
 
-#: Epochs timed per shape (after the first epoch of the timed run): two, so that `paper-full`'s
-#: 78 shapes are measured within a minute on 2 cores (``docs/plan.md``).
-MEASURE_EPOCHS = 2
+#: Epochs timed per shape (after the first epoch of the timed run): one, so that `paper-full`'s
+#: 78 shapes and the search's start are measured within a minute on 2 cores. A second timed
+#: epoch cost 5-6 s there and did not narrow the spread between plans, which the host's own
+#: speed sets (``docs/plan.md``); ``--measure-epochs`` times more.
+MEASURE_EPOCHS = 1
 #: A node-classification graph of at least this many nodes has its packs measured on one run,
 #: the figures scaled by the pack's runs: there an epoch is its runs' work side by side, linear
 #: in them (PubMed, ogbn-arxiv). On smaller graphs an epoch's fixed cost (the launches, the

@@ -14,6 +14,7 @@ __all__ = [
     "EPOCHS_SCHEMA",
     "ORTHO_ONLY",
     "TRIALS_SCHEMA",
+    "TRIAL_FILE_OPTIONS",
     "Compaction",
     "Lease",
     "LeaseHeld",
@@ -38,7 +39,7 @@ LAZY = {
     "Lease": "_lease", "LeaseHeld": "_lease", "lease_info": "_lease",
     "ORTHO_ONLY": "_rows", "config_columns": "_rows", "config_from_columns": "_rows", "epoch_rows": "_rows",
     "trial_row": "_rows",
-    "EPOCHS_SCHEMA": "_schema", "TRIALS_SCHEMA": "_schema",
+    "EPOCHS_SCHEMA": "_schema", "TRIALS_SCHEMA": "_schema", "TRIAL_FILE_OPTIONS": "_schema",
     "Store": "_store", "now": "_store",
 }
 

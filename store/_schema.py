@@ -90,3 +90,10 @@ EPOCHS_SCHEMA = pa.schema(
 TABLES = {"trials": TRIALS_SCHEMA, "epochs": EPOCHS_SCHEMA}
 
 
+#: How a search writes its per-trial files (``pq.write_table`` options): a file holds one
+#: trial's rows, so a dictionary page and compression cost more to write and to read than they
+#: save, and statistics only help readers that select trials by id. Measured on 1,000 files
+#: of a generated search (``bench/scale.py``'s layout): reading a trials file 2.65 -> 1.72 ms
+#: of CPU, an epochs file 0.61 -> 0.36 ms (what compaction spends its time on), writing 22%
+#: and 28% less, files no larger. Compacted files keep pyarrow's defaults (few and large).
+TRIAL_FILE_OPTIONS = {"compression": "none", "use_dictionary": False, "write_statistics": ["trial_id"]}

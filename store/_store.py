@@ -62,7 +62,7 @@ from orthotune.store._files import READ_ERRORS, is_compacted, listing, readable,
 from orthotune.store._io import TEMPORARY_PREFIX, durable_write, filesystem, remote_write, retrying
 from orthotune.store._migrate import MIGRATION_INPUTS, fill_switch_defaults, upgrade_v1, upgrade_v2
 from orthotune.store._names import SEARCH_NAME, check_search_name
-from orthotune.store._schema import MARKER, PARTITION, SCHEMA_VERSION, STORE_FORMAT, TABLES
+from orthotune.store._schema import MARKER, PARTITION, SCHEMA_VERSION, STORE_FORMAT, TABLES, TRIAL_FILE_OPTIONS
 
 #: The folder of the searches' summaries (trial counts by status).
 SUMMARIES = "summaries"
@@ -152,7 +152,7 @@ class Store:
 
     def _write_table(self, table: str, name: str, rows: list[Mapping[str, Any]]) -> None:
         data = file_table(table, pa.Table.from_pylist([dict(r) for r in rows], schema=TABLES[table]))
-        self._atomic_write(f"{table}/{name}", lambda sink: pq.write_table(data, sink))
+        self._atomic_write(f"{table}/{name}", lambda sink: pq.write_table(data, sink, **TRIAL_FILE_OPTIONS))
 
     def _atomic_write(self, relative: str, write: Callable[[IO[bytes]], object], whole: bool = True) -> None:
         """Write a file so that readers see the old one or the new one; ``whole``: small enough

@@ -51,6 +51,22 @@ def test_rows_are_typed_and_readable_by_plain_pyarrow(tmp_path, trained):
         (r, e) for r in (0, 1) for e in (1, 2, 3)]
 
 
+def test_a_trial_file_is_written_plain_with_statistics_on_its_trial_id_alone(tmp_path, trained):
+    """One trial's rows: no dictionary page, no compression, statistics on ``trial_id`` only
+    (cheaper to write and to read back; compaction reads every one)."""
+    store = Store.open(str(tmp_path), create=True)
+    write(store, "s1", "a", trained)
+    for table in ("trials", "epochs"):
+        (path,) = (tmp_path / table / "search=s1").glob("*.parquet")
+        chunks = [pq.ParquetFile(path).metadata.row_group(0).column(i)
+                  for i in range(pq.ParquetFile(path).metadata.num_columns)]
+        assert all(c.compression == "UNCOMPRESSED" and not c.has_dictionary_page for c in chunks), table
+        assert [c.path_in_schema for c in chunks if c.is_stats_set] == ["trial_id"], table
+    # and a reader selecting trials by id still skips the others by their statistics
+    write(store, "s1", "b", trained)
+    assert store.read("trials", trials=[("s1", "b")])["trial_id"].to_pylist() == ["b"]
+
+
 def test_original_arm_has_null_ortho_values(tmp_path, trained):
     result, history = trained
     original = type(result)(TrainConfig(dataset="cora", ortho=False, splits=(0, 1)), result.runs)
