@@ -125,23 +125,19 @@ def _measure_plan(options: LaunchOptions, method: Method, remeasure: bool,
     streams = _workers(options, Resources(cpus=_cpus()), None) if on_cpu else 1
     probe = StartProbe(remeasure, here=streams == 1)  # else measured by the first measuring process
     meter = Meter(method, remeasure, note, streams)
-    if streams > 1:
-        meter.open(probe)  # while torch loads here and the cells are built
-    import torch
+    try:  # the measuring processes end whatever happens below
+        if streams > 1:
+            meter.open(probe)  # while torch loads here and the cells are built
+        import torch
 
-    from orthotune.search._inputs import check_inputs
+        from orthotune.search._inputs import check_inputs
 
-    try:
         check_inputs(options, memory=False)  # the data must be there; what does not fit is listed, not refused
-    except BaseException:
-        meter.close()
-        raise
-    here = this_machine()
-    device = torch.device("cuda" if torch.cuda.is_available() and not on_cpu else "cpu")
-    if not on_cpu:  # a GPU option: one stream on a GPU, else as many as the search's trials at once here
-        meter.method = method = replace(method, device=str(device))
-        meter.workers = _workers(options, here, device)
-    try:
+        here = this_machine()
+        device = torch.device("cuda" if torch.cuda.is_available() and not on_cpu else "cpu")
+        if not on_cpu:  # a GPU option: one stream on a GPU, else as many as the search's trials at once here
+            meter.method = method = replace(method, device=str(device))
+            meter.workers = _workers(options, here, device)
         budgets = cell_trials(options)
         cells = [_Cell(options, cell, budgets.get(cell.key, 0), device, method) for cell in options.space.cells()]
         fitted = {} if every_depth else _depth_fits(cells)
