@@ -43,11 +43,13 @@ import torch
 
 from orthotune.core import TrainConfig
 from orthotune.training import (
+    GRAPH_WARM_UP,
     DataRoot,
     TrainOptions,
     choose_device,
     device_profile,
     load_node_data,
+    measure_cell_cost,
     retain_freed_memory,
     timed,
     train_node,
@@ -71,27 +73,35 @@ def make_configs(count: int, epochs: int, depth: int, seed: int, dataset: str = 
     ]
 
 
-def pack_options(pack: str) -> TrainOptions:
+def pack_options(pack: str, graph: bool = False, **switches: Any) -> TrainOptions:
     """``auto``: orthotune's choice; a number: packs of exactly that many runs (the CPU's
-    state bound lifted, so the number is measured as asked)."""
+    state bound lifted, so the number is measured as asked). ``graph``: captured CUDA graphs."""
     if pack == "auto":
-        return TrainOptions(sync_every=1000)
-    return TrainOptions(max_pack=int(pack), cpu_state_mib=math.inf, sync_every=1000)
+        return TrainOptions(sync_every=1000, cuda_graph=graph, **switches)
+    return TrainOptions(max_pack=int(pack), cpu_state_mib=math.inf, sync_every=1000, cuda_graph=graph, **switches)
 
 
-def throughput(configs: list[TrainConfig], data, device: torch.device, packs: list[str]) -> dict[str, Any]:
-    """Trials per second one at a time and packed, with test-accuracy means."""
+def throughput(configs: list[TrainConfig], data, device: torch.device, packs: list[str], alone: int | None = None,
+               graphs: tuple[bool, ...] = (False,)) -> dict[str, Any]:
+    """Trials per second one at a time (the first ``alone`` configs, default all) and packed
+    (every config; with ``graphs`` (True,) also as captured CUDA graphs), with test-accuracy
+    means. ``speedup``: packed trials per second over one-at-a-time trials per second."""
     rows = {}
-    seconds, results = timed(lambda: [train_node(c, data, device)[0] for c in configs], device)
-    rows["one at a time"] = _row(len(configs), seconds, results)
-    for pack in packs:
-        if pack != "auto" and int(pack) > len(configs):
-            continue
-        seconds, results = timed(lambda p=pack: train_node(configs, data, device, options=pack_options(p)), device)
-        rows[f"packed {pack}"] = _row(len(configs), seconds, results)
-    base = rows["one at a time"]["seconds"]
+    lone = configs[: alone or len(configs)]
+    train_node(_with_epochs(lone[0], 2), data, device)  # warm-up: kernels, handles
+    seconds, results = timed(lambda: [train_node(c, data, device)[0] for c in lone], device)
+    rows["one at a time"] = _row(len(lone), seconds, results)
+    for graph in graphs:
+        for pack in packs:
+            if pack != "auto" and int(pack) > len(configs):
+                continue
+            options = pack_options(pack, graph)
+            train_node([_with_epochs(c, 4) for c in configs], data, device, options=options)  # warm-up
+            seconds, results = timed(lambda o=options: train_node(configs, data, device, options=o), device)
+            rows[f"packed {pack}" + (" graph" if graph else "")] = _row(len(configs), seconds, results)
+    base = rows["one at a time"]["trials_per_s"]
     for row in rows.values():
-        row["time_vs_one_at_a_time"] = row["seconds"] / base
+        row["speedup"] = row["trials_per_s"] / base
     return rows
 
 
@@ -101,16 +111,27 @@ def _row(count: int, seconds: float, results) -> dict[str, Any]:
             "test_acc_mean": statistics.fmean(accs), "test_acc_std": statistics.pstdev(accs)}
 
 
-def per_epoch(configs: list[TrainConfig], data, device: torch.device, pack: int, epochs: int) -> dict[str, Any]:
-    """Kernels (or aten ops), host reads, GPU busy share and peak memory of one pack, per epoch."""
+def per_epoch(configs: list[TrainConfig], data, device: torch.device, pack: int, epochs: int,
+              graph: bool = False, timed_epochs: int = 50) -> dict[str, Any]:
+    """Kernels (or aten ops), host launches, host reads, GPU busy share and peak memory of one
+    pack, per epoch (with ``graph``: the epochs after the captured graph's warm-up): counted
+    over ``epochs`` profiled epochs; the wall time per epoch over ``timed_epochs`` unprofiled
+    ones (busy share: the profiled kernel seconds per epoch over it)."""
     chosen = [c for c in configs[:pack]]
-    options = pack_options(str(pack))
-    short = [_with_epochs(c, 1) for c in chosen]
+    options = pack_options(str(pack), graph)
+    base_epochs = 1 + (GRAPH_WARM_UP + 1 if graph else 0)  # past the warm-up and the capture
+    short = [_with_epochs(c, base_epochs) for c in chosen]
     train_node(short, data, device, options=options)  # warm-up: caches, allocator, kernels
-    longer = [_with_epochs(c, 1 + epochs) for c in chosen]
-    # kernels and host reads of `epochs` epochs: the difference between 1+epochs and 1 epoch
-    ops_1, busy_1, wall_1 = device_profile(lambda: train_node(short, data, device, options=options), device)
-    ops_n, busy_n, wall_n = device_profile(lambda: train_node(longer, data, device, options=options), device)
+    longer = [_with_epochs(c, base_epochs + epochs) for c in chosen]
+    # kernels and host reads of `epochs` epochs: the difference between the two runs
+    ops_1, busy_1, _, launches_1 = device_profile(lambda: train_node(short, data, device, options=options),
+                                                       device)
+    ops_n, busy_n, _, launches_n = device_profile(lambda: train_node(longer, data, device, options=options),
+                                                       device)
+    timed_runs = [_with_epochs(c, base_epochs + timed_epochs) for c in chosen]
+    seconds_1, _ = timed(lambda: train_node(short, data, device, options=options), device)
+    seconds_n, _ = timed(lambda: train_node(timed_runs, data, device, options=options), device)
+    ms_per_epoch = (seconds_n - seconds_1) / timed_epochs * 1e3
     reads_1 = _host_reads(lambda: train_node(short, data, device, options=options))
     reads_n = _host_reads(lambda: train_node(longer, data, device, options=options))
     if device.type == "cuda":
@@ -120,12 +141,17 @@ def per_epoch(configs: list[TrainConfig], data, device: torch.device, pack: int,
         memory = {"peak_mib_per_run": (torch.cuda.max_memory_allocated(device) - base) / 2**20 / pack}
     else:
         memory = {"peak_rss_mib_process": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    cuda = device.type == "cuda"
     return {
-        "pack": pack,
-        ("kernels" if device.type == "cuda" else "aten_ops") + "_per_epoch": (ops_n - ops_1) / epochs,
+        "pack": pack, "graph": graph,
+        ("kernels" if cuda else "aten_ops") + "_per_epoch": (ops_n - ops_1) / epochs,
+        "launches_per_epoch": (launches_n - launches_1) / epochs if cuda else None,
+        "ms_per_epoch": ms_per_epoch,
         "host_reads_per_epoch": (sum(reads_n.values()) - sum(reads_1.values())) / epochs,
         "host_reads_per_call": sum(reads_1.values()),
-        "gpu_busy_share": (busy_n - busy_1) / max(wall_n - wall_1, 1e-9) if device.type == "cuda" else None,
+        # kernel seconds over unprofiled wall seconds (the profiler's own overhead left out)
+        "gpu_busy_share": (busy_n - busy_1) / epochs / max(ms_per_epoch / 1e3, 1e-9) if cuda else None,
+        "kernel_ms_per_epoch": (busy_n - busy_1) / epochs * 1e3 if cuda else None,
         **memory,
     }
 
@@ -192,28 +218,137 @@ def project_grid(cells: list[tuple[str, str, int]], root: DataRoot, device: torc
     }
 
 
+def precision(configs: list[TrainConfig], data, device: torch.device, pack: str) -> dict[str, Any]:
+    """TF32 on and off, deterministic mode on: wall seconds of every config in packs of
+    ``pack``, and the test accuracy each gives (mean, and the largest difference of one
+    config's accuracy from strict FP32's)."""
+    variants = {"tf32 (default)": dict(tf32=True), "strict fp32": dict(tf32=False),
+                "tf32 + deterministic": dict(tf32=True, deterministic=True),
+                "strict fp32 + deterministic": dict(tf32=False, deterministic=True)}
+    rows: dict[str, Any] = {}
+    accs: dict[str, list[float]] = {}
+    for name, switches in variants.items():
+        options = pack_options(pack, **switches)
+        try:
+            train_node([_with_epochs(c, 2) for c in configs], data, device, options=options)  # warm-up
+            seconds, results = timed(lambda o=options: train_node(configs, data, device, options=o), device)
+        except Exception as error:  # noqa: BLE001  (a switch that breaks is a finding)
+            rows[name] = {"error": f"{type(error).__name__}: {error}"[:400]}
+            continue
+        accs[name] = [r.mean("test_acc") for r in results]
+        rows[name] = _row(len(configs), seconds, results)
+    strict = accs.get("strict fp32")
+    for name, values in accs.items():
+        if strict:
+            rows[name]["max_abs_test_diff_vs_strict"] = max(abs(a - b) for a, b in zip(values, strict))
+    return rows
+
+
+def equality(data, device: torch.device, count: int, epochs: int, seed: int) -> dict[str, Any]:
+    """Packed against alone, dropout off (packing must not change a run): ``count`` configs
+    at learning rates up to 0.01 and up to 0.05, each trained alone and in one pack, under
+    strict FP32 and TF32 (and strict FP32 deterministic; and packed as a captured CUDA graph
+    against packed eagerly). Per comparison: configs whose selected epoch differs, and the
+    largest differences of validation and test accuracy."""
+    rows: dict[str, Any] = {}
+    for rates, top in (("lr <= 0.01", -2.0), ("lr <= 0.05", -1.3)):
+        rng = random.Random(seed)
+        configs = [TrainConfig(dataset="cora", setting="full", backbone="gcn", depth=2, ortho=True,
+                               T=rng.randint(1, 6), beta=rng.choice([b / 10 for b in range(1, 11)]),
+                               lam=rng.choice([1e-4, 5e-4]), lr=10 ** rng.uniform(-3, top), dropout=0.0,
+                               epochs=epochs, patience=epochs, splits=(0,), seeds=(i,))
+                   for i in range(count)]
+        for name, switches in (("strict fp32", dict(tf32=False)), ("tf32", dict(tf32=True)),
+                               ("strict fp32 deterministic", dict(tf32=False, deterministic=True))):
+            try:
+                alone = [train_node(c, data, device, options=TrainOptions(**switches))[0].runs[0] for c in configs]
+                packed = [r.runs[0] for r in train_node(configs, data, device,
+                                                          options=pack_options(str(count), **switches))]
+                rows[f"{rates}, {name}: packed vs alone"] = _compare(packed, alone)
+                if name == "strict fp32" and device.type == "cuda":
+                    graphed = [r.runs[0] for r in train_node(configs, data, device,
+                                                               options=pack_options(str(count), True, **switches))]
+                    rows[f"{rates}, {name}: packed graph vs packed eager"] = _compare(graphed, packed)
+            except Exception as error:  # noqa: BLE001
+                rows[f"{rates}, {name}"] = {"error": f"{type(error).__name__}: {error}"[:400]}
+    return rows
+
+
+def _compare(runs, reference) -> dict[str, Any]:
+    return {"configs": len(runs),
+            "best_epoch_differs": sum(a.best_epoch != b.best_epoch for a, b in zip(runs, reference)),
+            "max_abs_val_diff": max(abs(a.val_acc - b.val_acc) for a, b in zip(runs, reference)),
+            "max_abs_test_diff": max(abs(a.test_acc - b.test_acc) for a, b in zip(runs, reference)),
+            "mean_test": statistics.fmean(a.test_acc for a in runs),
+            "mean_test_reference": statistics.fmean(b.test_acc for b in reference)}
+
+
+#: ``--gpus-per-trial auto``'s cells: (name, config fields); each trial's pack is its repeats.
+SHARE_CELLS = (
+    ("Cora GCN-2 original (full, 5 splits)", dict(dataset="cora", setting="full", backbone="gcn", depth=2,
+                                                   ortho=False, splits=(0, 1, 2, 3, 4))),
+    ("Cora GCN-8 Ortho (full, 5 splits)", dict(dataset="cora", setting="full", backbone="gcn", depth=8,
+                                                ortho=True, splits=(0, 1, 2, 3, 4))),
+    ("PubMed GCN-8 Ortho (full, 5 splits)", dict(dataset="pubmed", setting="full", backbone="gcn", depth=8,
+                                                  ortho=True, splits=(0, 1, 2, 3, 4))),
+    ("Cora GCNII-64 Ortho (semi, 10 seeds)", dict(dataset="cora", setting="semi", backbone="gcnii", depth=64,
+                                                   hidden=64, ortho=True, seeds=tuple(range(10)))),
+)
+
+
+def shares(root: DataRoot, device: torch.device, cpus_per_gpu: float, epochs: int) -> dict[str, Any]:
+    """What ``--gpus-per-trial auto`` decides for each of :data:`SHARE_CELLS`: the cell's
+    cost measured as the Ray task measures it (``measure_cell_cost``, one trial's pack) and
+    the share ``gpu_share`` gives it on this GPU with ``cpus_per_gpu`` CPUs beside it."""
+    from orthotune.search._gpu_share import gpu_share  # the decision itself, without Ray
+
+    rows: dict[str, Any] = {}
+    for name, fields in SHARE_CELLS:
+        try:
+            config = TrainConfig(**fields)
+            cost = measure_cell_cost(config, device, str(root.path), 1, epochs, TrainOptions(sync_every=10))
+            share = gpu_share(cost, cost.device_bytes or 1, cpus_per_gpu) if device.type == "cuda" else None
+            rows[name] = {"share": share, **cost.to_dict()}
+        except Exception as error:  # noqa: BLE001
+            rows[name] = {"error": f"{type(error).__name__}: {error}"[:400]}
+    return rows
+
+
+PARTS = ("throughput", "per_epoch", "precision", "equality", "shares", "projection")
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data-root", default=os.environ.get("ORTHOTUNE_DATA_ROOT"))
     parser.add_argument("--device")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (CPU)")
     parser.add_argument("--configs", type=int, default=256)
+    parser.add_argument("--alone", type=int, default=16, help="configs trained one at a time (0: all)")
     parser.add_argument("--epochs", type=int, default=200)
     parser.add_argument("--depth", type=int, default=2)
     parser.add_argument("--packs", nargs="+", default=["16", "64", "256", "auto"])
+    parser.add_argument("--graph", action="store_true", help="also measure packs captured as CUDA graphs")
     parser.add_argument("--profile-epochs", type=int, default=5)
+    parser.add_argument("--timed-epochs", type=int, default=50, help="epochs timed per pack size, unprofiled")
     parser.add_argument("--cells", default="all",
                         help="cells to measure for the projection: all, none, or dataset:backbone:depth,...")
     parser.add_argument("--cell-epochs", type=int, default=20)
     parser.add_argument("--cell-pack", type=int, default=256, help="runs measured per cell and arm")
+    parser.add_argument("--equal-configs", type=int, default=8, help="configs in the packed-vs-alone check")
+    parser.add_argument("--equal-epochs", type=int, default=100)
+    parser.add_argument("--share-epochs", type=int, default=10)
+    parser.add_argument("--cpus-per-gpu", type=float, default=float(os.cpu_count() or 1))
+    parser.add_argument("--parts", nargs="+", default=list(PARTS), choices=PARTS)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quick", action="store_true", help="CI-size shape check")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--out", help="also write the summary here as JSON, after every part")
     args = parser.parse_args(argv)
     if args.quick:
         args.configs, args.epochs, args.packs = QUICK["configs"], QUICK["epochs"], QUICK["packs"]
         args.cells, args.cell_epochs, args.profile_epochs = QUICK["cells"], QUICK["cell_epochs"], 2
-        args.cell_pack = QUICK["cell_pack"]
+        args.cell_pack, args.equal_configs, args.equal_epochs, args.share_epochs = QUICK["cell_pack"], 3, 5, 2
+        args.timed_epochs = 3
     return args
 
 
@@ -237,41 +372,65 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     data = load_node_data("cora", "full", root).to(device)
     configs = make_configs(args.configs, args.epochs, args.depth, args.seed)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU, {args.threads} thread(s)"
-    summary: dict[str, Any] = {
-        "device": name, "torch": torch.__version__, "configs": args.configs, "epochs": args.epochs,
-        "depth": args.depth, "throughput": throughput(configs, data, device, args.packs),
-        "per_epoch": [per_epoch(configs, data, device, int(p), args.profile_epochs)
-                      for p in args.packs if p != "auto" and int(p) <= args.configs],
-        "projection": project_grid(chosen_cells(args.cells), root, device, args.packs[-1], args.cell_pack,
-                                   args.cell_epochs, args.seed),
+    graphs = (False, True) if args.graph and device.type == "cuda" else (False,)
+    summary: dict[str, Any] = {"device": name, "torch": torch.__version__, "configs": args.configs,
+                               "epochs": args.epochs, "depth": args.depth}
+    steps: dict[str, Callable[[], Any]] = {
+        "throughput": lambda: throughput(configs, data, device, args.packs, args.alone or None, graphs),
+        "per_epoch": lambda: [per_epoch(configs, data, device, int(p), args.profile_epochs, g, args.timed_epochs)
+                              for g in graphs for p in args.packs if p != "auto" and int(p) <= args.configs],
+        "precision": lambda: precision(configs, data, device, args.packs[-1]),
+        "equality": lambda: equality(data, device, args.equal_configs, args.equal_epochs, args.seed),
+        "shares": lambda: shares(root, device, args.cpus_per_gpu, args.share_epochs),
+        "projection": lambda: project_grid(chosen_cells(args.cells), root, device, args.packs[-1], args.cell_pack,
+                                           args.cell_epochs, args.seed),
     }
+    for part in args.parts:
+        seconds, summary[part] = timed(steps[part], device)
+        summary.setdefault("part_seconds", {})[part] = seconds
+        print(f"[gpu.py] {part}: {seconds:.1f} s", file=sys.stderr, flush=True)
+        if args.out:
+            with open(args.out, "w") as out:
+                json.dump(summary, out, indent=1)
     print(json.dumps(summary, indent=1) if args.json else markdown(summary))
     return summary
 
 
 def markdown(summary: dict[str, Any]) -> str:
     lines = [f"{summary['device']}, torch {summary['torch']}: {summary['configs']} Cora GCN-{summary['depth']} "
-             f"configs x {summary['epochs']} epochs", "",
-             "| how | s | trials/s | time / one at a time | test acc mean +- std |", "|---|---|---|---|---|"]
-    for how, row in summary["throughput"].items():
-        lines.append(f"| {how} | {row['seconds']:.2f} | {row['trials_per_s']:.2f} | "
-                     f"{row['time_vs_one_at_a_time']:.3f} | {row['test_acc_mean']:.4f} +- {row['test_acc_std']:.4f} |")
-    lines += ["", "| pack | kernels or aten ops / epoch | host reads / epoch | GPU busy | memory |",
-              "|---|---|---|---|---|"]
-    for row in summary["per_epoch"]:
-        ops = row.get("kernels_per_epoch", row.get("aten_ops_per_epoch"))
-        busy = "n/a (CPU)" if row["gpu_busy_share"] is None else f"{row['gpu_busy_share']:.0%}"
-        memory = (f"{row['peak_mib_per_run']:.1f} MiB/run" if "peak_mib_per_run" in row
-                  else f"peak RSS {row['peak_rss_mib_process']:.0f} MiB (process)")
-        lines.append(f"| {row['pack']} | {ops:.0f} | {row['host_reads_per_epoch']:.1f} | {busy} | {memory} |")
-    projection = summary["projection"]
-    whole = projection["hours_whole_grid"]
-    lines += ["", f"paper-full grid: {projection['grid']}; cells measured: {projection['cells_measured']}; "
-              f"projected hours for those cells: {projection['hours_for_measured_cells']:.2f}; whole grid: "
-              + ("not projected (not every cell measured)" if whole is None else f"{whole:.2f} h")]
-    for cell, row in projection["per_cell"].items():
-        lines.append(f"- {cell}: pack {row['pack']}, {row['s_per_run_epoch'] * 1e3:.3f} ms per run-epoch, "
-                     f"{row['grid_hours']:.2f} h in the grid")
+             f"configs x {summary['epochs']} epochs"]
+    if "throughput" in summary:
+        lines += ["", "| how | s | trials/s | speedup over one at a time | test acc mean +- std |",
+                  "|---|---|---|---|---|"]
+        for how, row in summary["throughput"].items():
+            lines.append(f"| {how} | {row['seconds']:.2f} | {row['trials_per_s']:.2f} | {row['speedup']:.1f}x | "
+                         f"{row['test_acc_mean']:.4f} +- {row['test_acc_std']:.4f} |")
+    if "per_epoch" in summary:
+        lines += ["", "| pack | graph | ms / epoch | kernels or aten ops / epoch | launches / epoch "
+                  "| host reads / epoch | GPU busy | memory |", "|---|---|---|---|---|---|---|---|"]
+        for row in summary["per_epoch"]:
+            ops = row.get("kernels_per_epoch", row.get("aten_ops_per_epoch"))
+            busy = "n/a (CPU)" if row["gpu_busy_share"] is None else f"{row['gpu_busy_share']:.0%}"
+            launches = "n/a" if row["launches_per_epoch"] is None else f"{row['launches_per_epoch']:.0f}"
+            memory = (f"{row['peak_mib_per_run']:.1f} MiB/run" if "peak_mib_per_run" in row
+                      else f"peak RSS {row['peak_rss_mib_process']:.0f} MiB (process)")
+            lines.append(f"| {row['pack']} | {'yes' if row['graph'] else 'no'} | {row['ms_per_epoch']:.2f} | {ops:.0f} "
+                         f"| {launches} | {row['host_reads_per_epoch']:.1f} | {busy} | {memory} |")
+    for part in ("precision", "equality", "shares"):
+        if part in summary:
+            lines += ["", f"{part}:"]
+            for key, row in summary[part].items():
+                shown = {k: (round(v, 6) if isinstance(v, float) else v) for k, v in row.items()}
+                lines.append(f"- {key}: {json.dumps(shown)}")
+    if "projection" in summary:
+        projection = summary["projection"]
+        whole = projection["hours_whole_grid"]
+        lines += ["", f"paper-full grid: {projection['grid']}; cells measured: {projection['cells_measured']}; "
+                  f"projected hours for those cells: {projection['hours_for_measured_cells']:.2f}; whole grid: "
+                  + ("not projected (not every cell measured)" if whole is None else f"{whole:.2f} h")]
+        for cell, row in projection["per_cell"].items():
+            lines.append(f"- {cell}: pack {row['pack']}, {row['s_per_run_epoch'] * 1e3:.3f} ms per run-epoch, "
+                         f"{row['grid_hours']:.2f} h in the grid")
     return "\n".join(lines)
 
 

@@ -110,7 +110,7 @@ def warm_up(config: TrainConfig, method: Method) -> float:
 
     options = TrainOptions(report_every=method.report_every, grad_norms_every=method.report_every)
     return measure_cell_cost(first_run(config), method.device, method.data_root, 1, 1, options, method.download,
-                             warm_up=True).seconds_per_epoch
+                             warm_up=True, profile=False).seconds_per_epoch
 
 
 def timed_epochs(epoch_s: float, method: Method) -> int:
@@ -129,14 +129,14 @@ def measure(config: TrainConfig, method: Method, one_run: bool = False) -> Any:
     repeats, one = len(config.runs()), first_run(config)
     if DATASETS.get(config.dataset).task == "graph":  # a pack of configs, its repeats in turn
         cost = measure_cell_cost(one, method.device, method.data_root, method.pack, method.epochs, options,
-                                 method.download, warm_up=False)
+                                 method.download, warm_up=False, profile=False)
         return scaled(cost, repeats, cost.runs * repeats, 0.0)
     runs = repeats * method.pack
     if not one_run or runs == 1:
         return measure_cell_cost(config, method.device, method.data_root, method.pack, method.epochs, options,
-                                 method.download, warm_up=False)
+                                 method.download, warm_up=False, profile=False)
     cost = measure_cell_cost(one, method.device, method.data_root, 1, method.epochs, options, method.download,
-                             warm_up=False)
+                             warm_up=False, profile=False)
     return CellCost.from_dict({**scaled(cost, runs, runs, float(memory_estimate(one).total)).to_dict(),
                                "pack": method.pack, "measured_runs": 1})
 

@@ -13,10 +13,11 @@ from orthotune.training._data import (
 )
 from orthotune.training._loop import TrainOptions
 from orthotune.training._memory import retain_freed_memory
-from orthotune.training._node import choose_device, pack_key, train_node
+from orthotune.training._node import GRAPH_WARM_UP, choose_device, pack_key, train_node
 from orthotune.training._run import run_configs, task_data
 
 __all__ = [
+    "GRAPH_WARM_UP",
     "CellCost",
     "DataRoot",
     "NodeData",

@@ -5,9 +5,9 @@
 trial's share of a GPU needs (``orthotune.search.gpu_share``). :func:`device_profile`
 is the profiler measurement it shares with ``bench/gpu.py``.
 
-Status: the CPU path is tested. The CUDA path (``torch.profiler`` kernel time, peak
-allocated memory, the process's device memory) is written for CUDA devices under torch
-2.11 and 2.13 but has not been measured on a GPU yet.
+Status: the CPU path is tested here; the CUDA path (``torch.profiler`` kernel time and host
+launch calls, peak allocated memory, the process's device memory) ran on an H100 under torch
+2.11 on 2026-11-27 (``bench/gpu.py``'s per-epoch figures; docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -34,6 +34,13 @@ class DeviceProfile(NamedTuple):
     ops: int  # CUDA kernels on a GPU, aten operators on a CPU
     busy_s: float  # seconds the GPU spent in kernels (0.0 on a CPU)
     wall_s: float  # wall seconds of the call, the device synchronised at both ends
+    launches: int = 0  # the host's launch calls on a GPU (a kernel's, a graph's, a copy's)
+
+
+#: CUDA runtime and driver calls through which the host starts device work: what a CUDA graph
+#: replaces by one ``cudaGraphLaunch``.
+LAUNCH_CALLS = frozenset({"cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx",
+                          "cudaGraphLaunch", "cudaMemcpyAsync", "cudaMemsetAsync"})
 
 
 def synchronise(device: torch.device) -> None:
@@ -59,7 +66,8 @@ def device_profile(fn: Callable[[], Any], device: torch.device) -> DeviceProfile
     one stream, so they never overlap; the wall time includes the profiler's own host
     overhead, so busy / wall under-states the busy share of an unprofiled run (compare
     busy seconds with an unprofiled wall time, as :func:`measure_cell_cost` does).
-    Unmeasured on a GPU here; the attributes read exist in torch 2.11 and 2.13.
+    ``launches`` counts the host's launch calls (:data:`LAUNCH_CALLS`): what a CUDA graph
+    replaces by one. Ran on an H100 under torch 2.11; the attributes read exist in 2.13 too.
     """
     from torch.profiler import ProfilerActivity, profile
 
@@ -70,7 +78,8 @@ def device_profile(fn: Callable[[], Any], device: torch.device) -> DeviceProfile
     events = prof.events()
     if cuda:
         kernels = [e for e in events if getattr(e, "device_type", None) == torch.autograd.DeviceType.CUDA]
-        return DeviceProfile(len(kernels), sum(_device_us(e) for e in kernels) / 1e6, wall)
+        launches = sum(1 for e in events if e.name in LAUNCH_CALLS)
+        return DeviceProfile(len(kernels), sum(_device_us(e) for e in kernels) / 1e6, wall, launches)
     return DeviceProfile(sum(1 for e in events if e.name.startswith("aten::")), 0.0, wall)
 
 
@@ -128,7 +137,7 @@ class CellCost:
 
 def measure_cell_cost(config: TrainConfig, device: torch.device | str, data_root: str | None, pack: int,
                       epochs: int = 10, options: TrainOptions | None = None, download: bool = False,
-                      warm_up: bool = True) -> CellCost:
+                      warm_up: bool = True, profile: bool = True) -> CellCost:
     """Train ``pack`` copies of ``config`` (each with its repeats) as one pack on ``device``
     and measure its cost per epoch.
 
@@ -143,9 +152,12 @@ def measure_cell_cost(config: TrainConfig, device: torch.device | str, data_root
     noise makes that cost negative, the longer run's mean over its epochs stands in (an
     upper bound). On a GPU the same two runs are profiled again for kernel time
     (busy share = kernel seconds per epoch over unprofiled wall seconds per epoch), and
-    the longer timed run records the peak allocated memory. The CUDA path is written for
-    torch 2.11 and 2.13 but unmeasured: only the CPU path has run. ``download``: the
-    loader may fetch missing raw files into the data root (as ``run_configs``).
+    the longer timed run records the peak allocated memory; ``profile=False`` skips the
+    profiled runs (``busy_share`` None: a caller that only needs time and memory, as
+    ``orthotune plan`` does, spares two profiler sessions per cell). The CUDA path ran on
+    an H100 under torch 2.11 (``tests/training/test_cuda.py``, ``bench/gpu.py``).
+    ``download``: the loader may fetch missing raw files into the data root (as
+    ``run_configs``).
     """
     check(pack >= 1, f"pack={pack!r} must be an integer >= 1")
     check(epochs >= 1, f"epochs={epochs!r} must be an integer >= 1")
@@ -174,11 +186,13 @@ def measure_cell_cost(config: TrainConfig, device: torch.device | str, data_root
         seconds = wall_n / (1 + epochs)
     setup = max(0.0, wall_1 - seconds)
     peak = (torch.cuda.max_memory_allocated(device) - base) / runs
-    busy = (device_profile(lambda: train(longer), device).busy_s
-            - device_profile(lambda: train(short), device).busy_s) / epochs
+    share = None
+    if profile:
+        busy = (device_profile(lambda: train(longer), device).busy_s
+                - device_profile(lambda: train(short), device).busy_s) / epochs
+        share = min(1.0, max(0.0, busy / seconds)) if seconds > 0 else 1.0
     torch.cuda.empty_cache()  # what stays is the process's own: context, dataset, cache
     free, total = torch.cuda.mem_get_info(device)
-    share = min(1.0, max(0.0, busy / seconds)) if seconds > 0 else 1.0
     return CellCost(torch.cuda.get_device_name(device), pack, runs, epochs, seconds, share, peak,
                     float(total - free), int(total), setup, host_peak)
 

@@ -78,6 +78,12 @@ class TrainOptions:
       epoch since the last in ``EpochReport.history``, read from the device in one copy).
     - ``grad_norms_every``: record each run's per-layer gradient norms every this many
       epochs (0: never); they reach the callback in the history (the paper's Figure 1(b, c)).
+    - ``cuda_graph``: on a CUDA device, capture a node pack's epoch (training step and
+      evaluation) as one CUDA graph after ``GRAPH_WARM_UP`` eager epochs and replay it,
+      so the host launches one graph instead of every kernel; recaptured after a
+      compaction. Where capture fails the pack stays eager (one warning). Dropout then
+      draws from the process's CUDA stream rather than the pack's own (graphs replay the
+      default generator). No effect on the CPU or on packs of one run's model.
     """
 
     tf32: bool = True
@@ -89,6 +95,7 @@ class TrainOptions:
     sync_every: int = 25
     report_every: int = 1
     grad_norms_every: int = 0
+    cuda_graph: bool = False
 
     def __post_init__(self) -> None:
         if self.max_pack is not None and self.max_pack < 1:

@@ -35,6 +35,8 @@ run's result does not depend on its pack.
 
 from __future__ import annotations
 
+import time
+import warnings
 from collections.abc import Sequence
 from functools import partial
 from typing import NamedTuple
@@ -64,14 +66,26 @@ from orthotune.models import (
     signal_magnification,
     smoothness,
 )
-from orthotune.training._base import BasePack, BaseTrainer
+from orthotune.training._base import BasePack, BaseTrainer, first_fault
 from orthotune.training._data import NodeData
-from orthotune.training._loop import DEFAULT_OPTIONS, LoopResult, Run, Steadiness, TrainOptions, decay_groups
+from orthotune.training._loop import (
+    DEFAULT_OPTIONS,
+    LoopResult,
+    Outcome,
+    Run,
+    Steadiness,
+    TrainOptions,
+    decay_groups,
+)
 from orthotune.training._memory import pack_capacity
 from orthotune.training._modules import train_modules
 
 #: Fields that may differ between the slots of one pack (everything else must agree).
 PER_RUN = frozenset({"selection", "input_T"})
+#: Eager epochs a pack trains before its epoch is captured as a CUDA graph
+#: (``TrainOptions.cuda_graph``): Adam's state and cuBLAS's and cuSPARSE's handles and
+#: workspaces exist before capture, as CUDA graphs require.
+GRAPH_WARM_UP = 2
 
 
 def choose_device(requested: str | None = None) -> torch.device:
@@ -169,11 +183,50 @@ class _NodePack(BasePack):
         super().__init__(runs, all_runs[runs[0]].seed, task.device)
         self.task, self.all_runs = task, all_runs
         members = self.members()
+        self.graphing = task.options.cuda_graph and task.device.type == "cuda"
         self.model = task.build(members)
-        self.optimizer = _PackAdam(self.model, members)
+        self.optimizer = _PackAdam(self.model, members, capturable=self.graphing)
         self.masks = task.data.masks([r.split for r in members])
         self.best = {k: v.detach().clone() for k, v in self._packed_state(self.model).items()}
         self.ahead: _Weights | None = None  # effective weights of the current parameters
+        self.graph: _EpochGraph | None = None
+        self.eager_epochs = 0  # since the model was built (a compaction builds a new one)
+
+    def epoch(self, epoch: int, active: Tensor, record_grads: bool = False) -> Outcome:
+        """An eager epoch (:class:`BasePack`'s), or with ``TrainOptions.cuda_graph`` on a
+        GPU a replay of the captured one (an epoch that records gradient norms stays eager)."""
+        if not self.graphing or record_grads:
+            return super().epoch(epoch, active, record_grads)
+        if self.graph is None:
+            if self.eager_epochs < GRAPH_WARM_UP:
+                self.eager_epochs += 1
+                return super().epoch(epoch, active, record_grads)
+            self.graph = self._capture(active)
+            if self.graph is None:
+                self.graphing = False
+                return super().epoch(epoch, active, record_grads)
+        start = time.perf_counter()
+        out = self.graph.replay(active)
+        self.seconds += time.perf_counter() - start
+        return out
+
+    def _capture(self, active: Tensor) -> _EpochGraph | None:
+        """The epoch captured as a CUDA graph (nothing runs while capturing), or None with a
+        warning where some operation cannot be captured."""
+        self.ahead = None  # the captured step computes its own weights: no graph crosses epochs
+        static_active = active.clone()
+        graph = torch.cuda.CUDAGraph()
+        try:
+            with torch.cuda.graph(graph):
+                loss, fault, _ = self.train_step(static_active, False)
+                val_acc, val_loss, test_acc, eval_fault = self.evaluate(ahead=False)
+                outcome = Outcome(loss, val_acc, val_loss, test_acc, first_fault(fault, eval_fault))
+        except RuntimeError as error:
+            message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            warnings.warn(f"cuda_graph: the epoch could not be captured, training eagerly ({message})",
+                          RuntimeWarning, stacklevel=2)
+            return None
+        return _EpochGraph(graph, static_active, outcome)
 
     def members(self, slots: Sequence[int] | None = None) -> list[Run]:
         chosen = self.runs if slots is None else [self.runs[s] for s in slots]
@@ -204,9 +257,12 @@ class _NodePack(BasePack):
         return loss.detach(), fault, grads
 
     @torch.no_grad()
-    def evaluate(self) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    def evaluate(self, ahead: bool = True) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """``ahead``: compute the effective weights with their autograd graph for the next
+        training step (:meth:`_compute_ahead`); else without one."""
         self.model.eval()
-        out = self.model.run(self.task.x, *self.task.adj, weights=self._compute_ahead(), penalty=False)
+        weights = self._compute_ahead() if ahead else None
+        out = self.model.run(self.task.x, *self.task.adj, weights=weights, penalty=False)
         _, val_mask, test_mask = self.masks
         bad = ~torch.isfinite(out.logits).all(dim=(0, 2))
         fault = self.output_fault(bad, out.weights)
@@ -261,11 +317,12 @@ class _NodePack(BasePack):
         """Compact: a model and optimiser of the kept slots, with their state."""
         model = self.task.build(self.members(keep))
         model.load_state_dict(self._sliced(self.model.state_dict(), {}, keep, model))
-        optimizer = _PackAdam(model, self.members(keep))
+        optimizer = _PackAdam(model, self.members(keep), capturable=self.graphing)
         optimizer.take_state(self.optimizer, keep)
         self.best = {k: v[list(keep)] for k, v in self.best.items()}
         self.masks = tuple(m[:, list(keep)] for m in self.masks)
         self.model, self.optimizer, self.ahead = model, optimizer, None
+        self.graph, self.eager_epochs = None, 0  # the new model is captured afresh
 
     def _sliced(self, state: dict[str, Tensor], override: dict[str, Tensor], slots: Sequence[int],
                 target: nn.Module) -> dict[str, Tensor]:
@@ -277,6 +334,20 @@ class _NodePack(BasePack):
             value = override.get(key, value)
             out[key] = value if value.shape == shapes[key] else value.index_select(0, index)
         return out
+
+
+class _EpochGraph(NamedTuple):
+    """A pack's captured epoch: the graph, its input (the active slots) and its outputs,
+    which every replay overwrites (the loop copies what it keeps before the next)."""
+
+    graph: torch.cuda.CUDAGraph
+    active: Tensor
+    outcome: Outcome
+
+    def replay(self, active: Tensor) -> Outcome:
+        self.active.copy_(active)
+        self.graph.replay()
+        return self.outcome
 
 
 class _Weights(NamedTuple):
@@ -300,7 +371,7 @@ class _PackAdam:
     shares a group's decay (or rate), torch's Adam applies it itself.
     """
 
-    def __init__(self, model: OrthoGNN, runs: Sequence[Run]) -> None:
+    def __init__(self, model: OrthoGNN, runs: Sequence[Run], capturable: bool = False) -> None:
         self.params = [p for p in model.parameters() if p.requires_grad]
         for param in self.params:  # per-slot rates need every parameter split by slot
             check(param.dim() >= 1 and param.shape[0] == len(runs),
@@ -321,7 +392,9 @@ class _PackAdam:
         # foreach elsewhere: one call per operation for all parameters instead of one per
         # parameter (torch's CPU default), the same arithmetic
         cuda = device.type == "cuda"
-        self.adam = torch.optim.Adam(groups, lr=lrs[0], fused=True if cuda else None, foreach=None if cuda else True)
+        # capturable: a step CUDA graphs can capture (``TrainOptions.cuda_graph``)
+        self.adam = torch.optim.Adam(groups, lr=lrs[0], fused=True if cuda else None, foreach=None if cuda else True,
+                                     capturable=capturable and cuda)
 
     def zero_grad(self) -> None:
         self.adam.zero_grad(set_to_none=True)

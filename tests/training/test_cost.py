@@ -29,8 +29,9 @@ def test_device_profile_on_the_cpu_counts_aten_ops_and_no_busy_time():
     a = torch.ones(64, 64)
     profile = device_profile(lambda: (a @ a).relu().sum(), CPU)
     assert profile.ops >= 3 and profile.busy_s == 0.0 and profile.wall_s > 0
-    ops, busy, wall = profile  # bench/gpu.py unpacks it as a triple
-    assert (ops, busy, wall) == tuple(profile)
+    assert profile.launches == 0  # no CUDA launch calls on a CPU
+    ops, busy, wall, launches = profile  # bench/gpu.py unpacks it
+    assert (ops, busy, wall, launches) == tuple(profile)
 
 
 def test_trial_bytes_adds_the_pack_and_the_process():

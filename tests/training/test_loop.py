@@ -156,6 +156,7 @@ def test_cuda_syncs_do_not_grow_with_epochs_between_sync_points(cora):
                 torch.cuda.set_sync_debug_mode(0)
         return sum("synchroniz" in str(w.message) for w in caught)
 
+    syncs(2)  # the first call's one-time work (the allocator's first blocks) stays out of the count
     assert syncs(8) == syncs(24)
 
 
