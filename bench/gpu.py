@@ -300,7 +300,7 @@ def shares(root: DataRoot, device: torch.device, cpus_per_gpu: float, epochs: in
     """What ``--gpus-per-trial auto`` decides for each of :data:`SHARE_CELLS`: the cell's
     cost measured as the Ray task measures it (``measure_cell_cost``, one trial's pack) and
     the share ``gpu_share`` gives it on this GPU with ``cpus_per_gpu`` CPUs beside it."""
-    from orthotune.search._gpu_share import gpu_share  # the decision itself, without Ray
+    from orthotune.search import gpu_share  # the decision itself, without Ray
 
     rows: dict[str, Any] = {}
     for name, fields in SHARE_CELLS:

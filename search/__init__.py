@@ -30,6 +30,7 @@ __all__ = [
     "cell_key",
     "check_inputs",
     "check_store",
+    "gpu_share",
     "launch",
     "plan_search",
     "resume",
@@ -38,10 +39,11 @@ __all__ = [
 ]
 
 #: The names of ``__all__`` not imported above, by the module each is loaded from on first
-#: access: they import Ray, torch and PyG.
+#: access: they import Ray, torch and PyG (``gpu_share``, ``--gpus-per-trial auto``'s rule,
+#: imports torch through the training layer).
 LAZY = {"launch": "_launch", "check_store": "_launch", "resume": "_launch",
         "check_inputs": "_inputs", "start_or_resume": "_start_or_resume",
-        "plan_search": "_costing"}
+        "plan_search": "_costing", "gpu_share": "_gpu_share"}
 
 
 __getattr__ = lazy_attributes(__name__, LAZY)

@@ -1,5 +1,6 @@
 """Training: datasets through PyG's and OGB's loaders, and the training loop for every task."""
 
+from orthotune.training._base import GRAPH_WARM_UP
 from orthotune.training._cost import CellCost, device_profile, measure_cell_cost, timed
 from orthotune.training._data import (
     DataRoot,
@@ -13,7 +14,7 @@ from orthotune.training._data import (
 )
 from orthotune.training._loop import TrainOptions
 from orthotune.training._memory import retain_freed_memory
-from orthotune.training._node import GRAPH_WARM_UP, choose_device, pack_key, train_node
+from orthotune.training._node import choose_device, pack_key, train_node
 from orthotune.training._run import run_configs, task_data
 
 __all__ = [

@@ -12,7 +12,9 @@ user's factory): its selected weights and its optimiser come from the base as we
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import torch
 from torch import Tensor, nn
@@ -36,26 +38,102 @@ from orthotune.training._loop import (
     runs_of,
 )
 
+#: Eager epochs a pack trains before its epoch is captured as a CUDA graph
+#: (``TrainOptions.cuda_graph``): Adam's state and cuBLAS's and cuSPARSE's handles and
+#: workspaces exist before capture, as CUDA graphs require.
+GRAPH_WARM_UP = 2
+
+
+class EpochGraph(NamedTuple):
+    """A pack's captured epoch: the graph, its input (the active slots) and its outputs,
+    which every replay overwrites (the loop copies what it keeps before the next)."""
+
+    graph: torch.cuda.CUDAGraph
+    active: Tensor
+    outcome: Outcome
+
+    def replay(self, active: Tensor) -> Outcome:
+        self.active.copy_(active)
+        self.graph.replay()
+        return self.outcome
+
 
 class BasePack:
     """A batched model training ``runs`` (the call's run indices, one per slot), as the loop
     drives it (:class:`~._loop.Pack`). Hooks: :meth:`train_step`, :meth:`evaluate`, and the
-    loop's ``keep_best``, ``finish`` and ``drop``."""
+    loop's ``keep_best``, ``finish`` and ``drop``; a pack that sets ``graphing`` (CUDA graphs,
+    ``TrainOptions.cuda_graph``) also :meth:`before_capture` and :meth:`captured_evaluation`,
+    and calls :meth:`forget_graph` when its model changes."""
+
+    graphing = False  # capture the epoch as a CUDA graph after GRAPH_WARM_UP eager epochs
 
     def __init__(self, runs: list[int], seed: int, device: torch.device) -> None:
         self.runs, self.seconds = runs, 0.0  # seconds: host wall time spent in its epochs
         self.rng = Rng(seed, device)  # dropout's stream; weights come from per-run seeds
+        self.graph: EpochGraph | None = None
+        self.eager_epochs = 0  # since the model was built
 
     def epoch(self, epoch: int, active: Tensor, record_grads: bool = False) -> Outcome:
         """Train one epoch on the pack's own random stream, then evaluate; ``active`` marks the
         slots still training; with ``record_grads`` the outcome carries the training step's
-        per-layer gradient norms."""
+        per-layer gradient norms. A graphing pack replays its captured epoch instead (an
+        epoch that records gradient norms stays eager)."""
+        if self.graphing and not record_grads:
+            out = self._graph_epoch(active)
+            if out is not None:
+                return out
         start = time.perf_counter()
         with self.rng.active():
             loss, fault, grads = self.train_step(active, record_grads)
         val_acc, val_loss, test_acc, eval_fault = self.evaluate()
         self.seconds += time.perf_counter() - start
         return Outcome(loss, val_acc, val_loss, test_acc, first_fault(fault, eval_fault), grads)
+
+    def _graph_epoch(self, active: Tensor) -> Outcome | None:
+        """A replay of the captured epoch, capturing it first once the warm-up is over; None
+        where this epoch is eager (the warm-up, or a capture that failed)."""
+        if self.graph is None:
+            if self.eager_epochs < GRAPH_WARM_UP:
+                self.eager_epochs += 1
+                return None
+            self.graph = self._capture(active)
+            if self.graph is None:
+                self.graphing = False
+                return None
+        start = time.perf_counter()
+        out = self.graph.replay(active)
+        self.seconds += time.perf_counter() - start
+        return out
+
+    def _capture(self, active: Tensor) -> EpochGraph | None:
+        """The epoch captured as a CUDA graph (nothing runs while capturing), or None with a
+        warning where some operation cannot be captured. Dropout in the graph draws from the
+        process's CUDA generator (graphs replay the default one), not the pack's stream."""
+        self.before_capture()
+        static_active = active.clone()
+        graph = torch.cuda.CUDAGraph()
+        try:
+            with torch.cuda.graph(graph):
+                loss, fault, _ = self.train_step(static_active, False)
+                val_acc, val_loss, test_acc, eval_fault = self.captured_evaluation()
+                outcome = Outcome(loss, val_acc, val_loss, test_acc, first_fault(fault, eval_fault))
+        except RuntimeError as error:
+            message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            warnings.warn(f"cuda_graph: the epoch could not be captured, training eagerly ({message})",
+                          RuntimeWarning, stacklevel=3)
+            return None
+        return EpochGraph(graph, static_active, outcome)
+
+    def before_capture(self) -> None:
+        """Drop what an eager epoch left for the next one (a captured epoch computes its own)."""
+
+    def captured_evaluation(self) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """The evaluation as the captured epoch runs it (:meth:`evaluate` unless a pack says)."""
+        return self.evaluate()
+
+    def forget_graph(self) -> None:
+        """The model changed (a compaction): capture again after a new warm-up."""
+        self.graph, self.eager_epochs = None, 0
 
     def train_step(self, active: Tensor, record_grads: bool) -> tuple[Tensor, Tensor, Tensor | None]:
         """Per slot: the training loss, the failure code (:meth:`loss_fault`) and, with

@@ -35,8 +35,6 @@ run's result does not depend on its pack.
 
 from __future__ import annotations
 
-import time
-import warnings
 from collections.abc import Sequence
 from functools import partial
 from typing import NamedTuple
@@ -66,26 +64,14 @@ from orthotune.models import (
     signal_magnification,
     smoothness,
 )
-from orthotune.training._base import BasePack, BaseTrainer, first_fault
+from orthotune.training._base import BasePack, BaseTrainer
 from orthotune.training._data import NodeData
-from orthotune.training._loop import (
-    DEFAULT_OPTIONS,
-    LoopResult,
-    Outcome,
-    Run,
-    Steadiness,
-    TrainOptions,
-    decay_groups,
-)
+from orthotune.training._loop import DEFAULT_OPTIONS, LoopResult, Run, Steadiness, TrainOptions, decay_groups
 from orthotune.training._memory import pack_capacity
 from orthotune.training._modules import train_modules
 
 #: Fields that may differ between the slots of one pack (everything else must agree).
 PER_RUN = frozenset({"selection", "input_T"})
-#: Eager epochs a pack trains before its epoch is captured as a CUDA graph
-#: (``TrainOptions.cuda_graph``): Adam's state and cuBLAS's and cuSPARSE's handles and
-#: workspaces exist before capture, as CUDA graphs require.
-GRAPH_WARM_UP = 2
 
 
 def choose_device(requested: str | None = None) -> torch.device:
@@ -189,44 +175,12 @@ class _NodePack(BasePack):
         self.masks = task.data.masks([r.split for r in members])
         self.best = {k: v.detach().clone() for k, v in self._packed_state(self.model).items()}
         self.ahead: _Weights | None = None  # effective weights of the current parameters
-        self.graph: _EpochGraph | None = None
-        self.eager_epochs = 0  # since the model was built (a compaction builds a new one)
 
-    def epoch(self, epoch: int, active: Tensor, record_grads: bool = False) -> Outcome:
-        """An eager epoch (:class:`BasePack`'s), or with ``TrainOptions.cuda_graph`` on a
-        GPU a replay of the captured one (an epoch that records gradient norms stays eager)."""
-        if not self.graphing or record_grads:
-            return super().epoch(epoch, active, record_grads)
-        if self.graph is None:
-            if self.eager_epochs < GRAPH_WARM_UP:
-                self.eager_epochs += 1
-                return super().epoch(epoch, active, record_grads)
-            self.graph = self._capture(active)
-            if self.graph is None:
-                self.graphing = False
-                return super().epoch(epoch, active, record_grads)
-        start = time.perf_counter()
-        out = self.graph.replay(active)
-        self.seconds += time.perf_counter() - start
-        return out
+    def before_capture(self) -> None:
+        self.ahead = None  # the captured step computes its own weights: no autograd graph crosses epochs
 
-    def _capture(self, active: Tensor) -> _EpochGraph | None:
-        """The epoch captured as a CUDA graph (nothing runs while capturing), or None with a
-        warning where some operation cannot be captured."""
-        self.ahead = None  # the captured step computes its own weights: no graph crosses epochs
-        static_active = active.clone()
-        graph = torch.cuda.CUDAGraph()
-        try:
-            with torch.cuda.graph(graph):
-                loss, fault, _ = self.train_step(static_active, False)
-                val_acc, val_loss, test_acc, eval_fault = self.evaluate(ahead=False)
-                outcome = Outcome(loss, val_acc, val_loss, test_acc, first_fault(fault, eval_fault))
-        except RuntimeError as error:
-            message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-            warnings.warn(f"cuda_graph: the epoch could not be captured, training eagerly ({message})",
-                          RuntimeWarning, stacklevel=2)
-            return None
-        return _EpochGraph(graph, static_active, outcome)
+    def captured_evaluation(self) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        return self.evaluate(ahead=False)
 
     def members(self, slots: Sequence[int] | None = None) -> list[Run]:
         chosen = self.runs if slots is None else [self.runs[s] for s in slots]
@@ -322,7 +276,7 @@ class _NodePack(BasePack):
         self.best = {k: v[list(keep)] for k, v in self.best.items()}
         self.masks = tuple(m[:, list(keep)] for m in self.masks)
         self.model, self.optimizer, self.ahead = model, optimizer, None
-        self.graph, self.eager_epochs = None, 0  # the new model is captured afresh
+        self.forget_graph()  # the new model is captured afresh
 
     def _sliced(self, state: dict[str, Tensor], override: dict[str, Tensor], slots: Sequence[int],
                 target: nn.Module) -> dict[str, Tensor]:
@@ -334,20 +288,6 @@ class _NodePack(BasePack):
             value = override.get(key, value)
             out[key] = value if value.shape == shapes[key] else value.index_select(0, index)
         return out
-
-
-class _EpochGraph(NamedTuple):
-    """A pack's captured epoch: the graph, its input (the active slots) and its outputs,
-    which every replay overwrites (the loop copies what it keeps before the next)."""
-
-    graph: torch.cuda.CUDAGraph
-    active: Tensor
-    outcome: Outcome
-
-    def replay(self, active: Tensor) -> Outcome:
-        self.active.copy_(active)
-        self.graph.replay()
-        return self.outcome
 
 
 class _Weights(NamedTuple):
