@@ -40,42 +40,42 @@ def test_the_graph_switch_changes_nothing_on_a_cpu(cora):
         _same(a.runs[0], b.runs[0], 0.0)
 
 
-@cuda
-def test_packed_equals_alone_on_a_gpu_in_strict_fp32(cora):
+@pytest.fixture
+def on_gpu(cora):
+    """(the GPU, Cora on it)."""
     device = torch.device("cuda")
-    data = cora.to(device)
-    configs = _configs()
-    packed = train_node(configs, data, device, options=STRICT)
-    for config, result in zip(configs, packed):
+    return device, cora.to(device)
+
+
+def _assert_captured_equals_eager(configs: list[TrainConfig], on_gpu, **options) -> None:
+    """The configs packed, eagerly and with the epoch captured (a failed capture warns: fail)."""
+    device, data = on_gpu
+    eager = train_node(configs, data, device, options=TrainOptions(tf32=False, **options))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        graphed = train_node(configs, data, device, options=TrainOptions(tf32=False, cuda_graph=True, **options))
+    for a, b in zip(graphed, eager):
+        _same(a.runs[0], b.runs[0])
+
+
+@cuda
+def test_packed_equals_alone_on_a_gpu_in_strict_fp32(on_gpu):
+    device, data = on_gpu
+    packed = train_node(_configs(), data, device, options=STRICT)
+    for config, result in zip(_configs(), packed):
         _same(result.runs[0], train_node(config, data, device, options=STRICT)[0].runs[0])
 
 
 @cuda
-def test_a_captured_epoch_trains_as_the_eager_one(cora):
-    device = torch.device("cuda")
-    data = cora.to(device)
-    configs = _configs()
-    eager = train_node(configs, data, device, options=STRICT)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", RuntimeWarning)  # a failed capture warns: fail here
-        graphed = train_node(configs, data, device, options=TrainOptions(tf32=False, cuda_graph=True))
-    for a, b in zip(graphed, eager):
-        _same(a.runs[0], b.runs[0])
+def test_a_captured_epoch_trains_as_the_eager_one(on_gpu):
+    _assert_captured_equals_eager(_configs(), on_gpu)
 
 
 @cuda
-def test_a_compacted_pack_is_captured_again(cora):
-    device = torch.device("cuda")
-    data = cora.to(device)
+def test_a_compacted_pack_is_captured_again(on_gpu):
     short = [TrainConfig(dataset="cora", depth=2, dropout=0.0, epochs=8, patience=8, seeds=(s,)) for s in (0, 1, 2)]
     long = TrainConfig(dataset="cora", depth=2, dropout=0.0, epochs=30, patience=30, seeds=(3,))
-    options = dict(tf32=False, sync_every=5, compact_below=0.5)
-    eager = train_node([*short, long], data, device, options=TrainOptions(**options))
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", RuntimeWarning)
-        graphed = train_node([*short, long], data, device, options=TrainOptions(cuda_graph=True, **options))
-    for a, b in zip(graphed, eager):
-        _same(a.runs[0], b.runs[0])
+    _assert_captured_equals_eager([*short, long], on_gpu, sync_every=5, compact_below=0.5)
 
 
 @cuda
