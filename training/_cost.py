@@ -156,8 +156,8 @@ def measure_cell_cost(config: TrainConfig, device: torch.device | str, data_root
     profiled runs (``busy_share`` None: a caller that only needs time and memory, as
     ``orthotune plan`` does, spares two profiler sessions per cell). The CUDA path ran on
     an H100 under torch 2.11 inside ``orthotune plan``, which the lease's time limit cut off
-    before it printed: its figures are not checked on a GPU yet. ``download``: the loader may fetch missing raw files into the data root (as
-    ``run_configs``).
+    before it printed: its figures are not checked on a GPU yet. ``download``: the loader
+    may fetch missing raw files into the data root (as ``run_configs``).
     """
     check(pack >= 1, f"pack={pack!r} must be an integer >= 1")
     check(epochs >= 1, f"epochs={epochs!r} must be an integer >= 1")
