@@ -94,10 +94,13 @@ class Store:
         listing = fs.get_file_info(root)
         if listing.type == pafs.FileType.File:
             raise OrthotuneError(f"store {uri!r} is a file, not an orthotune store folder")
-        exists = listing.type == pafs.FileType.Directory
+        names = ({info.base_name for info in fs.get_file_info(pafs.FileSelector(root))}
+                 if listing.type == pafs.FileType.Directory else set())
+        if MARKER in names:  # a creator beside us (a second search's driver) wrote it since our first look
+            store._check_marker()
+            return store
         # our own hidden temporaries are the marker being written by a store's creator
-        if exists and any(not info.base_name.startswith(TEMPORARY_PREFIX)
-                          for info in fs.get_file_info(pafs.FileSelector(root))):
+        if any(not name.startswith(TEMPORARY_PREFIX) for name in names):
             raise OrthotuneError(f"{uri!r} is not an orthotune store (no {MARKER}); refusing to use it")
         if not create:
             raise OrthotuneError(f"no orthotune store at {uri!r}")

@@ -3,10 +3,12 @@ import threading
 
 import pyarrow as pa
 import pyarrow.dataset as ds
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 import torch
 
+import orthotune.store._store as store_module
 from orthotune.core import OrthotuneError, TrainConfig
 from orthotune.store import TRIALS_SCHEMA, Store, epoch_rows, trial_row
 from orthotune.store._schema import EPOCHS_SCHEMA, MARKER, SCHEMA_VERSION
@@ -128,6 +130,38 @@ def test_a_store_being_created_is_not_mistaken_for_a_foreign_folder(tmp_path):
     with pytest.raises(OrthotuneError, match="no orthotune store at"):
         Store.open(str(tmp_path))
     assert Store.open(str(tmp_path), create=True).exists("orthotune-store.json")
+
+
+class _MarkerSeenLate:
+    """A store's file system on which the first look at the marker finds nothing: another
+    driver creates the store, and writes on, between this process's two looks."""
+
+    def __init__(self, fs) -> None:
+        self.fs, self.looked = fs, False
+
+    def get_file_info(self, what):
+        if isinstance(what, str) and what.endswith(MARKER) and not self.looked:
+            self.looked = True
+            return pafs.FileInfo(what, pafs.FileType.NotFound)
+        return self.fs.get_file_info(what)
+
+    def __getattr__(self, name):
+        return getattr(self.fs, name)
+
+
+def test_a_store_another_driver_creates_meanwhile_is_opened_not_refused(tmp_path, monkeypatch):
+    # two searches launched at once on one new store (seen on S3): the second looked for the
+    # marker before the first wrote it, and listed the folder after the first wrote more
+    first = Store.open(str(tmp_path), create=True)
+    first.write_json("searches/alpha.json", {"name": "alpha"})
+    seen_late = store_module.filesystem
+    monkeypatch.setattr(store_module, "filesystem", lambda uri: (lambda fs, root: (_MarkerSeenLate(fs), root))(
+        *seen_late(uri)))
+    second = Store.open(str(tmp_path), create=True)
+    assert second.fs.looked and second.read_json("searches/alpha.json") == {"name": "alpha"}
+    (tmp_path / MARKER).unlink()  # without the marker, the same folder is somebody else's
+    with pytest.raises(OrthotuneError, match="is not an orthotune store"):
+        Store.open(str(tmp_path), create=True)
 
 
 def test_a_newer_schema_or_a_foreign_marker_is_refused(tmp_path):
