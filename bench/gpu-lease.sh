@@ -40,10 +40,8 @@ for s in $STEPS; do
               -k "not graph_task" tests/training/test_cuda.py tests/training/test_loop.py tests/training/test_packing.py} ;;
         bench) step bench "${BENCH_S:-240}" $PY bench/gpu.py --data-root "$DATA_ROOT" $BENCH_ARGS \
               --parts $PARTS --out "$OUT/gpu.json" ;;
-        plan-full) step plan-full "${PLAN_S:-120}" $PY -c 'from orthotune.cli import entry; raise SystemExit(entry())' plan \
-              --space paper-full --gpus-per-trial "${GPUS_PER_TRIAL:-0.125}" --data-root "$DATA_ROOT" ;;
-        plan-semi) step plan-semi "${PLAN_S:-120}" $PY -c 'from orthotune.cli import entry; raise SystemExit(entry())' plan \
-              --space paper-semi --gpus-per-trial "${GPUS_PER_TRIAL:-0.125}" --data-root "$DATA_ROOT" ;;
+        plan-full|plan-semi) step "$s" "${PLAN_S:-120}" $PY -m orthotune.cli plan --space "paper-${s#plan-}" \
+              --gpus-per-trial "${GPUS_PER_TRIAL:-0.125}" --data-root "$DATA_ROOT" ;;
         *) echo "unknown step $s (env tests bench plan-full plan-semi)"; exit 2 ;;
     esac
 done

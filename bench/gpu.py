@@ -61,14 +61,16 @@ HOST_READS = ("__bool__", "item", "tolist", "__float__", "__int__", "__index__")
 
 
 def make_configs(count: int, epochs: int, depth: int, seed: int, dataset: str = "cora",
-                 backbone: str = "gcn", ortho: bool = True) -> list[TrainConfig]:
-    """``count`` packable configs; nothing stops early (patience = epochs)."""
+                 backbone: str = "gcn", ortho: bool = True, max_log_lr: float = -1.3,
+                 **fields: Any) -> list[TrainConfig]:
+    """``count`` packable configs (learning rates log-uniform in [1e-3, 10^max_log_lr];
+    ``fields``: any other field, the same for all); nothing stops early (patience = epochs)."""
     rng = random.Random(seed)
     return [
         TrainConfig(dataset=dataset, setting="full", backbone=backbone, depth=depth, ortho=ortho,
                     T=rng.randint(1, 6), beta=rng.choice([b / 10 for b in range(1, 11)]),
-                    lam=rng.choice([1e-4, 5e-4]), lr=10 ** rng.uniform(-3, -1.3),
-                    epochs=epochs, patience=epochs, splits=(0,), seeds=(i,))
+                    lam=rng.choice([1e-4, 5e-4]), lr=10 ** rng.uniform(-3, max_log_lr),
+                    epochs=epochs, patience=epochs, splits=(0,), seeds=(i,), **fields)
         for i in range(count)
     ]
 
@@ -96,7 +98,8 @@ def throughput(configs: list[TrainConfig], data, device: torch.device, packs: li
             if pack != "auto" and int(pack) > len(configs):
                 continue
             options = pack_options(pack, graph)
-            train_node([_with_epochs(c, 4) for c in configs], data, device, options=options)  # warm-up
+            # warm-up: past the eager epochs and the capture, and one replay
+            train_node([_with_epochs(c, GRAPH_WARM_UP + 2) for c in configs], data, device, options=options)
             seconds, results = timed(lambda o=options: train_node(configs, data, device, options=o), device)
             rows[f"packed {pack}" + (" graph" if graph else "")] = _row(len(configs), seconds, results)
     base = rows["one at a time"]["trials_per_s"]
@@ -124,10 +127,8 @@ def per_epoch(configs: list[TrainConfig], data, device: torch.device, pack: int,
     train_node(short, data, device, options=options)  # warm-up: caches, allocator, kernels
     longer = [_with_epochs(c, base_epochs + epochs) for c in chosen]
     # kernels and host reads of `epochs` epochs: the difference between the two runs
-    ops_1, busy_1, _, launches_1 = device_profile(lambda: train_node(short, data, device, options=options),
-                                                       device)
-    ops_n, busy_n, _, launches_n = device_profile(lambda: train_node(longer, data, device, options=options),
-                                                       device)
+    ops_1, busy_1, _, launches_1 = device_profile(lambda: train_node(short, data, device, options=options), device)
+    ops_n, busy_n, _, launches_n = device_profile(lambda: train_node(longer, data, device, options=options), device)
     timed_runs = [_with_epochs(c, base_epochs + timed_epochs) for c in chosen]
     seconds_1, _ = timed(lambda: train_node(short, data, device, options=options), device)
     seconds_n, _ = timed(lambda: train_node(timed_runs, data, device, options=options), device)
@@ -252,12 +253,7 @@ def equality(data, device: torch.device, count: int, epochs: int, seed: int) -> 
     largest differences of validation and test accuracy."""
     rows: dict[str, Any] = {}
     for rates, top in (("lr <= 0.01", -2.0), ("lr <= 0.05", -1.3)):
-        rng = random.Random(seed)
-        configs = [TrainConfig(dataset="cora", setting="full", backbone="gcn", depth=2, ortho=True,
-                               T=rng.randint(1, 6), beta=rng.choice([b / 10 for b in range(1, 11)]),
-                               lam=rng.choice([1e-4, 5e-4]), lr=10 ** rng.uniform(-3, top), dropout=0.0,
-                               epochs=epochs, patience=epochs, splits=(0,), seeds=(i,))
-                   for i in range(count)]
+        configs = make_configs(count, epochs, 2, seed, max_log_lr=top, dropout=0.0)
         for name, switches in (("strict fp32", dict(tf32=False)), ("tf32", dict(tf32=True)),
                                ("strict fp32 deterministic", dict(tf32=False, deterministic=True))):
             try:
