@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from orthotune import __version__
-from orthotune.search._estimate import CellEstimate
-from orthotune.search._start_probe import PARTS
+from orthotune.plan._estimate import CellEstimate
+from orthotune.plan._start_probe import PARTS
 
 #: The longest the plan waits for the start probe (then the start counts as 0.0, unmeasured).
 PROBE_TIMEOUT_S = 300
@@ -26,7 +26,7 @@ PROBE_TIMEOUT_S = 300
 CACHE_FORMAT = 3
 #: The module that measures the search's fixed start (``_start_probe``); its source is part of
 #: the start's cache key, so a changed probe measures again.
-PROBE_MODULE = "orthotune.search._start_probe"
+PROBE_MODULE = "orthotune.plan._start_probe"
 
 
 def torch_version() -> str:
