@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from orthotune import __version__
+from orthotune.core import cache_dir
 from orthotune.plan._estimate import CellEstimate
 from orthotune.plan._start_probe import PARTS
 
@@ -38,12 +39,9 @@ def torch_version() -> str:
 
 
 def plan_cache() -> Path:
-    """orthotune's cache (``ORTHOTUNE_CACHE`` or ``~/.cache/orthotune``), the folder of
-    ``orthotune.training.cache_dir()``, resolved here without importing torch (a test holds the
-    two equal)."""
-    if os.environ.get("ORTHOTUNE_CACHE"):
-        return Path(os.environ["ORTHOTUNE_CACHE"]).expanduser()
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "orthotune"
+    """orthotune's cache (``core.cache_dir``: ``ORTHOTUNE_CACHE`` or ``~/.cache/orthotune``),
+    where the datasets are processed too."""
+    return cache_dir()
 
 
 def cost_folder() -> Path:

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from orthotune.core import OrthotuneError, TrainConfig, check
+from orthotune.core import REASON_LIMIT, OrthotuneError, TrainConfig, check, one_line
 from orthotune.search._cell_key import cell_key
 from orthotune.search._options import LaunchOptions
 from orthotune.spaces import default_config
@@ -178,16 +178,11 @@ def measure_shares(options: LaunchOptions, data_root: str | None, epochs: int = 
         try:
             costs[cell] = CellCost.from_dict(ray.get(ref))
         except Exception as error:  # noqa: BLE001  (a failed measurement only costs that cell its sharing)
-            costs[cell] = {"error": _first_line(error)}
+            costs[cell] = {"error": one_line(error, typed=True, limit=REASON_LIMIT)}
     shares = decide_shares(costs, _gpu_memory(costs), _cpus_per_gpu(), options.cpus_per_trial)
     for line in shares.describe():
         log.warning("GPU share: %s", line)
     return shares
-
-
-def _first_line(error: BaseException) -> str:
-    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    return f"{type(error).__name__}: {lines[-1] if lines else ''}"[:300]
 
 
 def _gpu_memory(costs: Mapping[str, CellCost | dict[str, Any]]) -> int:

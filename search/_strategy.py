@@ -13,11 +13,11 @@ from orthotune.search._algorithms import SCHEDULERS, SEARCHERS, grid_search
 from orthotune.search._budget import budgeted_configs, grid_size
 from orthotune.search._cells import CellSearcher
 from orthotune.search._grouping import GroupSearcher, group_points
+from orthotune.search._identity import config_identity
 from orthotune.search._options import LaunchOptions
 from orthotune.search._replay import (
     StoredTrial,
     by_cell,
-    config_canon,
     remaining_points,
     replay_points,
     replay_rungs,
@@ -96,7 +96,7 @@ def _replay_cell(searcher: CellSearcher, cell: str, trials: list[StoredTrial]) -
         if not isinstance(config, dict):
             raise OrthotuneError(f"cannot resume: the searcher of cell {cell} did not take back stored trial "
                                  f"{trial.trial_id}")
-        if config_canon(config) != config_canon(trial.config):
+        if config_identity(config) != config_identity(trial.config):
             log.warning("stored trial %s of cell %s is not a config of the search's space; its result is told "
                         "to the searcher for the config it proposed in its place", trial.trial_id, cell)
         searcher.tell_stored(cell, inner_id, config, trial.objective, trial.failed)

@@ -11,10 +11,11 @@ from ray.tune.search import Searcher
 
 from orthotune.core import OBJECTIVE, OrthotuneError, Status, TrainConfig
 from orthotune.search import LaunchOptions, cell_key
-from orthotune.search._cells import CellScheduler, CellSearcher, config_identity
+from orthotune.search._cells import CellScheduler, CellSearcher
+from orthotune.search._identity import config_identity
 from orthotune.search._live import optuna_storage
 from orthotune.search._objective import RUNG_SCORE, TIME_ATTR
-from orthotune.search._replay import StoredTrial, config_canon, replay_rungs
+from orthotune.search._replay import StoredTrial, replay_rungs
 from orthotune.search._strategy import strategy
 from orthotune.spaces import parse_space
 from orthotune.store import config_columns, config_from_columns
@@ -184,7 +185,7 @@ def test_a_resumed_strategy_replays_the_stored_trials_and_trains_only_the_rest()
     rest = drain(resumed.search_alg)
     per_cell = Counter(cell_key(c) for c in trained + rest)
     assert set(per_cell.values()) == {6} and len(per_cell) == 4  # the budget continues, not restarts
-    canon = [config_canon(c) for c in trained + rest]
+    canon = [config_identity(c) for c in trained + rest]
     assert len(canon) == len(set(canon))  # a stored config is never proposed again
 
 
@@ -372,8 +373,10 @@ def test_repeated_proposals_are_marked_in_the_cells_optuna_study():
     from orthotune.search._cells import REPEAT_ATTR
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    inner = OptunaSearch(space={"lr": optuna.distributions.CategoricalDistribution([0.1, 0.2])}, metric=OBJECTIVE,
-                         mode="max", sampler=optuna.samplers.RandomSampler(seed=3))
+    # configs as a cell proposes them: whole (a config's identity is the store's canonical form)
+    space = {"dataset": optuna.distributions.CategoricalDistribution(["cora"]),
+             "lr": optuna.distributions.CategoricalDistribution([0.1, 0.2])}
+    inner = OptunaSearch(space=space, metric=OBJECTIVE, mode="max", sampler=optuna.samplers.RandomSampler(seed=3))
     searcher = CellSearcher({"cora": inner}, samples=5, sizes={"cora": 2}, metric=OBJECTIVE, mode="max")
     values = {0.1: 0.6, 0.2: 0.7}
     trained = []
