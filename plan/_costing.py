@@ -62,7 +62,16 @@ from orthotune.plan._cache import (
     write_json,
 )
 from orthotune.plan._estimate import CellEstimate, PlanEstimate, Resources, expected_epochs
-from orthotune.plan._machine import cpus, device_name, measuring_device, streams, this_machine, total_memory, wants_gpu
+from orthotune.plan._machine import (
+    cpus,
+    device_name,
+    measuring_device,
+    peak_bytes,
+    streams,
+    this_machine,
+    total_memory,
+    wants_gpu,
+)
 from orthotune.plan._measuring import MEASURE_EPOCHS, Method
 from orthotune.plan._meter import Meter
 from orthotune.search import SCHEDULERS, LaunchOptions, cell_trials
@@ -168,7 +177,7 @@ class _Cell:
             return CellEstimate(**self.common, seconds_per_epoch=None, setup_s=None, peak_bytes=None,
                                 measured=False, reason=measured)
         cost, cached = measured
-        peak = cost.trial_bytes if self.device.type == "cuda" else cost.host_peak_bytes
+        peak = peak_bytes(cost, self.device)
         return CellEstimate(**self.common, seconds_per_epoch=cost.seconds_per_epoch, setup_s=cost.setup_seconds,
                             peak_bytes=peak, cached=cached, sources=(self.shape,),
                             scaled=cost.measured_runs is not None and cost.measured_runs < cost.runs)

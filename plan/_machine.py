@@ -68,3 +68,9 @@ def streams(here: Resources, cpus_per_trial: float, concurrency: int | None, dev
     if device is not None and device.type == "cuda":
         return 1
     return Resources(cpus=here.cpus, nodes=1).slots(cpus_per_trial, 0.0, concurrency)
+
+
+def peak_bytes(cost: Any, device: Any) -> float | None:
+    """What bounds a trial's memory on ``device``, of a measured cell cost: the GPU's memory
+    the trial held on a GPU, the host process's resident peak on a CPU."""
+    return cost.trial_bytes if device.type == "cuda" else cost.host_peak_bytes
