@@ -2,6 +2,7 @@
 type, the experiment cell and the result types. Imports nothing of orthotune's other
 layers, and no torch."""
 
+from orthotune.core._cache import CACHE_ENV, cache_dir
 from orthotune.core._catalogue import (
     ANY_FACTORY,
     BACKBONE_DEFAULTS,
@@ -46,7 +47,15 @@ from orthotune.core._config import (
     profile_values,
     reads,
 )
-from orthotune.core._errors import ConfigError, OrthotuneError, SearchCrashed, SearchInterrupted, check
+from orthotune.core._errors import (
+    REASON_LIMIT,
+    ConfigError,
+    OrthotuneError,
+    SearchCrashed,
+    SearchInterrupted,
+    check,
+    one_line,
+)
 from orthotune.core._fields import Group, by_group, column_name, declared
 from orthotune.core._lazy import lazy_attributes
 from orthotune.core._registry import Registry
@@ -77,9 +86,11 @@ __all__ = [
     "ANY_FACTORY",
     "ARMS",
     "BACKBONE_DEFAULTS",
+    "CACHE_ENV",
     "DATASETS",
     "OBJECTIVE",
     "PROFILES",
+    "REASON_LIMIT",
     "REFERENCE",
     "REFERENCE_BACKBONES",
     "REFERENCE_DEPTH",
@@ -122,7 +133,9 @@ __all__ = [
     "cell_names",
     "cell_report_order",
     "cell_source",
+    "cache_dir",
     "check",
+    "one_line",
     "available_memory",
     "check_memory",
     "memory_estimate",
