@@ -59,6 +59,15 @@ class Looks:
         return (*range(self.first, self.maximum, self.step), self.maximum)
 
 
+def budget_looks(maximum: int, first: int = FEW_TRIALS, step: int = LOOK_STEP) -> Looks:
+    """The looks of an adaptive budget of ``maximum`` trials per cell and arm (the space's
+    ``samples`` or ``--samples``), refused in one line where the budget cannot hold one look."""
+    check(maximum >= FEW_TRIALS,
+          f"budget adaptive: the space gives {maximum} trial(s) per cell and arm; an adaptive budget needs at least "
+          f"{FEW_TRIALS} (its first look comes after the searcher stops proposing at random)")
+    return Looks(first, step, maximum)
+
+
 @dataclass(frozen=True)
 class ArmTrials:
     """One arm's trials in the order they were proposed: the validation mean over the

@@ -12,6 +12,7 @@ from orthotune.search._stopping import (
     STOPPING_RULES,
     ArmTrials,
     Looks,
+    budget_looks,
     flat_on_validation,
     stop_of,
     stopping_k,
@@ -55,6 +56,11 @@ def test_looks_start_at_the_few_trials_threshold_and_end_at_the_maximum() -> Non
         Looks(30, 5, 25)
     with pytest.raises(ConfigError, match="look step 0: must be at least 1"):
         Looks(20, 0, 40)
+    # an adaptive budget on a space of one trial per arm (the official scripts) says so
+    with pytest.raises(ConfigError, match="the space gives 1 trial\\(s\\) per cell and arm; an adaptive budget "
+                                         "needs at least 20"):
+        budget_looks(1)
+    assert budget_looks(40, 25, 5).at() == (25, 30, 35, 40)
 
 
 def test_an_unknown_rule_fails_listing_the_valid_ones() -> None:
