@@ -5,15 +5,17 @@ arm; when both arms' first k trials have ended, the stopping rule (``_stopping``
 the pair stops at k, or both arms may go on to the next look. A pair at a look waits (its
 cells propose nothing) until both arms' first k have ended, so the arms stay in lockstep. A
 structure-agnostic reference cell trains as far as its dataset's furthest pair. Pure
-bookkeeping: the cell searcher asks :meth:`AdaptiveBudget.allowed` and tells results; a
-resumed search tells the stored ones in the order they were proposed, so its stops are the
-same function of the stored rows.
+bookkeeping: the cell searcher asks :meth:`AdaptiveBudget.allowed`, and each stored row is
+told with its place in the tuning curve's start order (its start time, then its finish, name
+and id), so the first k trials of an arm are the same ones live, on ``--resume`` (the stored
+rows told at once) and in the report's replay: the stops are a function of the stored rows.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -42,7 +44,7 @@ class AdaptiveBudget:
         self._pairs = {name: _Pair(*cells, self.looks.first) for name, cells in self.pairs.items()}
         self._of = {cell: name for name, cells in self.pairs.items() for cell in cells}
         self._references = {cell: tuple(names) for cell, names in self.references.items()}
-        self._results: dict[str, dict[int, tuple[float, float, int]]] = {cell: {} for cell in self._of}
+        self._results: dict[str, dict[Any, tuple[float, float, int]]] = {cell: {} for cell in self._of}
 
     def allowed(self, cell: str) -> int | None:
         """Trainings ``cell`` may be given so far (None: a cell the budget does not know)."""
@@ -57,13 +59,14 @@ class AdaptiveBudget:
         names = self._references.get(cell, (self._of[cell],) if cell in self._of else ())
         return all(self._pairs[name].stop is not None for name in names)
 
-    def record(self, cell: str, position: int, val: float, val_std: float, repeats: int) -> list[tuple[str, Stop]]:
-        """The result of the ``position``-th trial (1, 2, ...) ``cell`` was given (NaN
-        validation: failed); returns the pairs this result stopped, with their stops."""
+    def record(self, cell: str, order: Any, val: float, val_std: float, repeats: int) -> list[tuple[str, Stop]]:
+        """A stored trial of ``cell``: its place in the start order (any sortable key, unique
+        in the cell; the same key again replaces), its validation mean (NaN: failed), std and
+        repeats; returns the pairs this result stopped, with their stops."""
         name = self._of.get(cell)
         if name is None:
             return []
-        self._results[cell][position] = (val, val_std, repeats)
+        self._results[cell][order] = (val, val_std, repeats)
         return self._advance(name)
 
     def stops(self) -> dict[str, Stop]:
@@ -84,10 +87,9 @@ class AdaptiveBudget:
         return []
 
     def _ended(self, cell: str) -> ArmTrials:
-        """The cell's trials ended without a gap in the order they were given."""
-        results, rows = self._results[cell], []
-        while len(rows) + 1 in results:
-            rows.append(results[len(rows) + 1])
+        """The cell's ended trials in start order. A look at k reads the first k: live, a cell
+        is given no more than its look, so they are every trial it was given."""
+        rows = [self._results[cell][key] for key in sorted(self._results[cell])]
         val, std, repeats = (np.array(column, dtype=float) for column in zip(*rows)) if rows else ([], [], [])
         return ArmTrials(np.asarray(val, dtype=float), np.asarray(std, dtype=float), np.asarray(repeats, dtype=float))
 

@@ -29,7 +29,7 @@ def test_a_pair_waits_at_its_look_until_both_arms_first_k_ended_then_stops() -> 
     assert b.allowed("o2") == b.allowed("x2") == b.allowed("mlp") == 20
     for position in range(1, 21):
         assert b.record("o2", position, *flat(position)) == []
-    for position in range(2, 21):  # the ortho arm's first trial still running: no look yet
+    for position in range(2, 21):  # one of the ortho arm's 20 trials still running: no look yet
         assert b.record("x2", position, *flat(position)) == []
     assert not b.done("o2") and b.allowed("x2") == 20
     (stopped,) = b.record("x2", 1, *flat(1))
