@@ -17,6 +17,7 @@ test accuracy is only reported, never used to choose.
 from orthotune.reports._curve import PairCurve
 from orthotune.reports._formats import FORMATS, format_of, write_report
 from orthotune.reports._load import Filters
+from orthotune.reports._replay import Replay, adaptive_replay
 from orthotune.reports._report import (
     BestAnswer,
     best_answer,
@@ -34,7 +35,9 @@ __all__ = [
     "FORMATS",
     "Filters",
     "PairCurve",
+    "Replay",
     "Verdicts",
+    "adaptive_replay",
     "best_answer",
     "best_configs",
     "build_report",

@@ -27,12 +27,13 @@ import pandas as pd
 
 from orthotune.core import CellRole, cell_label, cell_names
 from orthotune.reports._load import CELL
+from orthotune.search import FEW_TRIALS as SEARCH_FEW_TRIALS
 
-#: Fewer trials than this in a cell and its winner is flagged. Why 20: the default searcher
-#: is Optuna's TPE, whose first ``n_startup_trials`` (10) proposals are random; below 20
-#: trials fewer than half the budget was guided by the model, so the winner is close to the
-#: best of a few random draws and an arm can lose by being under-tuned.
-FEW_TRIALS = 20
+#: Fewer trials than this in a cell and its winner is flagged (``search.FEW_TRIALS``, where
+#: an adaptive budget's first look may come no sooner: TPE's first 10 proposals are random,
+#: so below 20 trials a winner is close to the best of a few random draws and an arm can lose
+#: by being under-tuned).
+FEW_TRIALS = SEARCH_FEW_TRIALS
 
 
 @dataclass(frozen=True)

@@ -16,17 +16,39 @@ from orthotune.search._algorithms import SCHEDULERS, SEARCHERS, Scheduler, Searc
 from orthotune.search._budget import cell_trials
 from orthotune.search._cell_key import cell_key
 from orthotune.search._objective import rung_score
-from orthotune.search._options import MODES, SECTIONS, LaunchOptions, SearchOutcome
+from orthotune.search._options import BUDGETS, MODES, SECTIONS, LaunchOptions, SearchOutcome
+from orthotune.search._stopping import (
+    FEW_TRIALS,
+    LOOK_STEP,
+    STOPPING_RULES,
+    ArmTrials,
+    Looks,
+    Stop,
+    StoppingRule,
+    budget_looks,
+    stop_of,
+    stopping_k,
+    stopping_rule,
+)
 
 __all__ = [
+    "BUDGETS",
+    "FEW_TRIALS",
+    "LOOK_STEP",
     "MODES",
     "SCHEDULERS",
     "SEARCHERS",
     "SECTIONS",
+    "STOPPING_RULES",
+    "ArmTrials",
+    "Looks",
     "LaunchOptions",
     "Scheduler",
     "SearchOutcome",
     "Searcher",
+    "Stop",
+    "StoppingRule",
+    "budget_looks",
     "cell_key",
     "cell_trials",
     "check_inputs",
@@ -38,6 +60,9 @@ __all__ = [
     "resume",
     "rung_score",
     "start_or_resume",
+    "stop_of",
+    "stopping_k",
+    "stopping_rule",
     "train_trial",
 ]
 

@@ -28,6 +28,7 @@ from typing import Any
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 from ray.tune.search import Searcher
 
+from orthotune.search._allocation import AdaptiveBudget
 from orthotune.search._cell_key import cell_key
 from orthotune.search._checkpoints import save_summary, stored_state_refused
 from orthotune.search._identity import config_identity
@@ -45,12 +46,16 @@ class CellSearcher(Searcher):
         samples: trainings per cell (repeats answered from known results do not count).
         sizes: cell key -> how many distinct configs the cell has (None: unbounded); a cell
             whose every config has been tried is finished.
+        budget: an adaptive budget (``_allocation``): a cell is given no more than its pair's
+            current look allows, waits (proposes nothing) at a look until the rule decides, and
+            is finished when its pair stopped; ``samples`` stays the maximum.
     """
 
     def __init__(self, searchers: Mapping[str, Searcher], samples: int,
                  sizes: Mapping[str, int | None] | None = None, metric: str | None = None,
-                 mode: str | None = None, max_repeats: int = MAX_REPEATS) -> None:
+                 mode: str | None = None, max_repeats: int = MAX_REPEATS, budget: AdaptiveBudget | None = None) -> None:
         super().__init__(metric=metric, mode=mode)
+        self.budget = budget
         self.searchers = dict(searchers)
         self.samples, self.max_repeats = samples, max_repeats
         self.sizes = {cell: (sizes or {}).get(cell) for cell in self.searchers}
@@ -136,6 +141,8 @@ class CellSearcher(Searcher):
         for attempt in range(self.max_repeats + 1):
             if self._spent(cell):
                 return Searcher.FINISHED
+            if self._waiting(cell):
+                return None
             inner_id = trial_id if attempt == 0 else f"{trial_id}~repeat{attempt}"
             config = inner.suggest(inner_id)
             if config is None or config == Searcher.FINISHED:
@@ -156,7 +163,14 @@ class CellSearcher(Searcher):
     def _spent(self, cell: str) -> bool:
         tried = len(self.known[cell]) + len(self.running[cell])
         size = self.sizes.get(cell)
-        return self.given[cell] >= self.samples or (size is not None and tried >= size)
+        allowed = self.budget.allowed(cell) if self.budget is not None else None
+        stopped = allowed is not None and self.given[cell] >= allowed and self.budget.done(cell)
+        return self.given[cell] >= self.samples or (size is not None and tried >= size) or stopped
+
+    def _waiting(self, cell: str) -> bool:
+        """At its pair's look, until both arms' first k ended and the rule decided."""
+        allowed = self.budget.allowed(cell) if self.budget is not None else None
+        return allowed is not None and self.given[cell] >= allowed
 
     def _answer(self, cell: str, inner_id: str, value: float | None, error: bool) -> None:
         """Tell the cell's searcher a repeat's result: the known one, nothing trained."""

@@ -79,6 +79,7 @@ class GroupSearcher(Searcher):
         self.buffer: list[tuple[str, dict[str, Any]]] = []
         self.members: dict[str, list[str]] = {}
         self.asked, self.inner_done = 0, False
+        self.starved = False  # the inner searcher proposed nothing last time (an adaptive look waits)
 
     def set_search_properties(self, metric, mode, config, **spec) -> bool:
         super().set_search_properties(metric, mode, config, **spec)
@@ -100,6 +101,7 @@ class GroupSearcher(Searcher):
                 break
             member_id = f"config{self.asked:06d}"
             suggestion = self.inner.suggest(member_id)
+            self.starved = suggestion is None
             if suggestion == Searcher.FINISHED:
                 self.inner_done = True
             elif suggestion is not None:
@@ -116,7 +118,8 @@ class GroupSearcher(Searcher):
             return None
         largest = max(groups.values(), key=len)
         full = len(largest) >= self.group_size
-        if not (full or self.inner_done or len(self.buffer) >= 4 * self.group_size):
+        # a starved inner searcher may wait for these very configs (a look needs them ended)
+        if not (full or self.inner_done or self.starved or len(self.buffer) >= 4 * self.group_size):
             return None
         chosen = largest[: self.group_size]
         group = [self.buffer[i] for i in chosen]

@@ -13,6 +13,7 @@ from typing import Any
 
 from orthotune.core import OrthotuneError, check
 from orthotune.search._algorithms import SCHEDULERS, SEARCHERS
+from orthotune.search._stopping import FEW_TRIALS, LOOK_STEP, STOPPING_RULES, budget_looks
 from orthotune.spaces import SearchSpace, parse_space
 from orthotune.store import check_search_name
 
@@ -23,6 +24,10 @@ MODES = ("auto", "bar", "plain")
 #: How trials get GPUs: ``fixed`` (``gpus_per_trial`` each) or ``auto`` (each cell's share of
 #: a GPU decided from its measured cost on the cluster: ``_gpu_share``).
 GPU_SHARES = ("fixed", "auto")
+#: Trial budgets (``--budget``): ``fixed`` (every cell and arm trains ``samples``) or
+#: ``adaptive`` (each pair stops when its stopping rule finds both arms settled, at most
+#: ``samples`` per arm: ``_stopping``, ``_allocation``).
+BUDGETS = ("fixed", "adaptive")
 
 
 #: The help's sections of ``orthotune launch`` the options go in (``launch_option``'s ``cli``).
@@ -63,6 +68,16 @@ class LaunchOptions:
     searcher: str = launch_option("optuna", "search algorithm", metavar="NAME", names=SEARCHERS.names)
     scheduler: str = launch_option("asha", "trial scheduler", metavar="NAME", names=SCHEDULERS.names)
     seed: int = launch_option(0, "the search algorithm's seed")
+    budget: str = launch_option(
+        "fixed", "fixed: every cell and arm trains its samples; adaptive: a pair stops at the first look where the "
+                 "stopping rule finds both arms settled on validation, samples its maximum per arm (docs: Adaptive "
+                 "budgets)", metavar="KIND", names=lambda: list(BUDGETS))
+    stopping_rule: str = launch_option("flat", "with --budget adaptive: the stopping rule", metavar="NAME",
+                                       names=STOPPING_RULES.names)
+    first_look: int = launch_option(FEW_TRIALS, "with --budget adaptive: trials per arm at a pair's first look",
+                                    metavar="N")
+    look_step: int = launch_option(LOOK_STEP, "with --budget adaptive: trials per arm between two looks",
+                                   metavar="N")
     address: str | None = launch_option(
         None, "Ray cluster: ray://HEAD:10001 or auto (the driver runs here), or with --submit the dashboard's "
               "http://HEAD:8265 (default: a local Ray)", "cluster", metavar="ADDRESS")
@@ -112,6 +127,7 @@ class LaunchOptions:
         SEARCHERS.get(self.searcher)
         SCHEDULERS.get(self.scheduler)
         check(self.samples is None or self.samples >= 1, f"samples={self.samples!r} must be >= 1")
+        self._check_budget()
         # each cell's sampler is seeded seed + its index, and NumPy takes seeds below 2**32
         check(isinstance(self.seed, int) and 0 <= self.seed < 2**31,
               f"seed={self.seed!r} must be an integer in [0, {2**31 - 1}]")
@@ -152,6 +168,19 @@ class LaunchOptions:
             check(self.space.grace_period <= shortest,
                   f"asha.grace_period={self.space.grace_period} must be <= the fewest epochs a cell "
                   f"trains ({shortest}); lower it or use --scheduler fifo")
+
+    def _check_budget(self) -> None:
+        check(self.budget in BUDGETS, f"budget={self.budget!r} must be one of {', '.join(BUDGETS)}")
+        if self.budget == "adaptive":
+            STOPPING_RULES.get(self.stopping_rule)
+            check(not SEARCHERS.get(self.searcher).finite,
+                  f"budget adaptive: the {self.searcher} searcher trains a fixed set of points; use a sampling "
+                  f"searcher ({', '.join(n for n in SEARCHERS.names() if not SEARCHERS.get(n).finite)})")
+            budget_looks(self.samples or self.space.samples, self.first_look, self.look_step)
+
+    def looks(self):
+        """The looks of an adaptive budget (``_stopping.Looks``)."""
+        return budget_looks(self.samples or self.space.samples, self.first_look, self.look_step)
 
     def to_meta(self) -> dict[str, Any]:
         values = asdict(self)

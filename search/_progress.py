@@ -110,8 +110,9 @@ class SearchProgress(Callback):
     def __init__(self, total: int, mode: str = "auto", every_s: float = 2.0, plain_every_s: float = 15.0,
                  elapsed_before: float = 0.0, stream: TextIO | None = None, earlier: Counter | None = None,
                  earlier_seconds: list[float] | None = None, ledger: RetryLedger | None = None,
-                 estimate_s: float | None = None) -> None:
+                 estimate_s: float | None = None, budget: Any = None) -> None:
         self.total, self.mode, self.every_s, self.plain_every_s = total, mode, every_s, plain_every_s
+        self.budget = budget  # ``--budget adaptive``'s (``_allocation``): its stops are shown as they happen
         self.estimate_s = estimate_s
         self.ledger = ledger
         self.elapsed_before, self.stream = elapsed_before, stream
@@ -125,6 +126,7 @@ class SearchProgress(Callback):
         self._last_done: int | None = None
         self._done_at_start: int | None = None
         self._best: dict[str, float] = {}
+        self._stops_shown: set[str] = set()
         self._ended: set[str] = set()
         self._seconds: list[float] = []  # this session's ended trials' times (Tune's time_total_s)
         self._bar: Any = None
@@ -133,7 +135,7 @@ class SearchProgress(Callback):
         return {"total": self.total, "mode": self.mode, "every_s": self.every_s,
                 "plain_every_s": self.plain_every_s, "elapsed_before": self.elapsed_before, "stream": None,
                 "earlier": self.earlier, "earlier_seconds": self.earlier_seconds, "ledger": None,
-                "estimate_s": self.estimate_s}
+                "estimate_s": self.estimate_s, "budget": None}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
@@ -189,6 +191,7 @@ class SearchProgress(Callback):
             if value > self._best.get(cell, -math.inf):
                 self._best[cell] = value
                 self._write(f"best {OBJECTIVE} {cell}: {value:.4f} (trial {trial_id})")
+        self._show_stops()
         status = self.status(shot, now - self._start)
         if self.bar_mode():
             self._draw_bar(shot, status)
@@ -196,6 +199,15 @@ class SearchProgress(Callback):
             self._write(f"[{duration(self.elapsed_before + now - self._start)}] {status}")
             self._last_line = now
         self._last_done = shot.done
+
+    def _show_stops(self) -> None:
+        """One line per pair the adaptive budget stopped since the last draw."""
+        if self.budget is None:
+            return
+        for pair, stop in sorted(self.budget.stops().items()):
+            if pair not in self._stops_shown:
+                self._stops_shown.add(pair)
+                self._write(f"stopped {pair}: {stop.k} of {self.budget.looks.maximum} trials per arm; {stop.reason}")
 
     def status(self, shot: Snapshot, session_s: float) -> str:
         """``3/12 configs done: 2 completed, 1 stopped, 0 failed; 2 running, 7 queued; ETA 1m20s; best ...``"""

@@ -19,6 +19,8 @@ from typing import Any
 from ray.tune import Callback
 
 from orthotune.core import ConfigResult, EpochRow, RunResult, Status, TrainConfig
+from orthotune.search._allocation import AdaptiveBudget
+from orthotune.search._cell_key import cell_key
 from orthotune.search._requeue import RetryLedger
 from orthotune.search._trainable import error_line, member_configs, member_trial_id
 from orthotune.store import Store, compact, epoch_rows, trial_row
@@ -27,8 +29,10 @@ from orthotune.store import Store, compact, epoch_rows, trial_row
 class StoreRecorder(Callback):
     """Writes each trial's ``trials`` row(s) and ``epochs`` rows when the trial ends."""
 
-    def __init__(self, store_uri: str, search: str, ledger: RetryLedger | None = None) -> None:
+    def __init__(self, store_uri: str, search: str, ledger: RetryLedger | None = None,
+                 budget: AdaptiveBudget | None = None) -> None:
         self.store_uri, self.search, self.ledger = store_uri, search, ledger
+        self.budget = budget  # ``--budget adaptive``: each stored row is told to it (its looks)
         self._history: dict[str, dict[tuple[int, int, int], dict[str, float]]] = {}
         self._store: Store | None = None
         #: Each stored trial's status (this session's and, read once, the earlier sessions'):
@@ -37,7 +41,7 @@ class StoreRecorder(Callback):
 
     def __getstate__(self) -> dict[str, Any]:  # Tune pickles callbacks with its state
         return {"store_uri": self.store_uri, "search": self.search, "ledger": None, "_history": {}, "_store": None,
-                "_statuses": None}
+                "_statuses": None, "budget": None}
 
     def setup(self, **info) -> None:
         self._stored_statuses()  # a resumed search's earlier trials: read now, not at its first trial's end
@@ -87,6 +91,8 @@ class StoreRecorder(Callback):
             trial_id = member_trial_id(trial.trial_id, member, len(members))
             row = trial_row(self.search, trial_id, result, status, reason, trial.trial_id)
             self.store.write_trial(row, epoch_rows(own, result.runs))
+            if self.budget is not None:
+                self.budget.record_row(cell_key(values), row)
             self._stored_statuses()[trial_id] = row["status"]
         self.store.write_summary(self.search, Counter(self._stored_statuses().values()))
 

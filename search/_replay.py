@@ -24,11 +24,12 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from orthotune.core import OBJECTIVE, Status, mean
+from orthotune.search._allocation import STOP_READS
 from orthotune.search._cell_key import cell_key
 from orthotune.search._identity import config_identity
 from orthotune.search._objective import RUNG_SCORE, TIME_ATTR, rung_score
@@ -46,6 +47,8 @@ class StoredTrial:
     objective: float | None  # mean validation accuracy at the selected epochs; None if unusable
     finished_at: datetime | None
     seconds: float | None = None  # the trial's training time (the store's ``seconds``)
+    #: the row's values an adaptive budget reads (``_allocation.AdaptiveBudget.record_row``)
+    stop_values: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def failed(self) -> bool:
@@ -63,7 +66,8 @@ def stored_trials(store: Store, search: str) -> list[StoredTrial]:
         seconds = row.get("seconds")
         trials.append(StoredTrial(row["trial_id"], cell_key(config), config, Status(row["status"]),
                                   float(value) if usable else None, row.get("finished_at"),
-                                  float(seconds) if seconds is not None and math.isfinite(seconds) else None))
+                                  float(seconds) if seconds is not None and math.isfinite(seconds) else None,
+                                  {k: row.get(k) for k in STOP_READS}))
     return sorted(trials, key=lambda t: (t.finished_at is None, t.finished_at or 0, t.trial_id))
 
 

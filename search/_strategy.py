@@ -10,6 +10,7 @@ from typing import Any
 
 from orthotune.core import OBJECTIVE, OrthotuneError
 from orthotune.search._algorithms import SCHEDULERS, SEARCHERS, grid_search
+from orthotune.search._allocation import AdaptiveBudget, budget_of
 from orthotune.search._budget import budgeted_configs, grid_size
 from orthotune.search._cells import CellSearcher
 from orthotune.search._grouping import GroupSearcher, group_points
@@ -22,6 +23,7 @@ from orthotune.search._replay import (
     replay_points,
     replay_rungs,
 )
+from orthotune.search._stopping import stopping_rule
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +40,7 @@ class Strategy:
     scheduler: Any
     num_samples: int
     configs: int
+    budget: AdaptiveBudget | None = None  # ``--budget adaptive``: the pairs' looks and stops
 
 
 def strategy(options: LaunchOptions, storage: Any = None, stored: list[StoredTrial] | None = None,
@@ -70,16 +73,28 @@ def strategy(options: LaunchOptions, storage: Any = None, stored: list[StoredTri
                                 replay=replay_points(mine.get(cell.key, [])))
                  for index, cell in enumerate(cells)}
     sizes = {cell.key: grid_size(cell) for cell in cells}
-    per_cell = CellSearcher(searchers, samples, sizes, metric=OBJECTIVE, mode="max")
+    budget = adaptive_budget(options, [cell.key for cell in cells], stored)
+    per_cell = CellSearcher(searchers, samples, sizes, metric=OBJECTIVE, mode="max", budget=budget)
     for cell, trials in mine.items():
         if cell in searchers:
             _replay_cell(per_cell, cell, trials)
     configs = max(0, budgeted_configs(options) - len(stored))
     if group == 1:
         scheduler = replayed(SCHEDULERS.get(options.scheduler).make(space), stored, curves)
-        return Strategy(per_cell, scheduler, configs, configs)
+        return Strategy(per_cell, scheduler, configs, configs, budget)
     grouped = GroupSearcher(per_cell, group, configs, metric=OBJECTIVE, mode="max")
-    return Strategy(grouped, _groups_scheduler(space), configs, configs)
+    return Strategy(grouped, _groups_scheduler(space), configs, configs, budget)
+
+
+def adaptive_budget(options: LaunchOptions, cells: list[str], stored: list[StoredTrial]) -> AdaptiveBudget | None:
+    """With ``--budget adaptive``, the cells' budget, its stops recomputed from the stored rows
+    (``--resume``: a pure function of them); else None."""
+    if options.budget != "adaptive":
+        return None
+    budget = budget_of(cells, stopping_rule(options.stopping_rule), options.looks())
+    for trial in stored:
+        budget.record_row(trial.cell, trial.stop_values)
+    return budget
 
 
 def _groups_scheduler(space: Any) -> Any:

@@ -14,6 +14,7 @@ from typing import Any
 
 from orthotune.core import OBJECTIVE, check
 from orthotune.search._algorithms import SCHEDULERS, SEARCHERS
+from orthotune.search._allocation import AdaptiveBudget
 from orthotune.search._gpu_share import trial_resources
 from orthotune.search._grouping import RungBoard
 from orthotune.search._guards import node_wait_s
@@ -54,7 +55,8 @@ def tuner_of(options: LaunchOptions, store: Store, progress: bool | str, concurr
         if stored and SCHEDULERS.get(options.scheduler).stops_at_rungs else None
     chosen = strategy(options, storage, stored, curves)
     ledger = RetryLedger(options.retries)
-    callbacks = callbacks_of(options, store, progress, chosen.configs, ledger, elapsed_before, stored, estimate_s)
+    callbacks = callbacks_of(options, store, progress, chosen.configs, ledger, elapsed_before, stored, estimate_s,
+                             chosen.budget)
     tuner = tune.Tuner(
         _trainable(options, stored, curves),
         tune_config=tune.TuneConfig(
@@ -78,10 +80,11 @@ def tuner_of(options: LaunchOptions, store: Store, progress: bool | str, concurr
 
 def callbacks_of(options: LaunchOptions, store: Store, progress: bool | str, configs: int, ledger: RetryLedger,
                  elapsed_before: float = 0.0, stored: list[StoredTrial] | None = None,
-                 estimate_s: float | None = None) -> list:
-    """The retry ledger, the recorder (the store), the live views, the progress display and
-    the trackers."""
-    callbacks: list = [ledger, StoreRecorder(options.store, options.name, ledger), NodeWatch(node_wait_s())]
+                 estimate_s: float | None = None, budget: AdaptiveBudget | None = None) -> list:
+    """The retry ledger, the recorder (the store; with an adaptive ``budget``, its looks), the
+    live views, the progress display (with the budget's stops) and the trackers."""
+    recorder = StoreRecorder(options.store, options.name, ledger, budget)
+    callbacks: list = [ledger, recorder, NodeWatch(node_wait_s())]
     folder = tensorboard_folder(store, options.name) if options.tensorboard else None
     if folder is not None:
         callbacks.append(TensorBoardLogger(folder))
@@ -92,7 +95,7 @@ def callbacks_of(options: LaunchOptions, store: Store, progress: bool | str, con
         callbacks.append(SearchProgress(configs + len(stored), mode=mode, elapsed_before=elapsed_before, ledger=ledger,
                                         earlier=Counter(str(t.status) for t in stored),
                                         earlier_seconds=[t.seconds for t in stored if t.seconds is not None],
-                                        estimate_s=estimate_s))
+                                        estimate_s=estimate_s, budget=budget))
     return callbacks + tracker_callbacks(options)
 
 

@@ -70,3 +70,27 @@ def test_stops_are_a_function_of_the_results_told_in_any_order() -> None:
         second.record(cell, p, *(flat(p) if cell.endswith("2") else moving(p)))
     assert first.stops() == second.stops() and {n: s.k for n, s in first.stops().items()} == {"cora-2": 20,
                                                                                               "cora-4": 30}
+
+
+def test_a_spaces_cells_make_pairs_and_followers_and_stored_rows_are_told_in_start_order() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from orthotune.search._allocation import budget_of
+    from orthotune.spaces import parse_space
+
+    space = parse_space({"name": "s", "datasets": ["cora", "texas"], "setting": "full", "backbones": ["gcn"],
+                         "depths": [2], "original": True, "ortho": {"T": 4}, "train": {"epochs": 50},
+                         "samples": 30, "reference": True})
+    b = budget_of([cell.key for cell in space.cells()], FLAT, Looks(20, 5, 30))
+    assert set(b.pairs) == {"cora/gcn/2", "texas/gcn/2"}
+    assert b.pairs["cora/gcn/2"] == ("cora/gcn/2/original", "cora/gcn/2/ortho")
+    (reference,) = [c for c in b.references if c.startswith("cora")]
+    assert tuple(b.references[reference]) == ("cora/gcn/2",)
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    for cell in ("cora/gcn/2/original", "cora/gcn/2/ortho"):
+        for i in range(20):  # finished in reverse order, started in order: the long first one wins
+            row = {"trial_id": f"{cell}{i}", "search": "s", "status": "completed", "val_acc": 0.8 if i == 0 else 0.5,
+                   "val_acc_std": 0.02, "repeat_status": ["completed"] * 5, "seconds": 1000.0 - 10 * i,
+                   "finished_at": start + timedelta(seconds=1000 - 9 * i)}
+            stopped = b.record_row(cell, row)
+    assert [(name, stop.k) for name, stop in stopped] == [("cora/gcn/2", 20)]
