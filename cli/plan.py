@@ -23,7 +23,7 @@ from orthotune.cli._common import OK, add_data_arguments
 
 #: The launch options a plan depends on (the rest: names, trackers, the store, the cluster's address).
 PLANNED = ("samples", "searcher", "scheduler", "cpus_per_trial", "gpus_per_trial", "concurrency",
-           "configs_per_trial", "report_every")
+           "configs_per_trial", "report_every", "budget", "stopping_rule", "first_look", "look_step")
 
 
 def _positive(kind: type) -> object:
@@ -92,5 +92,13 @@ def run(args: argparse.Namespace) -> int:
     planned = plan_search(options, {k: v for k, v in overrides.items() if v is not None}, args.measure_epochs,
                           args.remeasure, note=lambda line: print(f"plan: {line}", file=sys.stderr, flush=True),
                           every_depth=args.every_depth, full_packs=args.full_packs)
-    print(json.dumps(planned.to_dict(), indent=2) if args.json else planned.table())
+    if args.json:
+        floor = planned.capped(options.first_look).to_dict()["totals"] if options.budget == "adaptive" else None
+        print(json.dumps({**planned.to_dict(), **({"adaptive_floor": floor} if floor else {})}, indent=2))
+        return OK
+    print(planned.table())
+    if options.budget == "adaptive":
+        looks = ", ".join(map(str, options.looks().at()))
+        print(planned.range_line(options.first_look, f"{options.stopping_rule} rule, looks at {looks} trials per arm"))
     return OK
+

@@ -30,7 +30,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
@@ -277,6 +277,22 @@ class PlanEstimate:
         for line in t["does_not_fit"]:
             lines.append(f"  does not fit: {line}")
         return "\n".join(lines)
+
+    def capped(self, trials: int) -> PlanEstimate:
+        """The same plan with every cell and arm stopped at ``trials`` (an adaptive budget
+        whose every pair stops at its first look)."""
+        return replace(self, cells=tuple(replace(c, trials=min(c.trials, trials)) for c in self.cells))
+
+    def range_line(self, first_look: int, how: str) -> str:
+        """An adaptive budget's range (``how``: its rule and looks, in words): from every pair
+        stopping at its first look to none stopping (this plan's totals)."""
+        low, high = self.capped(first_look).totals(), self.totals()
+        core = ("" if low["core_s"] is None or high["core_s"] is None
+                else f", {low['core_s'] / 3600:.2f} to {high['core_s'] / 3600:.2f} core-hours")
+        wall = ("" if low["wall_s"] is None or high["wall_s"] is None
+                else f", about {hours(low['wall_s'])} to {hours(high['wall_s'])}")
+        return (f"adaptive budget ({how}): {low['trials']} to {high['trials']} trials{core}{wall}: from every pair "
+                f"stopping at its first look to none stopping")
 
     def to_dict(self) -> dict[str, Any]:
         return {"space": self.space, "scheduler": self.scheduler, "searcher": self.searcher,

@@ -75,6 +75,17 @@ def test_totals_core_hours_and_wall_on_the_resources_given():
     assert wider.slots == 3  # 12 slots, capped by concurrency 3
 
 
+def test_an_adaptive_budget_ranges_from_every_pair_at_its_first_look_to_none_stopping():
+    cells = (estimate("cora/gcn/2/original", 40, 0.1), estimate("cora/gcn/2/ortho", 40, 0.2))
+    plan = PlanEstimate("s", "asha", "optuna", cells, Resources(cpus=2, memory_bytes=2**34), 1.0, 0.0, None)
+    floor = plan.capped(20).totals()
+    assert floor["trials"] == 40 and floor["core_s"] == pytest.approx(plan.totals()["core_s"] / 2)
+    line = plan.range_line(20, "flat rule, looks at 20, 30, 40 trials per arm")
+    core = f"{floor['core_s'] / 3600:.2f} to {plan.totals()['core_s'] / 3600:.2f} core-hours"
+    assert line.startswith("adaptive budget (flat rule, looks at 20, 30, 40 trials per arm): 40 to 80 trials, ")
+    assert core in line and line.endswith("from every pair stopping at its first look to none stopping")
+
+
 def test_a_cell_whose_trial_needs_more_than_a_node_is_named_with_its_figure():
     cells = (estimate("cora/gcn/2/original", 6, 0.1, peak=3 * 2**30), estimate("cora/gcn/8/ortho", 6, 0.1,
                                                                                   peak=2**30))
