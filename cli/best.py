@@ -138,7 +138,7 @@ PAIR_FIELDS = (*cell_names(CellRole.PLACE), "variant", "orig_search", "orig_tria
                "orig_test_acc_std", "ortho_search", "ortho_trial_id", "ortho_test_acc", "ortho_test_acc_std",
                "n_pairs", "diff_mean", "ci_low", "ci_high", "p", "p_holm", "verdict", "ref_search", "ref_trial_id",
                "ref_backbone", "ref_test_acc", "ref_test_acc_std", "ref_ci_low", "ref_ci_high", "ref_repeats",
-               "reference", "settled")
+               "reference", "settled", "trials_per_arm", "budget", "maximum", "stop", "stop_reason", "rule")
 
 
 def pair_rows(pairs: pd.DataFrame) -> list[dict]:

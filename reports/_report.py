@@ -25,6 +25,7 @@ from orthotune.reports._load import (
 )
 from orthotune.reports._plots import Figure, figures
 from orthotune.reports._select import TIE_RULE_TEXT, select_best
+from orthotune.reports._stops import with_budgets
 from orthotune.reports._tables import (
     ALPHA,
     TEST_NAME,
@@ -136,6 +137,7 @@ def _pairs(store: Store, frame: pd.DataFrame, filters: Filters) -> tuple[
     winners = complete_rows(store, select_best(trials))
     expected = expected_cells(trials, _arms(filters))
     table, curves = _with_curves(trials, summary(winners, expected, references))
+    table = with_budgets(table, trials, curves, store.searches())
     return trials, winners, table, missing_cells(trials, winners, expected), curves, reference_winners
 
 
@@ -171,6 +173,7 @@ def build_report(store: Store | str, filters: Filters | None = None, plots: bool
     winners = complete_rows(store, select_best(trials))
     expected = expected_cells(trials, _arms(filters))
     table, curves = _with_curves(trials, summary(winners, expected, references))
+    table = with_budgets(table, trials, curves, store.searches())
     missing = missing_cells(trials, winners, expected)
     effect = t_effect(trials)
     drawn = plots and not winners.empty

@@ -24,7 +24,7 @@ from orthotune.reports._curve import PairCurve, start_order
 from orthotune.reports._load import CELL
 from orthotune.reports._select import may_win
 from orthotune.reports._tables import ALPHA, holm
-from orthotune.search import ArmTrials, Looks, StoppingRule, stop_of
+from orthotune.search import ArmTrials, Looks, StoppingRule, stop_of, stopping_rule
 
 #: The objective's std over the repeats: the rule's standard error is it over sqrt(repeats).
 OBJECTIVE_STD = result_column_name(OBJECTIVE, Summary.STD)
@@ -111,3 +111,51 @@ def _finite(value: object) -> bool:
         return value is not None and math.isfinite(float(value))
     except (TypeError, ValueError):
         return False
+
+
+#: The columns :func:`with_budgets` adds to the summary (``best --json`` carries them).
+BUDGET_COLUMNS = ("trials_per_arm", "budget", "maximum", "stop", "stop_reason", "rule")
+
+
+def search_looks(record: dict[str, Any]) -> tuple[StoppingRule, Looks] | None:
+    """The rule and looks a search's record holds, if it ran with an adaptive budget."""
+    options = record.get("options") or {}
+    if options.get("budget") != "adaptive":
+        return None
+    maximum = options.get("samples") or (options.get("space") or {}).get("samples")
+    return stopping_rule(options["stopping_rule"]), Looks(options["first_look"], options["look_step"], maximum)
+
+
+def with_budgets(summary: pd.DataFrame, trials: pd.DataFrame, curves: Sequence[PairCurve | None],
+                 records: dict[str, dict[str, Any]]) -> pd.DataFrame:
+    """The summary with each pair's budget (:data:`BUDGET_COLUMNS`) and ``budget_words``: the
+    trials per arm, and for a pair of one adaptive search its stop, recomputed from the stored
+    rows by the rule and looks that search's record holds."""
+    searches = ({key: set(names) for key, names in
+                 trials.groupby(list(CELL), sort=False, dropna=False)["search"].unique().items()}
+                if len(trials) else {})
+    specs: list[tuple[StoppingRule, Looks] | None] = []
+    for curve in curves:
+        names = set().union(*(searches.get(key, set()) for key in curve.cells)) if curve is not None else set()
+        specs.append(search_looks(records.get(next(iter(names)), {})) if len(names) == 1 else None)
+    stops: dict[int, PairStop | None] = {}
+    for spec in {spec for spec in specs if spec is not None}:  # the start order once per rule and looks
+        chosen = [i for i, s in enumerate(specs) if s == spec]
+        stops.update(zip(chosen, pair_stops(trials, [curves[i] for i in chosen], *spec)))
+    rows = [_budget_row(curve, spec, stops.get(i)) for i, (curve, spec) in enumerate(zip(curves, specs))]
+    return summary.assign(**{c: [r.get(c) for r in rows] for c in (*BUDGET_COLUMNS, "budget_words")})
+
+
+def _budget_row(curve: PairCurve | None, spec: tuple[StoppingRule, Looks] | None,
+                stop: PairStop | None) -> dict[str, Any]:
+    if curve is None:
+        return {"budget_words": ""}
+    n = min(curve.trials_per_arm.values())
+    if spec is None or stop is None:
+        return {"trials_per_arm": n, "budget": "fixed", "maximum": n,
+                "budget_words": f"{n} trials per arm (fixed budget)"}
+    rule, looks = spec
+    words = (f"{stop.k} of {looks.maximum} trials per arm; stopped: {stop.reason}" if stop.k is not None
+             else f"{n} of {looks.maximum} trials per arm; {stop.reason}")
+    return {"trials_per_arm": n, "budget": "adaptive", "maximum": looks.maximum, "stop": stop.k,
+            "stop_reason": stop.reason, "rule": rule.name, "budget_words": words}

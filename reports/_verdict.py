@@ -65,7 +65,7 @@ def verdicts(summary: pd.DataFrame, winners: pd.DataFrame, missing: pd.DataFrame
     """The verdict lines of ``summary`` (one per row, in its order; each beside the
     structure-agnostic reference, :func:`reference_words`, then with its tuning curve's word
     where the summary has one, ``settled``) and the warnings."""
-    lines = tuple(f"{pair_label(row)}: {row['verdict']}; {reference_words(row)}{_settled(row)}"
+    lines = tuple(f"{pair_label(row)}: {row['verdict']}; {_budget(row)}{reference_words(row)}{_settled(row)}"
                   for _, row in summary.iterrows())
     return Verdicts(lines, tuple(warnings(winners, missing, smoke_searches, notes)))
 
@@ -136,6 +136,12 @@ def _float(value: Any) -> float:
         return float(value)
     except (TypeError, ValueError):
         return math.nan
+
+
+def _budget(row: pd.Series) -> str:
+    """The pair's budget and, with an adaptive one, why it stopped (``_stops.with_budgets``)."""
+    words = row.get("budget_words")
+    return f"{words}; " if isinstance(words, str) and words else ""
 
 
 def _settled(row: pd.Series) -> str:

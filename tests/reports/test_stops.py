@@ -7,7 +7,7 @@ import pytest
 from report_stores import CURVE_BASE, curve_row, hand_store, shifted
 
 from orthotune.core import ConfigError, OrthotuneError
-from orthotune.reports import Filters, adaptive_replay
+from orthotune.reports import Filters, adaptive_replay, pair_verdicts
 
 TRIALS = 40
 
@@ -44,6 +44,9 @@ def test_a_settled_pair_stops_at_the_first_look_and_keeps_its_verdict(tmp_path):
     assert row["reason"] == "both arms flat on validation over k = 11..20"
     assert row["fixed_verdict"] == row["adaptive_verdict"] == "gain, significant" and row["kept"]
     assert replay.trial_fraction == pytest.approx(0.5) and replay.looks == (20, 25, 30, 35, 40)
+    # a search without an adaptive budget: its verdict line says its trials per arm
+    (line,) = pair_verdicts(store).lines
+    assert "40 trials per arm (fixed budget); " in line
 
 
 def test_a_moving_pair_trains_to_the_maximum_and_the_family_is_holm_adjusted_per_budget(tmp_path):

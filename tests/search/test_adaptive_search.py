@@ -3,6 +3,7 @@
 its stored rows, ``--resume`` of the finished search recomputes them, and bad input gets
 one line and exit 2 before any work."""
 
+import json
 import re
 import subprocess
 import sys
@@ -51,6 +52,11 @@ def test_an_adaptive_search_stops_its_pair_in_lockstep_where_its_stored_rows_say
     assert stop == per_arm[False]  # the live stop is the replay's of the stored rows
     shown = re.findall(r"stopped texas/gcn/2: (\d+) of 30 trials per arm; (.+)", run.stdout)
     assert shown and int(shown[0][0]) == stop
+    # the verdict says the budget and why it stopped; best --json carries the stop and the rule
+    assert f"{stop} of 30 trials per arm; stopped: {shown[0][1]}" in run.stdout
+    best = orthotune("best", "--search", "a", "--store", store, "--json")
+    (pair,) = json.loads(best.stdout)["pairs"]
+    assert (pair["budget"], pair["stop"], pair["maximum"], pair["rule"]) == ("adaptive", stop, 30, "flat")
     # the record keeps the budget, and what --resume rebuilds from the stored rows stops there too
     options = LaunchOptions.from_meta(Store.open(store).search_meta("a")["options"])
     assert (options.budget, options.stopping_rule, options.looks().at()) == ("adaptive", "flat", (20, 25, 30))
