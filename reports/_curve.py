@@ -35,7 +35,7 @@ from orthotune.core import ARMS, OBJECTIVE
 from orthotune.reports._load import CELL, LEAD, ORIGINAL, VARIANT
 from orthotune.reports._select import TIE_RULE, eligible, tidy
 from orthotune.reports._tables import paired
-from orthotune.reports._verdict import pair_label
+from orthotune.reports._verdict import FEW_TRIALS, pair_label
 
 #: An arm whose winner was found in this last share of its trials was still improving.
 LATE_SHARE = 0.25
@@ -52,7 +52,8 @@ SETTLED_RULE = (
     "at k = X' when a point of the last half has the other sign and lies outside that CI (X: from where on the "
     "sign is the final one), else 'still shrinking' when the latest point outside the CI is further from zero "
     "than the final gain (more trials brought the gain closer to zero), 'still growing' when nearer. Not judged: "
-    f"fewer than {MIN_TRIALS} trials per arm (one point in the last half), or no CI at the full budget.")
+    f"fewer than {MIN_TRIALS} trials per arm (one point in the last half), or no CI at the full budget; a stable "
+    f"curve of fewer than {FEW_TRIALS} trials per arm (winners barely tuned) is not called settled.")
 
 
 @dataclass(frozen=True)
@@ -324,7 +325,11 @@ def settle(points: pd.DataFrame) -> Settled:
     values = half["diff_mean"].astype(float)
     outside = half[(values < low) | (values > high)]
     if outside.empty:
-        return Settled(True, f"stable over the last half of the budget (k = {int(half['k'].min())}..{n})")
+        stable = f"stable over the last half of the budget (k = {int(half['k'].min())}..{n})"
+        if n < FEW_TRIALS:  # winners barely tuned: a flat curve of random draws is no all-clear
+            return Settled(None, f"not judged: {n} trials per arm, fewer than the {FEW_TRIALS} a settled word needs "
+                                 f"({stable})")
+        return Settled(True, stable)
     sign = np.sign(gain)
     flipped = outside[np.sign(outside["diff_mean"].astype(float)) == -sign] if sign != 0 else outside.iloc[:0]
     if len(flipped):

@@ -156,8 +156,13 @@ def _points(gains: list[float], half_width: float = 0.003) -> pd.DataFrame:
 
 
 def test_a_gain_inside_the_final_ci_over_the_last_half_is_settled():
-    word = settle(_points([0.05, 0.03, 0.01, 0.015, 0.012, 0.018, 0.016, 0.015]))
-    assert word.settled is True and word.word == "stable over the last half of the budget (k = 5..8)"
+    gains = [0.05, 0.03, 0.01, 0.015, 0.012, 0.018, 0.016, 0.015]
+    word = settle(_points(gains[:3] + [0.015] * 9 + [0.012, 0.018, 0.016, 0.015] * 3))  # 24 trials per arm
+    assert word.settled is True and word.word == "stable over the last half of the budget (k = 13..24)"
+    # below the few-trials threshold a flat curve is no all-clear (issue 47)
+    word = settle(_points(gains))
+    assert word.settled is None and word.word == ("not judged: 8 trials per arm, fewer than the 20 a settled word "
+                                                  "needs (stable over the last half of the budget (k = 5..8))")
 
 
 def test_the_rule_names_how_an_unsettled_gain_moves():
@@ -175,7 +180,7 @@ def test_a_sign_change_outside_the_final_ci_is_named_with_its_k():
     word = settle(_points([0.02, 0.02, 0.02, 0.02, -0.01, -0.02, 0.012, 0.015]))
     assert word.settled is False and word.word == "changed sign at k = 7"
     # inside a CI that spans zero a sign change is the noise the verdict already admits
-    inside = settle(_points([0.02, 0.02, 0.02, 0.02, -0.002, 0.003, -0.001, 0.002], half_width=0.01))
+    inside = settle(_points([0.02] * 12 + [-0.002, 0.003, -0.001, 0.002] * 3, half_width=0.01))
     assert inside.settled is True
 
 
@@ -191,7 +196,8 @@ def test_the_rule_on_hand_made_stores(tmp_path):
     assert list(shrinking.trials["diff_mean"].round(4)) == [0.05, 0.045, 0.04, 0.035, 0.03, 0.025, 0.02, 0.015]
     assert shrinking.settled.word == "still shrinking (+2.00 pts at k = 7, outside the 95% CI at k = 8)"
     (stable,) = tuning_curves(hand_store(tmp_path / "stable", stable_rows()))
-    assert stable.settled.word == "stable over the last half of the budget (k = 5..8)"
+    assert stable.settled.word == ("not judged: 8 trials per arm, fewer than the 20 a settled word needs "
+                                   "(stable over the last half of the budget (k = 5..8))")
 
 
 # -- where people look ---------------------------------------------------------------------
@@ -243,9 +249,10 @@ def test_the_report_draws_one_curve_per_pair_and_shows_the_word(tmp_path):
     assert curves[0].png.startswith(b"\x89PNG") and "still shrinking" in curves[0].caption
     assert list(report.summary["settled"]) == [
         "still shrinking (+2.00 pts at k = 7, outside the 95% CI at k = 8)",
-        "stable over the last half of the budget (k = 5..8)"]
+        "not judged: 8 trials per arm, fewer than the 20 a settled word needs "
+        "(stable over the last half of the budget (k = 5..8))"]
     md = write_report(report, "md")
-    assert "| verdict | tuning curve | note |" in md and "| stable over the last half of the budget (k = 5..8) |" in md
+    assert "| verdict | tuning curve | note |" in md and "| not judged: 8 trials per arm, fewer" in md
     assert "A verdict is settled when every gain" in md
     csv = write_report(report, "csv")
     assert "settled" in csv.splitlines()[0].split(",")
