@@ -18,19 +18,31 @@ BAND = dict(color="tab:purple", alpha=0.2, linewidth=0)
 GAIN = dict(color="tab:purple", marker=".", markersize=4)
 
 
-def curve_figures(curves: Sequence[PairCurve | None]) -> list[Figure]:
+def curve_figures(curves: Sequence[PairCurve | None], stops: Sequence[object] = ()) -> list[Figure]:
     """One figure per pair whose curve is long enough to judge (``MIN_TRIALS`` trials per arm or
-    more), in the summary's order."""
-    return [_figure(curve) for curve in curves if curve is not None and len(curve.trials) >= MIN_TRIALS]
+    more), in the summary's order; ``stops``: per curve, where an adaptive budget stopped it
+    (None or NaN: no stop to mark)."""
+    marks = list(stops) + [None] * (len(curves) - len(stops))
+    return [_figure(curve, _stop(mark)) for curve, mark in zip(curves, marks)
+            if curve is not None and len(curve.trials) >= MIN_TRIALS]
 
 
-def _figure(curve: PairCurve) -> Figure:
+def _stop(mark: object) -> int | None:
+    try:
+        return int(mark) if mark is not None and mark == mark else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _figure(curve: PairCurve, stop: int | None = None) -> Figure:
     figure, (gain, accuracy, compute) = _panels(3, f"Tuning curve: {curve.label}", ncols=3)
     points = curve.trials
     n = int(points["k"].max())
     # the settled rule reads the points k > n/2
     gain.axvspan(n // 2 + 0.5, n + 0.5, color="grey", alpha=0.1, linewidth=0, label="last half")
     _gain(gain, points["k"], points)
+    if stop is not None:  # where the adaptive budget stopped the pair
+        gain.axvline(stop, color="tab:red", linewidth=1.0, linestyle="--", label=f"stopped at k = {stop}")
     gain.set(xlabel="trials per arm (first k)", ylabel="gain (pts)", title="Ortho-GConv − original")
     _legend(gain)
     for arm in ARMS:
@@ -48,7 +60,8 @@ def _figure(curve: PairCurve) -> Figure:
                f"among its first k trials (the report's tie rule) and the paired gain in test accuracy with its 95% "
                f"CI (band; dotted: zero); right: the same for a budget of epochs per arm (each arm's trials in "
                f"start order while their summed epochs fit). Shaded: the last half of the budget, which the "
-               f"settled word reads. Tuning curve: {curve.settled.word}.")
+               f"settled word reads. Tuning curve: {curve.settled.word}."
+               + (f" Dashed: where the adaptive budget stopped the pair (k = {stop})." if stop is not None else ""))
     return Figure(_name(curve), f"Tuning curve, {curve.label}", caption, _png(figure))
 
 

@@ -180,7 +180,7 @@ def build_report(store: Store | str, filters: Filters | None = None, plots: bool
     with _workers() as pool:  # the importance's forests fitted while the figures are drawn
         fitted = start_importance(trials, pool)
         drawings = [*figures(table, winners, effect, trials, _epoch_grad_norms(store, winners)),
-                    *curve_figures(curves)] if drawn else []
+                    *curve_figures(curves, list(table["stop"]))] if drawn else []
         shares = fitted()
     return Report(
         store=store.uri,

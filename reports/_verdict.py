@@ -67,7 +67,20 @@ def verdicts(summary: pd.DataFrame, winners: pd.DataFrame, missing: pd.DataFrame
     where the summary has one, ``settled``) and the warnings."""
     lines = tuple(f"{pair_label(row)}: {row['verdict']}; {_budget(row)}{reference_words(row)}{_settled(row)}"
                   for _, row in summary.iterrows())
-    return Verdicts(lines, tuple(warnings(winners, missing, smoke_searches, notes)))
+    return Verdicts(lines + adaptive_total(summary), tuple(warnings(winners, missing, smoke_searches, notes)))
+
+
+def adaptive_total(summary: pd.DataFrame) -> tuple[str, ...]:
+    """With pairs of an adaptive budget, one line: the trials their arms trained against the
+    maximum (``_stops.with_budgets``' columns)."""
+    if "budget" not in summary or not (summary["budget"] == "adaptive").any():
+        return ()
+    adaptive = summary[summary["budget"] == "adaptive"]
+    trained = int(sum(2 * (stop if stop == stop and stop is not None else n)
+                      for stop, n in zip(adaptive["stop"], adaptive["trials_per_arm"])))
+    most = int(2 * adaptive["maximum"].astype(int).sum())
+    return (f"adaptive budget: its {len(adaptive)} pair(s) trained {trained} of {most} trials "
+            f"({100 * trained / most:.0f}%), the rest spared by their stops",)
 
 
 #: How a verdict names the reference (``core.REFERENCE``).

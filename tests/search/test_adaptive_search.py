@@ -11,7 +11,7 @@ import sys
 import pytest
 import yaml
 
-from orthotune.reports import Filters, adaptive_replay
+from orthotune.reports import Filters, adaptive_replay, build_report
 from orthotune.search import LaunchOptions
 from orthotune.search._replay import stored_trials
 from orthotune.search._strategy import adaptive_budget
@@ -54,9 +54,13 @@ def test_an_adaptive_search_stops_its_pair_in_lockstep_where_its_stored_rows_say
     assert shown and int(shown[0][0]) == stop
     # the verdict says the budget and why it stopped; best --json carries the stop and the rule
     assert f"{stop} of 30 trials per arm; stopped: {shown[0][1]}" in run.stdout
+    assert f"adaptive budget: its 1 pair(s) trained {2 * stop} of 60 trials ({100 * stop / 30:.0f}%)" in run.stdout
     best = orthotune("best", "--search", "a", "--store", store, "--json")
     (pair,) = json.loads(best.stdout)["pairs"]
     assert (pair["budget"], pair["stop"], pair["maximum"], pair["rule"]) == ("adaptive", stop, 30, "flat")
+    # the report's tuning-curve figure marks the stop
+    (figure,) = [f for f in build_report(store).figures if f.name.startswith("curve-")]
+    assert f"stopped the pair (k = {stop})" in figure.caption
     # the record keeps the budget, and what --resume rebuilds from the stored rows stops there too
     options = LaunchOptions.from_meta(Store.open(store).search_meta("a")["options"])
     assert (options.budget, options.stopping_rule, options.looks().at()) == ("adaptive", "flat", (20, 25, 30))
