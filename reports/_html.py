@@ -6,24 +6,9 @@ from __future__ import annotations
 import base64
 import html
 
+from orthotune.reports import _text
 from orthotune.reports._report import Report
-from orthotune.reports._text import (
-    ACC_NOTE,
-    MISSING_HEADER,
-    PAIR_HEADER,
-    PAIR_NAMES,
-    PAIR_WORDS,
-    Links,
-    extra_tables,
-    heading,
-    missing_rows,
-    no_plots,
-    pair_note,
-    pair_rows,
-    paper_grid,
-    paper_header,
-    sections,
-)
+from orthotune.reports._text import Links
 
 _CSS = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 72em; color: #222; }
@@ -98,16 +83,18 @@ def _html_summary(report: Report) -> list[str]:
 
 
 def _html_accuracy(report: Report, setting: str, variant: str | None, title: str) -> list[str]:
-    depths, rows = paper_grid(report, setting, variant)
+    depths, rows = _text.paper_grid(report, setting, variant)
     body = [[_td(n, True) for n in names] + [_td(t or "—", bold=better) for t, better in cells]
             for names, cells in rows]
-    return [f"<h2>{html.escape(title)}</h2>", _html_table(paper_header(depths), body, "paper")]
+    return [f"<h2>{html.escape(title)}</h2>", _html_table(_text.paper_header(depths), body, "paper")]
 
 
 def _html_pairs(report: Report) -> list[str]:
-    rows = [[_td(c, i < PAIR_NAMES or i in PAIR_WORDS) for i, c in enumerate(row)] for row in pair_rows(report)]
-    return [f'<p class="note">{html.escape(ACC_NOTE)}</p>', "<h2>Paired comparison: Ortho-GConv − original</h2>",
-            _html_table(PAIR_HEADER, rows, "paired"), f'<p class="note">{html.escape(pair_note(report))}</p>']
+    rows = [[_td(c, i < _text.PAIR_NAMES or i in _text.PAIR_WORDS) for i, c in enumerate(row)]
+            for row in _text.pair_rows(report)]
+    return [f'<p class="note">{html.escape(_text.ACC_NOTE)}</p>', "<h2>Paired comparison: Ortho-GConv − original</h2>",
+            _html_table(_text.PAIR_HEADER, rows, "paired"),
+            f'<p class="note">{html.escape(_text.pair_note(report))}</p>']
 
 
 def _html_extra(title: str, header: list[str], rows: list[list[str]], note: str) -> list[str]:
@@ -116,13 +103,14 @@ def _html_extra(title: str, header: list[str], rows: list[list[str]], note: str)
 
 
 def _html_missing(report: Report) -> list[str]:
-    missing = [[_td(c, True) for c in row] for row in missing_rows(report)]
-    return ["<h2>Missing cells</h2>", _html_table(MISSING_HEADER, missing, "missing") if missing else "<p>None.</p>"]
+    missing = [[_td(c, True) for c in row] for row in _text.missing_rows(report)]
+    return ["<h2>Missing cells</h2>",
+            _html_table(_text.MISSING_HEADER, missing, "missing") if missing else "<p>None.</p>"]
 
 
 def _html_figures(report: Report) -> list[str]:
     """The plots, embedded as data URIs (the page is one self-contained file)."""
-    parts = ["<h2>Plots</h2>"] + ([] if report.figures else [f"<p>{html.escape(no_plots(report))}</p>"])
+    parts = ["<h2>Plots</h2>"] + ([] if report.figures else [f"<p>{html.escape(_text.no_plots(report))}</p>"])
     for figure in report.figures:
         data = base64.b64encode(figure.png).decode("ascii")
         parts.append(f'<figure id="{html.escape(figure.name)}"><img alt="{html.escape(figure.title)}" '
@@ -135,14 +123,14 @@ def render_html(report: Report, links: Links) -> str:
     parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
              "<title>orthotune report</title>", f"<style>{_CSS}</style>",
              f"<script>{_SCRIPT}</script></head><body>", "<h1>orthotune report</h1>",
-             *(f"<p>{html.escape(line)}</p>" for line in heading(report)), *_html_summary(report)]
+             *(f"<p>{html.escape(line)}</p>" for line in _text.heading(report)), *_html_summary(report)]
     if report.summary.empty:
         parts.append("<p>No trials match: nothing to report.</p>")
-    for setting, variant, title in sections(report):
+    for setting, variant, title in _text.sections(report):
         parts += _html_accuracy(report, setting, variant, title)
     if not report.summary.empty:
         parts += _html_pairs(report)
-    for extra in extra_tables(report):
+    for extra in _text.extra_tables(report):
         parts += _html_extra(*extra)
     parts += [*_html_missing(report), *_html_figures(report), "</body></html>"]
     return "\n".join(parts)
