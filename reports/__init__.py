@@ -6,6 +6,10 @@ variants never compete. Its winner is the
 trial with the best validation objective under the tie rule (``_select.TIE_RULE_TEXT``); its
 test accuracy is only reported, never used to choose.
 
+The data walks one pipeline, each stage a module it enters once, strung together in
+``_report``: load (``_load``), select (``_select``), pair and test (``_pair``), curve
+(``_curve``), verdict (``_verdict``), lay out (``_formats``: one module per format).
+
     >>> from orthotune.reports import Filters, best_configs, build_report, write_report, row_to_config
     >>> winners = best_configs("runs/store", Filters(datasets=("cora",)))   # one row per cell
     >>> config = row_to_config(winners.iloc[0])                              # a TrainConfig

@@ -1,11 +1,13 @@
-"""How much tuning a verdict needs: the paired gain against the budget, from the stored trials.
+"""The curve stage, the report's fourth: how much tuning a verdict needs, the paired gain
+against the budget, from the stored trials (:func:`trace_curves`, whose :class:`Curves` the
+verdict stage takes).
 
 For each pair of the summary, each arm's trials are put in the order they started (see
 :func:`start_order`). For k = 1, 2, ... trials per arm, each arm's winner among its first k
 trials is chosen by the report's own tie rule (``_select.TIE_RULE``: the order ``select_best``
 sorts by, so the k-th point's winner is the one ``select_best`` would pick from those k
 trials), and the two winners are compared by the report's own paired test
-(``_tables.paired``: matched repeat by repeat, the mean difference, its 95% CI and raw p).
+(``_stats.paired``: matched repeat by repeat, the mean difference, its 95% CI and raw p).
 At the full budget the point is the verdict's own comparison. The same is done on a compute
 axis: for a budget of E epochs per arm (epochs summed over each trial's repeats, cumulated in
 start order), each arm's winner among the trials that fit within E; ASHA stops the arms'
@@ -33,9 +35,10 @@ import pandas as pd
 
 from orthotune.core import ARMS, OBJECTIVE
 from orthotune.reports._load import CELL, LEAD, ORIGINAL, VARIANT
-from orthotune.reports._select import TIE_RULE, eligible, tidy
-from orthotune.reports._tables import paired
-from orthotune.reports._verdict import FEW_TRIALS, pair_label
+from orthotune.reports._pair import Pairs, pair_label
+from orthotune.reports._select import TIE_RULE, Selection, eligible, plain, plain_records, tidy
+from orthotune.reports._stats import paired
+from orthotune.search import FEW_TRIALS
 
 #: An arm whose winner was found in this last share of its trials was still improving.
 LATE_SHARE = 0.25
@@ -80,10 +83,10 @@ class PairCurve:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON/YAML-ready values (``best --json --curve``)."""
-        return {**{k: tidy(_plain(v)) for k, v in self.pair.items()}, "pair": self.label,
+        return {**{k: tidy(plain(v)) for k, v in self.pair.items()}, "pair": self.label,
                 "settled": self.settled.settled, "word": self.settled.word,
                 "trials_per_arm": dict(self.trials_per_arm),
-                "by_trials": _records(self.trials), "by_epochs": _records(self.epochs)}
+                "by_trials": plain_records(self.trials), "by_epochs": plain_records(self.epochs)}
 
 
 @dataclass(frozen=True)
@@ -93,6 +96,25 @@ class CurveNote:
 
     text: str
     cells: frozenset[tuple] = frozenset()
+
+
+@dataclass(frozen=True)
+class Curves:
+    """The curve stage's product: the pairs' summary with each pair's ``settled`` word, the
+    pairs' curves (per summary row; None where a pair lacks an arm's winner) and what they add
+    to the warnings."""
+
+    summary: pd.DataFrame
+    curves: list[PairCurve | None]
+    notes: list[CurveNote]
+
+
+def trace_curves(selection: Selection, pairs: Pairs) -> Curves:
+    """The curve stage: each pair's tuning curve from the arms' trials; the summary with each
+    pair's settled word (empty where it has no curve); the curves' notes."""
+    curves = pair_curves(selection.trials, pairs.summary)
+    settled = pairs.summary.assign(settled=[c.settled.word if c is not None else "" for c in curves])
+    return Curves(settled, curves, curve_notes(curves))
 
 
 # -- order -----------------------------------------------------------------------------------
@@ -343,11 +365,6 @@ def settle(points: pd.DataFrame) -> Settled:
                           f"the 95% CI at k = {n})")
 
 
-def with_settled(summary: pd.DataFrame, curves: Sequence[PairCurve | None]) -> pd.DataFrame:
-    """The summary with ``settled``: each pair's word (empty where it has no curve)."""
-    return summary.assign(settled=[c.settled.word if c is not None else "" for c in curves])
-
-
 # -- what the curves add to the warnings -----------------------------------------------------
 
 def curve_notes(curves: Sequence[PairCurve | None]) -> list[CurveNote]:
@@ -374,21 +391,3 @@ def _late_words(late: dict[str, tuple[int, int]], noun: str) -> str:
     down = arm == ORIGINAL
     change = ("shrink" if down else "grow") if noun == "gain" else ("grow" if down else "shrink")
     return f"the {arm} arm's winner improved in {share} of its trials ({where}): the {noun} may {change} with more"
-
-
-# -- plain values ----------------------------------------------------------------------------
-
-def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
-    return [{k: tidy(_plain(v)) for k, v in row.items()} for row in frame.to_dict("records")]
-
-
-def _plain(value: Any) -> Any:
-    """A JSON value: numpy scalars as Python ones, NaN and NA as None, lists itemwise."""
-    if isinstance(value, (list, tuple, np.ndarray)):
-        return [_plain(v) for v in value]
-    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
-        return None
-    if isinstance(value, np.generic):
-        return _plain(value.item())
-    return value
-

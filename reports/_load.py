@@ -1,7 +1,12 @@
-"""Read a store's trials into a data frame and apply the user's filters (validated here)."""
+"""The load stage, the report's first: read a store's trials into a data frame, apply the
+user's filters (validated here) and set the structure-agnostic reference's rows apart from
+the arms' (:func:`load`, whose :class:`Loaded` the select stage takes). Also the columns'
+vocabulary every later stage names its tables by (``CELL``, ``PAIR``, ``LEAD``, ...).
+"""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -66,6 +71,8 @@ SHARED = tuple(s for s in SWITCHES if s not in ORTHO_SWITCHES)
 CELL = (*BASE, "switches")
 #: The pair of a paired test: the cell without the arm; ``shared`` encodes :data:`SHARED`.
 PAIR = (*LEAD, "shared")
+#: The columns a pair row is shown by (``PAIR`` with the variant's name for its switches).
+ROW = (*LEAD, VARIANT)
 #: Display names of the two arms.
 ORIGINAL, ORTHO = (arm.name for arm in ARMS)
 #: The columns :func:`load_trials` reads whatever it is asked for: the trial's identity, the
@@ -115,9 +122,34 @@ def open_store(store: Store | str) -> Store:
     return store if isinstance(store, Store) else Store.open(str(store))
 
 
+@dataclass(frozen=True)
+class Loaded:
+    """The load stage's product: the store it read, the filters, the arms' trials and the
+    structure-agnostic reference's (:func:`split_reference`) and the searches' records."""
+
+    store: Store
+    filters: Filters
+    trials: pd.DataFrame
+    reference: pd.DataFrame
+    records: dict
+
+    @property
+    def arms(self) -> tuple[bool, ...]:
+        """The arms (``ortho`` values) the filters keep."""
+        return (False, True) if self.filters.ortho is None else (self.filters.ortho,)
+
+
+def load(store: Store | str, filters: Filters | None = None, columns: Sequence[str] | None = None) -> Loaded:
+    """The load stage: :func:`load_trials` (``columns`` of every trial), the reference's rows
+    apart, and the records (which searches ran a smoke-test space)."""
+    store, filters = open_store(store), filters or Filters()
+    trials, reference = split_reference(load_trials(store, filters, columns))
+    return Loaded(store, filters, trials, reference, store.searches())
+
+
 #: The ``trials`` columns that are lists (per repeat, per layer): decoding them for every trial
 #: is most of a read's cost, and only winners' rows show them, so the reports read them for
-#: the winners alone (:func:`complete_rows`).
+#: the winners alone (``_select.complete_rows``).
 LISTS = tuple(f.name for f in TRIALS_SCHEMA if pa.types.is_list(f.type))
 #: Every other column: what selection, the tables and the plots read of every trial.
 SCALARS = tuple(f.name for f in TRIALS_SCHEMA if f.name not in LISTS)
@@ -166,19 +198,6 @@ def load_trials(store: Store | str, filters: Filters | None = None,
                                                                                        REFERENCE.name)
     frame[SPLIT_RULE] = _per_combination(frame, list(SPLIT_FIELDS), _split_rule)
     return add_variant_keys(frame)
-
-
-def complete_rows(store: Store, frame: pd.DataFrame) -> pd.DataFrame:
-    """``frame`` (rows of :func:`load_trials` read with some ``columns``, or a selection of
-    them) with every other ``trials`` column, read for its trials alone (by search and trial
-    id: their own files, or the compacted files filtered), in :func:`load_trials`' order."""
-    missing = [c for c in TRIALS_SCHEMA.names if c not in frame.columns]
-    if not missing:
-        return frame
-    keys = list(zip(frame["search"], frame["trial_id"]))
-    rows = store.read("trials", columns=["search", "trial_id", *missing], trials=keys).to_pandas()
-    merged = frame.merge(rows.drop_duplicates(["search", "trial_id"]), on=["search", "trial_id"], how="left")
-    return merged[[*TRIALS_SCHEMA.names, *(c for c in frame.columns if c not in TRIALS_SCHEMA.names)]]
 
 
 #: The column :func:`load_trials` adds for a row's split rule (``split_train=0.6;...`` for the
@@ -287,3 +306,11 @@ def _check_searches(store: Store, wanted: Sequence[str]) -> None:
             raise OrthotuneError(
                 f"no search {name!r} in store {store.uri!r}; searches: {', '.join(known) or 'none'}"
             )
+
+
+def keep_integers(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    """Counts stay integers when some are missing (pandas would make them floats: ``5.0``)."""
+    for column in columns:
+        frame[column] = pd.array([None if v is None or (isinstance(v, float) and math.isnan(v)) else int(v)
+                                  for v in frame[column]], dtype="Int64")
+    return frame

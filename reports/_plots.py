@@ -19,7 +19,11 @@ import pandas as pd
 
 from orthotune.core import ARMS, OBJECTIVE
 from orthotune.reports._load import ORIGINAL, ORTHO
+from orthotune.store import Store
 
+#: The epochs-table column of per-layer gradient norms (recorded every k epochs), if the
+#: store has it; the paper's Figure 1(b, c) is drawn from it.
+EPOCH_GRAD_NORMS = "grad_norms"
 STYLE = {ORIGINAL: dict(color="tab:blue", marker="o"), ORTHO: dict(color="tab:red", marker="s")}
 LINESTYLES = ("-", "--", ":", "-.")
 PANEL = (3.6, 2.8)  # inches per panel
@@ -65,6 +69,16 @@ def figures(summary: pd.DataFrame, winners: pd.DataFrame, t_table: pd.DataFrame,
             if not grads.empty:
                 out.append(_grad_norms_over_epochs(_name("grad-epochs", dataset, setting), label, grads))
     return out
+
+
+def epoch_grad_norms(store: Store, winners: pd.DataFrame) -> pd.DataFrame | None:
+    """The winners' per-epoch per-layer gradient norms (their epochs rows alone), or None where
+    the store has none: what :func:`figures` draws Figure 1(b, c) from."""
+    if winners.empty:
+        return None
+    columns = ["search", "trial_id", "repeat", "epoch", EPOCH_GRAD_NORMS]
+    frame = store.read("epochs", columns=columns, trials=zip(winners["search"], winners["trial_id"])).to_pandas()
+    return frame[frame[EPOCH_GRAD_NORMS].notna()]
 
 
 def _name(kind: str, dataset: str, setting: str) -> str:
@@ -236,7 +250,7 @@ def _mark(ax, group: pd.DataFrame, colour: str) -> None:
 
 
 def _all_trials(ax, trials: pd.DataFrame) -> None:
-    from orthotune.reports._tables import stuck
+    from orthotune.reports._hyperparameters import stuck
 
     ortho = trials[(trials["ortho"] == True) & trials["T"].notna() & trials["test_acc"].notna()]  # noqa: E712
     if ortho.empty:

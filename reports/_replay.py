@@ -7,8 +7,11 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from orthotune.reports._load import Filters, load_trials, open_store
-from orthotune.reports._report import CURVE_COLUMNS, _pairs
+from orthotune.reports._curve import trace_curves
+from orthotune.reports._load import Filters, load
+from orthotune.reports._pair import pair_and_test
+from orthotune.reports._report import CURVE_COLUMNS
+from orthotune.reports._select import select
 from orthotune.reports._stops import pair_stops, replay_table
 from orthotune.search import FEW_TRIALS, LOOK_STEP, Looks, stopping_rule
 from orthotune.store import Store
@@ -42,8 +45,8 @@ def adaptive_replay(store: Store | str, filters: Filters | None = None, rule: st
     ``first + step``, ... ``maximum`` (default: the fewest trials an arm of a pair holds), and
     its verdict there beside the fixed budget's."""
     chosen = stopping_rule(rule)
-    store, filters = open_store(store), filters or Filters()
-    trials, _, _, _, curves, _ = _pairs(store, load_trials(store, filters, CURVE_COLUMNS), filters)
+    selection = select(load(store, filters, CURVE_COLUMNS))
+    trials, curves = selection.trials, trace_curves(selection, pair_and_test(selection)).curves
     whole = [curve for curve in curves if curve is not None]
     most = maximum if maximum is not None else min((min(c.trials_per_arm.values()) for c in whole), default=first)
     looks = Looks(first, step, most)

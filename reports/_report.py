@@ -1,4 +1,21 @@
-"""Everything a report shows, computed once; the formats only lay it out."""
+"""The report as a pipeline the data walks once, strung together here and nowhere else.
+
+Each stage is one module that takes the previous stages' products and returns its own:
+
+1. load (``_load.load``): the store's trials, filtered, the reference's rows apart: ``Loaded``;
+2. select (``_select.select``): each cell's winner, the expected and missing cells: ``Selection``;
+3. pair and test (``_pair.pair_and_test``): the pairs, their references and tests, the
+   ablations: ``Pairs``;
+4. curve (``_curve.trace_curves``): each pair's tuning curve and settled word: ``Curves``;
+   with it each pair's budget and, for an adaptive search, its stop (``_stops.with_stops``);
+5. verdict (``_verdict.judge``): one line per pair and the warnings: ``Verdicts``;
+6. lay out (``_formats.write_report``): the :class:`Report` as md, csv, latex or html.
+
+Beside stages 1-5 a report computes what it alone shows, from the same products: the
+hyperparameter tables (``_hyperparameters``) and the figures (``_plots``, ``_curve_plot``).
+``best`` walks stages 1-5 (:func:`best_answer`); a report is computed once (:func:`build_report`)
+and the formats only lay it out.
+"""
 
 from __future__ import annotations
 
@@ -11,47 +28,26 @@ from datetime import UTC, datetime
 
 import pandas as pd
 
-from orthotune.reports._curve import PairCurve, curve_notes, pair_curves, with_settled
+from orthotune.reports._curve import Curves, PairCurve, trace_curves
 from orthotune.reports._curve_plot import curve_figures
-from orthotune.reports._load import (
-    CELL,
-    LISTS,
-    SCALARS,
-    Filters,
-    complete_rows,
-    load_trials,
-    open_store,
-    split_reference,
-)
-from orthotune.reports._plots import Figure, figures
-from orthotune.reports._select import TIE_RULE_TEXT, select_best
-from orthotune.reports._stops import with_budgets
-from orthotune.reports._tables import (
-    ALPHA,
-    TEST_NAME,
-    ablation,
-    expected_cells,
-    missing_cells,
-    reference_table,
-    start_importance,
-    summary,
-    t_effect,
-    winners_table,
-)
-from orthotune.reports._verdict import Verdicts, reference_words, smoke_searches, verdicts
+from orthotune.reports._hyperparameters import start_importance, t_effect, winners_table
+from orthotune.reports._load import CELL, LISTS, SCALARS, Filters, Loaded, load, load_trials, open_store
+from orthotune.reports._pair import pair_and_test
+from orthotune.reports._plots import Figure, epoch_grad_norms, figures
+from orthotune.reports._select import TIE_RULE_TEXT, Selection, complete_rows, select, select_best
+from orthotune.reports._stats import ALPHA, TEST_NAME
+from orthotune.reports._stops import with_stops
+from orthotune.reports._verdict import Verdicts, judge, reference_words
 from orthotune.store import Store
 
 #: The most worker processes a report forks (each fits cells' importance forests).
 WORKERS = 8
-#: The epochs-table column of per-layer gradient norms (recorded every k epochs), if the
-#: store has it; the paper's Figure 1(b, c) is drawn from it.
-EPOCH_GRAD_NORMS = "grad_norms"
-#: The trials columns a report reads for every trial: the scalars, and each repeat's selected
-#: epoch (whether a trial was stuck, for the effect of T); the winners' rows are read whole.
 #: The trials columns a verdict reads for every trial: the scalars and the per-repeat lists
 #: (the tuning curve pairs the first k trials' winners repeat by repeat); not the per-layer
 #: gradient norms, which only the winners' rows show.
 CURVE_COLUMNS = (*SCALARS, *(name for name in LISTS if name.startswith("repeat_")))
+#: The trials columns a report reads for every trial: the verdict's (each repeat's selected
+#: epoch tells whether a trial was stuck, for the effect of T); the winners' rows are read whole.
 REPORT_COLUMNS = CURVE_COLUMNS
 
 
@@ -106,101 +102,74 @@ class BestAnswer:
 
 
 def best_answer(store: Store | str, filters: Filters | None = None) -> BestAnswer:
-    """:func:`best_configs`, :func:`pair_verdicts`, the pairs and their curves from one read."""
-    store, filters = open_store(store), filters or Filters()
-    frame = load_trials(store, filters, CURVE_COLUMNS)
-    trials, winners, table, missing, curves, reference_winners = _pairs(store, frame, filters)
-    pairs = table.assign(reference=[reference_words(row) for _, row in table.iterrows()])
-    # the table shows the reference's winners too: the arms' and the reference's (their cells
-    # are apart, so these are select_best's winners of the whole frame), not selected again
-    every = winners if reference_winners.empty else pd.concat([winners, reference_winners]).sort_values(
-        list(CELL), kind="stable").reset_index(drop=True)
-    return BestAnswer(every,
-                      _verdicts(store, trials, winners, table, missing, curves), pairs,
-                      tuple(curve for curve in curves if curve is not None))
+    """:func:`best_configs`, :func:`pair_verdicts`, the pairs and their curves from one read:
+    stages 1 to 5."""
+    loaded = load(store, filters, CURVE_COLUMNS)
+    selection = select(loaded)
+    curves = with_stops(loaded, selection, trace_curves(selection, pair_and_test(selection)))
+    verdicts = judge(loaded, selection, curves)
+    pairs = curves.summary.assign(reference=[reference_words(row) for _, row in curves.summary.iterrows()])
+    return BestAnswer(_every_winner(selection), verdicts, pairs,
+                      tuple(curve for curve in curves.curves if curve is not None))
+
+
+def _every_winner(selection: Selection) -> pd.DataFrame:
+    """The arms' winners and the reference's, in cell order: their cells are apart, so these
+    are :func:`select_best`'s winners of the whole frame, not selected again."""
+    winners, reference = selection.winners, selection.reference_winners
+    if reference.empty:
+        return winners
+    return pd.concat([winners, reference]).sort_values(list(CELL), kind="stable").reset_index(drop=True)
 
 
 def tuning_curves(store: Store | str, filters: Filters | None = None) -> list[PairCurve]:
     """The tuning curve of every pair that matches ``filters`` and has a winner in both arms
-    (``best --curve``; the report draws the same)."""
-    store, filters = open_store(store), filters or Filters()
-    curves = _pairs(store, load_trials(store, filters, CURVE_COLUMNS), filters)[4]
-    return [curve for curve in curves if curve is not None]
-
-
-def _pairs(store: Store, frame: pd.DataFrame, filters: Filters) -> tuple[
-        pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame, list[PairCurve | None], pd.DataFrame]:
-    """The arms' trials (of ``frame``, read by :func:`load_trials`), their winners, the pairs'
-    summary (with each pair's settled word and its reference), the missing cells, the
-    pairs' tuning curves and the reference's winners (whole rows)."""
-    trials, references, reference_winners = _arms_and_reference(store, frame)
-    winners = complete_rows(store, select_best(trials))
-    expected = expected_cells(trials, _arms(filters))
-    table, curves = _with_curves(trials, summary(winners, expected, references))
-    table = with_budgets(table, trials, curves, store.searches())
-    return trials, winners, table, missing_cells(trials, winners, expected), curves, reference_winners
-
-
-def _with_curves(trials: pd.DataFrame, table: pd.DataFrame) -> tuple[pd.DataFrame, list[PairCurve | None]]:
-    """The summary with each pair's settled word, and the curves it was read from."""
-    curves = pair_curves(trials, table)
-    return with_settled(table, curves), curves
-
-
-def _arms_and_reference(store: Store, frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """The arms' trials of ``frame``, the structure-agnostic reference of each setting,
-    dataset and split rule (``reference_table``, from its winners' whole rows: ``frame`` may
-    hold only the columns selection reads), and those winners."""
-    arms, reference = split_reference(frame)
-    winners = complete_rows(store, select_best(reference)) if len(reference) else reference
-    return arms, reference_table(winners), winners
-
-
-def _arms(filters: Filters) -> tuple[bool, ...]:
-    return (False, True) if filters.ortho is None else (filters.ortho,)
-
-
-def _verdicts(store: Store, trials: pd.DataFrame, winners: pd.DataFrame, table: pd.DataFrame,
-              missing: pd.DataFrame, curves: list[PairCurve | None]) -> Verdicts:
-    searched = sorted(trials["search"].unique()) if len(trials) else []
-    return verdicts(table, winners, missing, smoke_searches(store.searches(), searched), curve_notes(curves))
+    (``best --curve``; the report draws the same): stages 1 to 4."""
+    selection = select(load(store, filters, CURVE_COLUMNS))
+    curves = trace_curves(selection, pair_and_test(selection))
+    return [curve for curve in curves.curves if curve is not None]
 
 
 def build_report(store: Store | str, filters: Filters | None = None, plots: bool = True) -> Report:
-    """Select the winners of ``store`` and compute the tables (and, with ``plots``, figures)."""
-    store, filters = open_store(store), filters or Filters()
-    trials, references, _ = _arms_and_reference(store, load_trials(store, filters, REPORT_COLUMNS))
-    winners = complete_rows(store, select_best(trials))
-    expected = expected_cells(trials, _arms(filters))
-    table, curves = _with_curves(trials, summary(winners, expected, references))
-    table = with_budgets(table, trials, curves, store.searches())
-    missing = missing_cells(trials, winners, expected)
+    """Walk stages 1 to 5 over ``store`` and compute what the report alone shows beside them:
+    the hyperparameter tables and (with ``plots``) the figures."""
+    loaded = load(store, filters, REPORT_COLUMNS)
+    selection = select(loaded)
+    pairs = pair_and_test(selection)
+    curves = with_stops(loaded, selection, trace_curves(selection, pairs))
+    verdicts = judge(loaded, selection, curves)
+    trials, winners = selection.trials, selection.winners
     effect = t_effect(trials)
-    drawn = plots and not winners.empty
     with _workers() as pool:  # the importance's forests fitted while the figures are drawn
         fitted = start_importance(trials, pool)
-        drawings = [*figures(table, winners, effect, trials, _epoch_grad_norms(store, winners)),
-                    *curve_figures(curves, list(table["stop"]))] if drawn else []
+        drawings = _figures(loaded, selection, curves, effect) if plots and not winners.empty else []
         shares = fitted()
     return Report(
-        store=store.uri,
+        store=loaded.store.uri,
         searches=sorted(trials["search"].unique()),
-        filters=filters,
+        filters=loaded.filters,
         generated_at=datetime.now(UTC),
         trials=len(trials),
         failed=int((trials["status"] == "failed").sum()),
         winners=winners,
-        summary=table,
-        missing=missing,
+        summary=curves.summary,
+        missing=selection.missing,
         t_effect=effect,
         hyperparameters=winners_table(winners),
-        ablation=ablation(winners),
+        ablation=pairs.ablation,
         importance=shares,
         figures=drawings,
-        verdicts=_verdicts(store, trials, winners, table, missing, curves),
-        curves=curves,
-        references=references,
+        verdicts=verdicts,
+        curves=curves.curves,
+        references=pairs.references,
     )
+
+
+def _figures(loaded: Loaded, selection: Selection, curves: Curves, effect: pd.DataFrame) -> list[Figure]:
+    """Per (dataset, setting) the report's plots, then each pair's tuning curve."""
+    winners = selection.winners
+    return [*figures(curves.summary, winners, effect, selection.trials, epoch_grad_norms(loaded.store, winners)),
+            *curve_figures(curves.curves, list(curves.summary["stop"]))]
 
 
 def _workers() -> contextlib.AbstractContextManager[Executor | None]:
@@ -211,13 +180,3 @@ def _workers() -> contextlib.AbstractContextManager[Executor | None]:
         return contextlib.nullcontext()
     workers = max(1, min(WORKERS, os.cpu_count() or 1))
     return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
-
-
-def _epoch_grad_norms(store: Store, winners: pd.DataFrame) -> pd.DataFrame | None:
-    """The winners' per-epoch per-layer gradient norms (their epochs rows alone), or None where
-    the store has none."""
-    if winners.empty:
-        return None
-    columns = ["search", "trial_id", "repeat", "epoch", EPOCH_GRAD_NORMS]
-    frame = store.read("epochs", columns=columns, trials=zip(winners["search"], winners["trial_id"])).to_pandas()
-    return frame[frame[EPOCH_GRAD_NORMS].notna()]

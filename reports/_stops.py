@@ -13,17 +13,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from orthotune.core import OBJECTIVE, Summary, result_column_name
-from orthotune.reports._curve import PairCurve, start_order
-from orthotune.reports._load import CELL
-from orthotune.reports._select import may_win
-from orthotune.reports._tables import ALPHA, holm
+from orthotune.reports._curve import Curves, PairCurve, start_order
+from orthotune.reports._load import CELL, Loaded
+from orthotune.reports._select import Selection, may_win
+from orthotune.reports._stats import ALPHA, holm
 from orthotune.search import ArmTrials, Looks, StoppingRule, stop_of, stopping_rule
 
 #: The objective's std over the repeats: the rule's standard error is it over sqrt(repeats).
@@ -159,3 +159,9 @@ def _budget_row(curve: PairCurve | None, spec: tuple[StoppingRule, Looks] | None
              else f"{n} of {looks.maximum} trials per arm; {stop.reason}")
     return {"trials_per_arm": n, "budget": "adaptive", "maximum": looks.maximum, "stop": stop.k,
             "stop_reason": stop.reason, "rule": rule.name, "budget_words": words}
+
+
+def with_stops(loaded: Loaded, selection: Selection, curves: Curves) -> Curves:
+    """The curve stage's product with each pair's budget in its summary (:func:`with_budgets`,
+    the searches' records as ``loaded`` read them)."""
+    return replace(curves, summary=with_budgets(curves.summary, selection.trials, curves.curves, loaded.records))

@@ -1,7 +1,8 @@
-"""The verdict where people look: one line per pair, and the warnings that say when the
-verdicts mean little. Derived from the report's tables (the summary, the winners, the missing
-cells) and the searches' records, here and nowhere else: ``launch`` ends with these lines,
-``best`` prints them and the report opens with them.
+"""The verdict stage, the report's fifth: one line per pair, and the warnings that say when the
+verdicts mean little (:func:`judge`). Derived from the earlier stages' products (the summary
+with its curves' words, the winners, the missing cells) and the searches' records, here and
+nowhere else: ``launch`` ends with these lines, ``best`` prints them and the report opens
+with them.
 
 Warnings, each from the data:
 
@@ -25,8 +26,10 @@ from typing import Any
 
 import pandas as pd
 
-from orthotune.core import CellRole, cell_label, cell_names
-from orthotune.reports._load import CELL
+from orthotune.reports._curve import Curves
+from orthotune.reports._load import CELL, PLACE, VARIANT, Loaded
+from orthotune.reports._pair import pair_label
+from orthotune.reports._select import Selection
 from orthotune.search import FEW_TRIALS as SEARCH_FEW_TRIALS
 
 #: Fewer trials than this in a cell and its winner is flagged (``search.FEW_TRIALS``, where
@@ -51,13 +54,13 @@ class Verdicts:
         return "\n".join(out)
 
 
-#: The pair's place (dataset, setting, backbone, depth) and its variant, as the cell declares them.
-PLACE, (VARIANT,) = cell_names(CellRole.PLACE), cell_names(CellRole.VARIANT)
-
-
-def pair_label(row: Mapping[str, Any]) -> str:
-    """``cora full gcn depth 2 (default)``: the pair a summary row is about."""
-    return " ".join(cell_label(name, row[name]) for name in PLACE) + f" ({row[VARIANT]})"
+def judge(loaded: Loaded, selection: Selection, curves: Curves) -> Verdicts:
+    """The verdict stage: :func:`verdicts` of the pairs (with their curves' words) and the
+    warnings, the searches that ran a smoke-test space read from the loaded records."""
+    trials = selection.trials
+    searched = sorted(trials["search"].unique()) if len(trials) else []
+    return verdicts(curves.summary, selection.winners, selection.missing,
+                    smoke_searches(loaded.records, searched), curves.notes)
 
 
 def verdicts(summary: pd.DataFrame, winners: pd.DataFrame, missing: pd.DataFrame,

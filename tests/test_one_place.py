@@ -14,8 +14,8 @@ from orthotune.core import DATASETS, SETTINGS, DatasetInfo, TrainConfig, default
 from orthotune.core._catalogue import SettingInfo
 from orthotune.core._config import memory_estimate
 from orthotune.reports import Filters
-from orthotune.reports._formats import _repeat_nouns, setting_title
-from orthotune.reports._tables import repeat_noun
+from orthotune.reports._stats import repeat_noun
+from orthotune.reports._text import _repeat_nouns, setting_title
 from orthotune.search import LaunchOptions
 from orthotune.search._options import launch_option
 from orthotune.spaces import parse_space
@@ -110,10 +110,10 @@ sys.path.insert(0, sys.argv[2])
 from report_stores import hand_row, hand_store
 from orthotune.cli.best import TABLE
 from orthotune.reports import build_report, write_report
-from orthotune.reports._formats import IMPORTANCE_HEADER, MISSING_HEADER, PAIR_HEADER
+from orthotune.reports._hyperparameters import WINNER_COLUMNS
 from orthotune.reports._load import CELL, PAIR
-from orthotune.reports._tables import WINNER_COLUMNS
-from orthotune.reports._verdict import pair_label
+from orthotune.reports._pair import pair_label
+from orthotune.reports._text import IMPORTANCE_HEADER, MISSING_HEADER, PAIR_HEADER
 from orthotune.search import cell_key
 
 rows = [hand_row(f"{layout}-{ortho}", [0.8, 0.7], [0.7, 0.6], layout=layout, ortho=ortho, selection="val_acc",

@@ -16,8 +16,8 @@ from orthotune.reports import FEW_TRIALS, build_report, pair_verdicts, tuning_cu
 from orthotune.reports._curve import LATE_SHARE, settle, start_order
 from orthotune.reports._curve_plot import curve_figures
 from orthotune.reports._load import load_trials
-from orthotune.reports._select import select_best
-from orthotune.reports._tables import expected_cells, summary
+from orthotune.reports._pair import summary
+from orthotune.reports._select import expected_cells, select_best
 
 START = datetime(2025, 1, 1, tzinfo=UTC)
 

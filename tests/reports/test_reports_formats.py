@@ -161,7 +161,7 @@ def test_browser_check_catches_a_broken_image_and_console_errors(real_report, tm
 
 
 def test_wide_tables_wrap_headers_between_words_and_only_the_widest_inside_them():
-    from orthotune.reports._formats import WIDE_COLUMNS, WIDEST_COLUMNS, _html_table
+    from orthotune.reports._html import WIDE_COLUMNS, WIDEST_COLUMNS, _html_table
 
     def table(columns: int) -> str:
         return _html_table(["setting", "weight_decay_output", *(f"c{i}" for i in range(columns - 2))], [])

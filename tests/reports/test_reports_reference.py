@@ -150,9 +150,9 @@ def test_best_answers_winners_are_every_cells_selected_once_with_the_reference(t
     import pandas as pd
 
     from orthotune.reports import best_answer
-    from orthotune.reports._load import complete_rows, load_trials, open_store
+    from orthotune.reports._load import load_trials, open_store
     from orthotune.reports._report import CURVE_COLUMNS
-    from orthotune.reports._select import select_best
+    from orthotune.reports._select import complete_rows, select_best
 
     rows = [_row("o", ARM), _row("x", _shift(ARM, 0.02), ortho=True), _row("o4", ARM, depth=4),
             _row("r", REF, backbone="mlp"), _row("r2", _shift(REF, -0.1), backbone="mlp")]

@@ -10,7 +10,7 @@ from scipy import stats
 
 from orthotune.core import ConfigError, OrthotuneError, TrainConfig
 from orthotune.reports import Filters, best_configs, build_report, config_dict, row_to_config
-from orthotune.reports._tables import paired
+from orthotune.reports._stats import paired
 
 
 def winner_ids(store, filters=None) -> dict[tuple, str]:

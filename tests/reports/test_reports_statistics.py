@@ -11,7 +11,7 @@ import pytest
 from report_stores import hand_row, hand_store
 
 from orthotune.reports import build_report, write_report
-from orthotune.reports._tables import confidence_interval, holm, paired, paired_t_test
+from orthotune.reports._stats import confidence_interval, holm, paired, paired_t_test
 
 #: Student's t quantile t(0.975, 4), from a table: the 95% interval of a 5-repeat mean.
 T_975_4 = 2.7764451

@@ -14,7 +14,7 @@ from orthotune.core import PROFILES, TrainConfig
 from orthotune.reports import Filters, best_configs, build_report, config_dict, write_report
 from orthotune.reports._load import SWITCHES
 from orthotune.reports._plots import figures
-from orthotune.reports._tables import Paired
+from orthotune.reports._stats import Paired
 
 
 def v2_row(trial_id: str, **columns) -> dict:
@@ -149,10 +149,10 @@ def test_importance_of_a_cell_beyond_the_cap_is_fitted_on_a_seeded_sample_and_sa
     fitted on that many, drawn at random with a fixed seed: the table says "6 of 10" and the
     note how they were drawn; the same trials in another order give the same shares; a cell
     within the cap keeps its plain count and the plain note."""
-    from orthotune.reports import _formats, _tables
+    from orthotune.reports import _hyperparameters, _text
 
-    monkeypatch.setattr(_tables, "IMPORTANCE_TRIALS", 6)
-    monkeypatch.setattr(_formats, "IMPORTANCE_TRIALS", 6)
+    monkeypatch.setattr(_hyperparameters, "IMPORTANCE_TRIALS", 6)
+    monkeypatch.setattr(_text, "IMPORTANCE_TRIALS", 6)
     settings = [(1, 0.3), (2, 0.9), (3, 0.1), (4, 0.5), (5, 0.7), (6, 0.2), (2, 0.4), (5, 0.8), (1, 0.6), (6, 0.35)]
     rows = [v2_row(f"x{i}", ortho=True, T=t, beta=b, val=[0.5 + 0.05 * t] * 2) for i, (t, b) in enumerate(settings)]
     report = build_report(hand_store(tmp_path / "s", rows), plots=False)
@@ -164,10 +164,10 @@ def test_importance_of_a_cell_beyond_the_cap_is_fitted_on_a_seeded_sample_and_sa
     again = build_report(hand_store(tmp_path / "again", rows[::-1]), plots=False)
     assert again.importance["importance"].tolist() == report.importance["importance"].tolist()
     # the sample: that many distinct positions, ascending, the same each time; all within the cap
-    sample = _tables.importance_sample(10)
+    sample = _hyperparameters.importance_sample(10)
     assert len(set(sample.tolist())) == 6 and sample.tolist() == sorted(sample.tolist())
-    assert sample.tolist() == _tables.importance_sample(10).tolist()
-    assert _tables.importance_sample(4).tolist() == [0, 1, 2, 3]
+    assert sample.tolist() == _hyperparameters.importance_sample(10).tolist()
+    assert _hyperparameters.importance_sample(4).tolist() == [0, 1, 2, 3]
     small = build_report(hand_store(tmp_path / "small", rows[:5]), plots=False)
     assert small.importance[["trials", "fitted"]].values.tolist() == [[5, 5]]
     assert "drawn at random" not in write_report(small, "md")
@@ -180,7 +180,8 @@ def test_importance_fitted_in_worker_processes_or_without_them_is_the_same(tmp_p
     from concurrent.futures import ProcessPoolExecutor
 
     from orthotune.reports import _report
-    from orthotune.reports._tables import importance, start_importance
+    from orthotune.reports._hyperparameters import importance, start_importance
+    from orthotune.reports._load import Filters, load_trials, open_store
 
     rows = [v2_row(f"x{depth}-{i}", ortho=True, T=t, beta=b, val=[0.5 + 0.05 * t] * 2, depth=depth)
             for depth in (2, 4) for i, (t, b) in enumerate([(1, 0.3), (2, 0.9), (3, 0.1), (4, 0.5), (5, 0.7)])]
@@ -193,7 +194,7 @@ def test_importance_fitted_in_worker_processes_or_without_them_is_the_same(tmp_p
     with _report._workers() as pool:
         assert pool is None
     pd.testing.assert_frame_equal(build_report(store, plots=False).importance, forked)
-    trials = _report.load_trials(_report.open_store(store), _report.Filters(), _report.REPORT_COLUMNS)
+    trials = load_trials(open_store(store), Filters(), _report.REPORT_COLUMNS)
     with ProcessPoolExecutor(2) as pool:
         pd.testing.assert_frame_equal(start_importance(trials, pool)(), importance(trials))
 

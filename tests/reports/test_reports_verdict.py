@@ -94,8 +94,8 @@ def test_a_smoke_test_space_is_flagged_from_the_search_record(tmp_path, preset, 
 def test_importance_is_the_same_for_the_same_trials_in_any_order_and_labelled_when_few(tmp_path):
     """Six trials of one cell (lr and dropout searched) stored in two orders under two search
     names: the same shares; fewer than FEW_TRIALS trials: marked few, and the report says so."""
+    from orthotune.reports._hyperparameters import importance
     from orthotune.reports._load import load_trials
-    from orthotune.reports._tables import importance
 
     points = [(0.01, 0.1, 0.61), (0.05, 0.5, 0.72), (0.02, 0.3, 0.55), (0.1, 0.0, 0.80), (0.03, 0.2, 0.66),
               (0.07, 0.4, 0.59)]

@@ -22,7 +22,7 @@ import pytest
 from scipy import special
 
 from orthotune.reports._sequential import nominal_levels, sequential_p
-from orthotune.reports._tables import holm, paired_t_test
+from orthotune.reports._stats import holm, paired_t_test
 from orthotune.search._stopping import STOPPING_RULES, ArmTrials, Looks, StoppingRule, flat_on_validation, stopping_k
 
 FAMILIES, PAIRS, TRIALS, REPEATS = 10_000, 4, 40, 5
