@@ -42,12 +42,12 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(row, default=str))
         return 0
     print(f"rule {replay.rule}, looks {', '.join(map(str, replay.looks))} trials per arm")
-    print(f"{'pair':<42} {'fixed verdict':<28} {'adaptive verdict':<28} {'stop':>5} {'trials':>7}")
+    print(f"{'pair':<40} {'fixed verdict':<32} {'adaptive verdict':<32} {'stop':>5} {'trials':>7}")
     for row in table.to_dict("records"):
         fixed = f"{row['fixed_verdict']} ({100 * row['fixed_gain']:+.2f})"
         adaptive = f"{row['adaptive_verdict']} ({100 * row['adaptive_gain']:+.2f})"
         share = f"{row['stop'] / row['trials']:.0%}" if row["stop"] else "open"
-        print(f"{row['pair']:<42} {fixed:<28} {adaptive:<28} {row['stop'] or '-':>5} {share:>7}"
+        print(f"{row['pair']:<40} {fixed:<32} {adaptive:<32} {row['stop'] or '-':>5} {share:>7}"
               + ("" if row["kept"] else "   changed"))
     kept = int(table["kept"].sum())
     print(f"kept the fixed budget's verdict: {kept} of {len(table)} pairs ({kept / len(table):.0%}); "
