@@ -11,7 +11,7 @@ from orthotune.models import (
     readout_width,
     signal_magnification,
 )
-from orthotune.models._backbones import PackedBatchNorm
+from orthotune.models._packing import PackedBatchNorm
 
 
 @pytest.mark.parametrize("name", ["gcn", "jknet", "gcnii"])
