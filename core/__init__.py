@@ -40,15 +40,13 @@ from orthotune.core._config import (
     SPLIT_FIELDS,
     OrthoSettings,
     TrainConfig,
-    available_memory,
-    check_memory,
-    memory_estimate,
     profile_values,
     reads,
 )
 from orthotune.core._errors import ConfigError, OrthotuneError, SearchCrashed, SearchInterrupted, check
 from orthotune.core._fields import Group, by_group, column_name, declared
 from orthotune.core._lazy import lazy_attributes
+from orthotune.core._memory import available_memory, check_memory, memory_estimate
 from orthotune.core._registry import Registry
 from orthotune.core._results import (
     OBJECTIVE,

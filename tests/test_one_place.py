@@ -12,7 +12,7 @@ from orthotune.cli import build_parser
 from orthotune.cli.launch import search_options
 from orthotune.core import DATASETS, SETTINGS, DatasetInfo, TrainConfig, defaults_for
 from orthotune.core._catalogue import SettingInfo
-from orthotune.core._config import memory_estimate
+from orthotune.core._memory import memory_estimate
 from orthotune.reports import Filters
 from orthotune.reports._formats import _repeat_nouns, setting_title
 from orthotune.reports._tables import repeat_noun
