@@ -2,23 +2,30 @@
 type, the experiment cell and the result types. Imports nothing of orthotune's other
 layers, and no torch."""
 
-from orthotune.core._catalogue import (
+from orthotune.core._backbones import (
     ANY_FACTORY,
+    BACKBONE_INFO,
+    REFERENCE_BACKBONES,
+    TASKS,
+    BackboneInfo,
+    Readers,
+    all_backbones,
+    backbone_info,
+    backbone_name,
+    is_factory,
+    is_reference_backbone,
+    readers,
+    reference_backbone,
+)
+from orthotune.core._catalogue import (
     BACKBONE_DEFAULTS,
     DATASETS,
-    REFERENCE_BACKBONES,
     SETTINGS,
-    TASKS,
     DatasetInfo,
     SourcedDefaults,
-    all_backbones,
-    backbone_name,
     default_source,
     defaults_for,
     is_dynamic,
-    is_factory,
-    is_reference_backbone,
-    reference_backbone,
 )
 from orthotune.core._cells import (
     ARMS,
@@ -75,6 +82,7 @@ __all__ = [
     "ANY_FACTORY",
     "ARMS",
     "BACKBONE_DEFAULTS",
+    "BACKBONE_INFO",
     "DATASETS",
     "OBJECTIVE",
     "PROFILES",
@@ -87,6 +95,7 @@ __all__ = [
     "STANDARD_FORMS",
     "TASKS",
     "Arm",
+    "BackboneInfo",
     "Cell",
     "CellAxis",
     "CellRole",
@@ -102,6 +111,7 @@ __all__ = [
     "OrthotuneError",
     "Registry",
     "ResultColumn",
+    "Readers",
     "RunResult",
     "SearchCrashed",
     "SearchInterrupted",
@@ -113,6 +123,7 @@ __all__ = [
     "TrainConfig",
     "all_backbones",
     "arm_of",
+    "backbone_info",
     "backbone_name",
     "by_group",
     "cell_coordinates",
@@ -136,6 +147,7 @@ __all__ = [
     "mean_or_zero",
     "measures",
     "profile_values",
+    "readers",
     "reads",
     "reference_backbone",
     "result_column_name",
