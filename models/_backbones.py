@@ -1,25 +1,49 @@
 """Node-classification backbones (GCN, JKNet, GCNII) in original and Ortho-GConv form: the
-subclasses of :class:`~models._gnn.OrthoGNN` (each defines its hidden convolution), their
-registry, and the one place a config becomes a model (:func:`build_node_model`).
+subclasses of :class:`~models._gnn.OrthoGNN` (each defines its hidden convolution and takes
+its own arguments from a config, :meth:`~models._gnn.OrthoGNN.config_arguments`), their
+registry (:func:`register_backbone`: one entry per backbone, which every layer sees), and
+the one place a config becomes a model (:func:`build_node_model`).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 from torch import Tensor, nn
 from torch_geometric.nn.models import JumpingKnowledge
 
-from orthotune.core import OrthoSettings, Registry, TrainConfig, check
+from orthotune.core import BACKBONE_INFO, OrthoSettings, Registry, TrainConfig, check
 from orthotune.models._gnn import Layout, OrthoGNN
 from orthotune.models._layers import PackedLinear, dropout
 from orthotune.models._rules import check_rules
 
+BACKBONES: Registry[type[OrthoGNN]] = Registry("backbone")
 
+
+def register_backbone(model: type[OrthoGNN]) -> type[OrthoGNN]:
+    """Make ``model`` a backbone, in one place: buildable by its declared name
+    (:func:`build_node_model`), and known to every layer (configs, the CLI's choices, the space
+    parser, which fields it reads) through its declaration ``model.info``, which joins
+    ``core.BACKBONE_INFO`` unless the catalogue declares it already (orthotune's own backbones:
+    configs are checked before torch loads). Its own config arguments come from
+    ``model.config_arguments``."""
+    info = model.info
+    if info.name not in BACKBONE_INFO:
+        BACKBONE_INFO.add(info.name, info)
+    check(BACKBONE_INFO.get(info.name) == info,
+          f"backbone {info.name!r}: {model.__name__}'s declaration differs from the catalogue's")
+    BACKBONES.add(info.name, model)
+    return model
+
+
+@register_backbone
 class GCN(OrthoGNN):
     """Kipf & Welling: ``H(l) = ReLU(A_hat H(l-1) W(l) + b(l))``."""
+
+    info = BACKBONE_INFO.get("gcn")
 
     def convolve(self, layer, h, h0, weights, edge_index, edge_weight):
         h = dropout(h, self.dropout, self.training)
@@ -27,6 +51,7 @@ class GCN(OrthoGNN):
         return self.finish_conv(layer, z)
 
 
+@register_backbone
 class JKNet(GCN):
     """Xu et al. 2018: GCN layers whose outputs, the input layer's ``h(0)`` included, are
     aggregated by PyG's :class:`JumpingKnowledge` (``cat``: the head reads ``hidden x
@@ -43,12 +68,17 @@ class JKNet(GCN):
     never orthogonalised transformation, as theirs).
     """
 
+    info = BACKBONE_INFO.get("jknet")
     layouts = {**OrthoGNN.layouts, "standard": Layout(True, False)}
 
     def __init__(self, *args, jk: str = "cat", self_loop: bool = False, **kwargs) -> None:
         check_rules(jk=jk)
         self.jk, self.self_loop = jk, self_loop
         super().__init__(*args, **kwargs)
+
+    @classmethod
+    def config_arguments(cls, config: TrainConfig) -> dict[str, Any]:
+        return {**super().config_arguments(config), "jk": config.jk, "self_loop": config.self_loop}
 
     @classmethod
     def readout_channels(cls, hidden: int, hidden_layers: int, **switches: object) -> int:
@@ -80,6 +110,7 @@ class JKNet(GCN):
         return self.jumping(states)
 
 
+@register_backbone
 class GCNII(OrthoGNN):
     """Chen et al. 2020: initial residual ``alpha`` and identity mapping ``beta_l``.
 
@@ -98,8 +129,8 @@ class GCNII(OrthoGNN):
     centres along its ``out`` axis.
     """
 
+    info = BACKBONE_INFO.get("gcnii")
     layouts = dict.fromkeys(OrthoGNN.layouts, Layout(False, False))
-    has_conv_bias = False
     input_rows = "out"
 
     def __init__(self, *args, alpha: float = 0.1, theta: float = 0.5, variant: bool = False,
@@ -108,6 +139,11 @@ class GCNII(OrthoGNN):
         check_rules(alpha=alpha, theta=theta)
         self.alpha, self.theta, self.variant = alpha, theta, variant
         super().__init__(*args, **kwargs)
+
+    @classmethod
+    def config_arguments(cls, config: TrainConfig) -> dict[str, Any]:
+        return {**super().config_arguments(config), "alpha": config.alpha, "theta": config.theta,
+                "variant": config.gcnii_variant}
 
     def init_extra(self) -> None:
         count = self.hidden_layers if self.variant and self.feature_transform else 0
@@ -145,12 +181,6 @@ class GCNII(OrthoGNN):
         return self.finish_conv(layer, z)
 
 
-BACKBONES: Registry[type[OrthoGNN]] = Registry("backbone")
-BACKBONES.add("gcn", GCN)
-BACKBONES.add("jknet", JKNet)
-BACKBONES.add("gcnii", GCNII)
-
-
 def build_node_model(
     config: TrainConfig,
     in_channels: int,
@@ -161,25 +191,18 @@ def build_node_model(
     """The node model a config describes: one pack slot per entry of ``seeds`` (and of
     ``ortho``, one :class:`OrthoSettings` per slot, or None for the original arm).
 
-    The one place that maps config fields to backbone arguments.
+    The one place that maps config fields to backbone arguments: those every packed backbone
+    takes here, its own from the backbone (:meth:`~models._gnn.OrthoGNN.config_arguments`).
     """
-    common = dict(layout=config.layout, batch_norm=config.batch_norm,
-                  feature_transform=config.feature_transform, input_dropout=config.input_dropout,
-                  io_bias=config.io_bias)
-    extra = {
-        "gcn": dict(conv_bias=config.conv_bias),
-        "jknet": dict(conv_bias=config.conv_bias, jk=config.jk, self_loop=config.self_loop),
-        "gcnii": dict(alpha=config.alpha, theta=config.theta, variant=config.gcnii_variant),
-    }
-    return BACKBONES.get(config.backbone)(
-        in_channels, config.hidden, num_classes, config.depth, config.dropout,
-        ortho=ortho, seeds=seeds, **common, **extra.get(config.backbone, {}),
-    )
+    model = BACKBONES.get(config.backbone)
+    return model(in_channels, config.hidden, num_classes, config.depth, config.dropout, ortho=ortho, seeds=seeds,
+                 layout=config.layout, batch_norm=config.batch_norm, feature_transform=config.feature_transform,
+                 input_dropout=config.input_dropout, io_bias=config.io_bias, **model.config_arguments(config))
 
 
 def readout_width(config: TrainConfig) -> int:
     """The widest hidden state one run of ``config`` holds per node: ``hidden``, or JKNet's
     concatenated aggregate (as the model sizes it), without building the model."""
-    backbone = BACKBONES.get(config.backbone)
-    hidden_layers = backbone.hidden_layers_of(config.depth, config.layout)
-    return max(config.hidden, backbone.readout_channels(config.hidden, hidden_layers, jk=config.jk))
+    model = BACKBONES.get(config.backbone)
+    hidden_layers = model.hidden_layers_of(config.depth, config.layout)
+    return max(config.hidden, model.readout_channels(config.hidden, hidden_layers, **model.config_arguments(config)))

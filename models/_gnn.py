@@ -26,7 +26,7 @@ kernels whatever the pack size.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -35,7 +35,7 @@ from torch_geometric import EdgeIndex
 from torch_geometric.nn.conv import SimpleConv
 from torch_geometric.typing import Adj, OptTensor
 
-from orthotune.core import OrthoSettings, check
+from orthotune.core import BackboneInfo, OrthoSettings, TrainConfig, check
 from orthotune.models._layers import (
     PackedLinear,
     SparseFeatures,
@@ -112,8 +112,9 @@ class OrthoGNN(nn.Module):
         "standard": Layout(True, True),
         "official": Layout(True, True),
     }
-    #: Whether the hidden convolutions can carry a bias.
-    has_conv_bias: bool = True
+    #: The backbone's declaration (``core.BackboneInfo``): its name and what it can do, which
+    #: the base reads (its ``conv_bias`` kind, say) instead of the backbone's name.
+    info: ClassVar[BackboneInfo]
     #: The axis of the input projection that the authors' one-off orthogonalisation
     #: (``input_T``) centres along: their GCN and JKNet input weights are ``[in, out]``.
     input_rows: str = "in"
@@ -154,7 +155,7 @@ class OrthoGNN(nn.Module):
         self.input = self.init_input()
         count = self.hidden_layers if feature_transform else 0
         self.transforms = nn.ModuleList(self.init_conv(hidden_channels, hidden_channels) for _ in range(count))
-        self.conv_biases = self.init_conv_biases(conv_bias and self.has_conv_bias)
+        self.conv_biases = self.init_conv_biases(conv_bias and self.info.conv_bias == "switch")
         self.norms = self.init_norms(batch_norm)
         self.init_extra()
         self.output = self.init_output()
@@ -192,6 +193,14 @@ class OrthoGNN(nn.Module):
         """One hidden convolution's transformation ``W(l)`` (Ortho-GConv when ``ortho``);
         its bias, if any, is added after propagation (:attr:`conv_biases`)."""
         return PackedLinear(in_channels, out_channels, self.packs, bias=False, ortho=self.ortho)
+
+    @classmethod
+    def config_arguments(cls, config: TrainConfig) -> dict[str, Any]:
+        """This backbone's own constructor arguments from ``config``, beyond those every packed
+        backbone takes (``models.build_node_model`` passes both): subclasses add theirs, so a
+        backbone's arguments live with it. The base's: ``conv_bias`` where the declaration says
+        it switches a bias."""
+        return {"conv_bias": config.conv_bias} if cls.info.conv_bias == "switch" else {}
 
     def init_conv_biases(self, enabled: bool) -> nn.ParameterList:
         """One bias per hidden convolution, added after its propagation (PyG's ``GCNConv``)."""
