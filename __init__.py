@@ -8,5 +8,5 @@ Importing ``orthotune`` itself loads nothing else, so the CLI starts fast.
 
 __version__ = "0.3.0"
 #: The layer folders, bottom to top: each imports only from the ones before it.
-LAYERS = ("core", "models", "training", "store", "spaces", "search", "reports", "cli")
+LAYERS = ("core", "models", "training", "store", "spaces", "search", "plan", "reports", "cli")
 __all__ = ["LAYERS", "__version__"]

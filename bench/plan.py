@@ -37,7 +37,7 @@ from pathlib import Path
 
 import yaml
 
-from orthotune.search import MEASURE_EPOCHS
+from orthotune.plan import MEASURE_EPOCHS
 from orthotune.store import Store
 
 ROOT = Path(__file__).resolve().parents[1]

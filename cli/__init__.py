@@ -19,7 +19,7 @@ from typing import NoReturn
 from orthotune import __version__
 from orthotune.cli import best, launch, logs, plan, report, slurm, status, store, train
 from orthotune.cli._common import BAD_INPUT, DEBUG_ENV, INTERRUPTED, OK, RUN_FAILED, SIGNAL_BASE
-from orthotune.core import OrthotuneError, SearchCrashed, SearchInterrupted
+from orthotune.core import OrthotuneError, SearchCrashed, SearchInterrupted, one_line
 
 __all__ = ["entry", "main"]
 
@@ -149,12 +149,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _error(command: str | None, message: str, code: int) -> int:
     print(f"orthotune {command}: error: {message}", file=sys.stderr)
     return code
-
-
-def one_line(error: BaseException | str) -> str:
-    """A message as one line: its lines joined (a library's multi-line text stays readable)."""
-    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    return "; ".join(lines) or type(error).__name__
 
 
 def library_error(error: Exception) -> str | None:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from orthotune import LAYERS
-from orthotune.core import OrthotuneError
+from orthotune.core import OrthotuneError, one_line
 
 #: Environment variables handed to the job's driver when set on the client.
 FORWARDED_ENV = ("ORTHOTUNE_DATA_ROOT", "ORTHOTUNE_CACHE")
@@ -147,7 +147,7 @@ def submit(address: str | None, argv: Sequence[str], space_file: str | None, met
                 if "No available agent" in str(error) and time.monotonic() < deadline:
                     time.sleep(3.0)
                     continue
-                raise OrthotuneError(f"the Ray Jobs API refused the job: {_first_line(error)}") from None
+                raise OrthotuneError(f"the Ray Jobs API refused the job: {one_line(error)}") from None
 
 
 def job_info(client: Any, job: str) -> Any:
@@ -155,7 +155,7 @@ def job_info(client: Any, job: str) -> Any:
     try:
         return client.get_job_info(job)
     except RuntimeError as error:
-        raise OrthotuneError(f"no job {job!r} on this cluster: {_first_line(error)}") from None
+        raise OrthotuneError(f"no job {job!r} on this cluster: {one_line(error)}") from None
 
 
 def list_jobs(client: Any) -> list[Any]:
@@ -201,6 +201,3 @@ def _time(ms: int | None) -> str:
     return datetime.fromtimestamp(ms / 1000).strftime("%Y-%m-%d %H:%M:%S") if ms else "-"
 
 
-def _first_line(error: Exception) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__

@@ -112,7 +112,8 @@ def run(args: argparse.Namespace) -> int:
 def _plan_total(options: LaunchOptions) -> float | None:
     """Print the plan's one-line total (measuring the shapes not cached yet) and return its
     expected seconds of trials, which the progress ETA starts from."""
-    from orthotune.search import check_inputs, check_store, plan_search
+    from orthotune.plan import plan_search
+    from orthotune.search import check_inputs, check_store
 
     check_inputs(options)  # missing data or too little memory: refused before anything is measured
     check_store(options)  # so is a store that is not ours or a name already taken

@@ -51,7 +51,8 @@ def _count(value: str) -> int:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from orthotune.cli.launch import add_option_flags
-    from orthotune.search import MEASURE_EPOCHS, SECTIONS
+    from orthotune.plan import MEASURE_EPOCHS
+    from orthotune.search import SECTIONS
     from orthotune.spaces import PRESETS
 
     parser.add_argument("--space", required=True,
@@ -84,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
 
     # validated as launch validates them, before torch loads (the name and store are unused)
     options = search_options(argparse.Namespace(**vars(args), store=default_store(), name=None))
-    from orthotune.search import plan_search
+    from orthotune.plan import plan_search
 
     overrides = {"cpus": args.cpus, "gpus": args.gpus, "nodes": args.nodes,
                  "memory_bytes": None if args.memory is None else int(args.memory * 2**30)}

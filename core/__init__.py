@@ -17,6 +17,7 @@ from orthotune.core._backbones import (
     readers,
     reference_backbone,
 )
+from orthotune.core._cache import CACHE_ENV, cache_dir
 from orthotune.core._catalogue import (
     BACKBONE_DEFAULTS,
     DATASETS,
@@ -50,7 +51,15 @@ from orthotune.core._config import (
     profile_values,
     reads,
 )
-from orthotune.core._errors import ConfigError, OrthotuneError, SearchCrashed, SearchInterrupted, check
+from orthotune.core._errors import (
+    REASON_LIMIT,
+    ConfigError,
+    OrthotuneError,
+    SearchCrashed,
+    SearchInterrupted,
+    check,
+    one_line,
+)
 from orthotune.core._fields import Group, by_group, column_name, declared
 from orthotune.core._lazy import lazy_attributes
 from orthotune.core._memory import available_memory, check_memory, memory_estimate
@@ -83,9 +92,11 @@ __all__ = [
     "ARMS",
     "BACKBONE_DEFAULTS",
     "BACKBONE_INFO",
+    "CACHE_ENV",
     "DATASETS",
     "OBJECTIVE",
     "PROFILES",
+    "REASON_LIMIT",
     "REFERENCE",
     "REFERENCE_BACKBONES",
     "REFERENCE_DEPTH",
@@ -131,7 +142,9 @@ __all__ = [
     "cell_names",
     "cell_report_order",
     "cell_source",
+    "cache_dir",
     "check",
+    "one_line",
     "available_memory",
     "check_memory",
     "memory_estimate",

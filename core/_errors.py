@@ -9,6 +9,28 @@ class ConfigError(OrthotuneError, ValueError):
     """A value broke a rule; the message states the value and the rule."""
 
 
+#: The longest a one-line reason is kept where it is stored (a failed trial's row, a measured
+#: cell's error): a library's message can run to a whole traceback.
+REASON_LIMIT = 500
+
+
+def one_line(error: BaseException | str, *, typed: bool = False, limit: int | None = None) -> str:
+    """A message as one line, the one rule for every place that shows or stores an error:
+    its non-empty lines stripped and joined with "; " (a library's multi-line text stays
+    readable), the exception's type name in front with ``typed`` (or alone, for an empty
+    message), cut at ``limit`` characters. An error that carries its cause (Ray's task
+    errors: ``cause``) speaks through the cause, not through the traceback around it."""
+    cause = getattr(error, "cause", None)
+    if isinstance(cause, BaseException):
+        error = cause
+    text = "; ".join(line.strip() for line in str(error).splitlines() if line.strip())
+    name = type(error).__name__ if isinstance(error, BaseException) else ""
+    if typed and name:
+        text = f"{name}: {text}" if text else name
+    text = text or name
+    return text if limit is None else text[:limit]
+
+
 def check(condition: bool, message: str) -> None:
     """Raise `ConfigError(message)` unless `condition` holds."""
     if not condition:

@@ -12,38 +12,43 @@ Benchmarks time a search through one hook of their own, ``orthotune.search.instr
 """
 
 from orthotune.core import lazy_attributes
+from orthotune.search._algorithms import SCHEDULERS, SEARCHERS, Scheduler, Searcher
+from orthotune.search._budget import cell_trials
 from orthotune.search._cell_key import cell_key
-from orthotune.search._estimate import PlanEstimate, Resources, asha_expected_epochs
-from orthotune.search._measuring import MEASURE_EPOCHS
 from orthotune.search._objective import rung_score
 from orthotune.search._options import MODES, SECTIONS, LaunchOptions, SearchOutcome
 
 __all__ = [
-    "MEASURE_EPOCHS",
     "MODES",
+    "SCHEDULERS",
+    "SEARCHERS",
     "SECTIONS",
     "LaunchOptions",
-    "PlanEstimate",
-    "Resources",
+    "Scheduler",
     "SearchOutcome",
-    "asha_expected_epochs",
+    "Searcher",
     "cell_key",
+    "cell_trials",
     "check_inputs",
     "check_store",
     "gpu_share",
     "launch",
-    "plan_search",
+    "local_ray_options",
+    "loopback_ray",
     "resume",
     "rung_score",
     "start_or_resume",
+    "train_trial",
 ]
 
 #: The names of ``__all__`` not imported above, by the module each is loaded from on first
 #: access: they import Ray, torch and PyG (``gpu_share``, ``--gpus-per-trial auto``'s rule,
-#: imports torch through the training layer).
+#: imports torch through the training layer; ``train_trial`` is what a trial worker imports,
+#: and the cost planner's start probe times that import).
 LAZY = {"launch": "_launch", "check_store": "_launch", "resume": "_launch",
         "check_inputs": "_inputs", "start_or_resume": "_start_or_resume",
-        "plan_search": "_costing", "gpu_share": "_gpu_share"}
+        "gpu_share": "_gpu_share", "local_ray_options": "_local_ray", "loopback_ray": "_local_ray",
+        "train_trial": "_trainable"}
 
 
 __getattr__ = lazy_attributes(__name__, LAZY)

@@ -1,42 +1,76 @@
 """The search algorithms and trial schedulers by name (``--searcher``, ``--scheduler``).
 
-Light to import: the registries are what the CLI lists and the options validate; each
-factory imports Ray and Optuna (and the per-cell wrappers built on them) only when called.
+Each entry declares what it can do, and the rest of the search reads those fields, never a
+name (as Ray Tune's controller knows searchers and schedulers only by their base types, and
+PyG's ``BasicGNN`` reads ``supports_edge_weight``): adding a searcher or a scheduler is one
+entry here. Light to import: the registries are what the CLI lists and the options validate;
+each factory imports Ray and Optuna (and the per-cell wrappers built on them) only when called.
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from orthotune.core import OBJECTIVE, Registry
 from orthotune.search._objective import RUNG_SCORE, TIME_ATTR
 from orthotune.spaces import SearchSpace
 
-#: A searcher factory: ``(space, seed, storage=None, study_name=None, replay=())`` -> a Tune
-#: searcher over ``space`` (one cell's, in per-cell searches); ``storage`` is an Optuna
-#: storage; ``replay`` the configs a previous session stored (proposed first, in order).
-SEARCHERS: Registry[Callable[..., Any]] = Registry("search algorithm")
-SCHEDULERS: Registry[Callable[[SearchSpace], Any]] = Registry("scheduler")
+
+@dataclass(frozen=True)
+class Searcher:
+    """A search algorithm: how it is made and what it can do.
+
+    A sampled searcher's ``make`` is ``(space, seed, storage=None, study_name=None, replay=())``
+    -> a Tune searcher over ``space`` (one cell's: each cell gets its own, ``samples`` trials
+    each); ``storage`` is an Optuna storage, ``replay`` the configs a previous session stored
+    (proposed first, in order). A finite searcher has no per-cell searcher: ``points(space,
+    seed)`` lists every config it trains, in order, and ``size(cell)`` counts a cell's without
+    building them."""
+
+    make: Callable[..., Any] | None = None
+    #: trains a fixed list of points (the space's, or ``--points`` given): its budget is their
+    #: count, not ``samples``, and it is the kind that takes explicit points
+    finite: bool = False
+    points: Callable[[SearchSpace, int], list[dict[str, Any]]] | None = None
+    size: Callable[[SearchSpace], int] | None = None
+    #: keeps one Optuna study per cell in the search's Optuna storage (``--resume`` rebuilds it)
+    keeps_study: bool = False
 
 
-@SEARCHERS.register("optuna")
+@dataclass(frozen=True)
+class Scheduler:
+    """A trial scheduler: ``make(space)`` -> a Tune scheduler, and what it needs."""
+
+    make: Callable[[SearchSpace], Any]
+    #: stops trials at rungs (ASHA): needs every cell to train past its first rung, is given
+    #: stored trials' curves on ``--resume``, and decides per config on the rung board when
+    #: trials train groups of configs
+    stops_at_rungs: bool = False
+
+
+SEARCHERS: Registry[Searcher] = Registry("search algorithm")
+SCHEDULERS: Registry[Scheduler] = Registry("scheduler")
+
+
 def _optuna(space: SearchSpace, seed: int, storage: Any = None, study_name: str | None = None,
             replay: Sequence[dict[str, Any]] = ()):
     return _optuna_search(space, "TPESampler", storage, study_name, replay, seed=seed)
 
 
-@SEARCHERS.register("random")
 def _random(space: SearchSpace, seed: int, storage: Any = None, study_name: str | None = None,
             replay: Sequence[dict[str, Any]] = ()):
     return _optuna_search(space, "RandomSampler", storage, study_name, replay, seed=seed)
 
 
-@SEARCHERS.register("grid")
-def _grid(space: SearchSpace, seed: int, storage: Any = None, study_name: str | None = None,
-          replay: Sequence[dict[str, Any]] = ()):
-    return grid_search(shuffled_grid(space.grid(), seed))
+def _grid_points(space: SearchSpace, seed: int) -> list[dict[str, Any]]:
+    return shuffled_grid(space.grid(), seed)
+
+
+def _grid_size(cell: SearchSpace) -> int:
+    return cell.grid_size()
 
 
 def shuffled_grid(points: list[dict[str, Any]], seed: int) -> list[dict[str, Any]]:
@@ -71,7 +105,6 @@ def _optuna_search(space: SearchSpace, sampler: str, storage: Any, study_name: s
                         points_to_evaluate=points or None)
 
 
-@SCHEDULERS.register("asha")
 def _asha(space: SearchSpace):
     """One ASHA per cell: trials are compared only within their cell."""
     from orthotune.search._cells import CellScheduler
@@ -96,8 +129,14 @@ class CellASHA:
                              stop_last_trials=False)
 
 
-@SCHEDULERS.register("fifo")
 def _fifo(space: SearchSpace):
     from ray.tune.schedulers import FIFOScheduler
 
     return FIFOScheduler()
+
+
+SEARCHERS.add("optuna", Searcher(_optuna, keeps_study=True))
+SEARCHERS.add("random", Searcher(_random, keeps_study=True))
+SEARCHERS.add("grid", Searcher(finite=True, points=_grid_points, size=_grid_size))
+SCHEDULERS.add("asha", Scheduler(_asha, stops_at_rungs=True))
+SCHEDULERS.add("fifo", Scheduler(_fifo))

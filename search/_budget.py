@@ -7,14 +7,15 @@ from __future__ import annotations
 from collections import Counter
 
 from orthotune.core import ConfigError
+from orthotune.search._algorithms import SEARCHERS
 from orthotune.search._cell_key import cell_key
 from orthotune.search._options import LaunchOptions
 from orthotune.spaces import SearchSpace
 
 
-def planned_configs(options: LaunchOptions) -> int:
+def budgeted_configs(options: LaunchOptions) -> int:
     """How many configs a search trains at most."""
-    if options.searcher == "grid" and options.points is not None:
+    if options.points is not None:
         return len(options.points)  # explicit points may lie outside the space's cells
     return sum(cell_trials(options).values())
 
@@ -23,10 +24,11 @@ def cell_trials(options: LaunchOptions) -> dict[str, int]:
     """How many configs each cell trains at most (cell key -> configs): the grid's points in
     the cell, or ``samples`` (fewer where the cell has fewer distinct configs)."""
     cells = options.space.cells()
-    if options.searcher == "grid":
-        if options.points is not None:
-            return dict(Counter(cell_key(point) for point in options.points))
-        return {cell.key: len(cell.grid()) for cell in cells}
+    if options.points is not None:  # only a finite searcher takes them (``LaunchOptions``)
+        return dict(Counter(cell_key(point) for point in options.points))
+    searcher = SEARCHERS.get(options.searcher)
+    if searcher.finite:
+        return {cell.key: searcher.size(cell) for cell in cells}
     samples = options.samples or options.space.samples
     return {cell.key: min(samples, grid_size(cell) or samples) for cell in cells}
 

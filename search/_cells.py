@@ -21,7 +21,6 @@ stop a Cora trial. So:
 
 from __future__ import annotations
 
-import json
 import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -31,15 +30,11 @@ from ray.tune.search import Searcher
 
 from orthotune.search._cell_key import cell_key
 from orthotune.search._checkpoints import save_summary, stored_state_refused
+from orthotune.search._identity import config_identity
 
 #: How many repeats in a row one ``suggest`` answers before it decides that the cell's
 #: searcher has nothing new to propose (it keeps returning configs already trained).
 MAX_REPEATS = 50
-
-
-def config_identity(config: Mapping[str, Any]) -> str:
-    """Equal configs, equal identity: the canonical JSON of the values."""
-    return json.dumps(config, sort_keys=True, default=str)
 
 
 class CellSearcher(Searcher):

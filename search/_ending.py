@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from orthotune.core import SearchCrashed, SearchInterrupted, SearchState
-from orthotune.search._budget import planned_configs
+from orthotune.search._budget import budgeted_configs
 from orthotune.search._options import LaunchOptions, SearchOutcome
 from orthotune.search._recorder import compact_finished
 from orthotune.search._replay import stored_trials
@@ -65,9 +65,9 @@ def _interrupted(store: Store, options: LaunchOptions, meta: dict[str, Any], sig
     name = signal.Signals(signum).name
     _record(store, options.name, meta, SearchState.INTERRUPTED, interrupted_at=now().isoformat(),
             counts=outcome.counts, reason=f"{name} received")
-    planned = planned_configs(options)
+    budgeted = budgeted_configs(options)
     raise SearchInterrupted(
-        f"search {options.name!r} interrupted by {name}: {counts_text(outcome.counts)} of {planned} "
+        f"search {options.name!r} interrupted by {name}: {counts_text(outcome.counts)} of {budgeted} "
         f"configs stored; continue it with: {resume_command(options)}", signum)
 
 

@@ -21,9 +21,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from orthotune.core import OrthotuneError, TrainConfig, check
+from orthotune.core import REASON_LIMIT, OrthotuneError, TrainConfig, check, one_line
 from orthotune.search._cell_key import cell_key
 from orthotune.search._options import LaunchOptions
+from orthotune.spaces import default_config
 from orthotune.training import (
     CellCost,
     DataRoot,
@@ -42,7 +43,7 @@ MAX_TRIALS_PER_GPU = 16
 #: Share of a GPU's memory the packs sharing it may fill (as ``TrainOptions.memory_fraction``).
 MEMORY_FRACTION = 0.8
 #: Epochs each cell's measurement trains (after a warm-up and a one-epoch run).
-MEASURE_EPOCHS = 10
+SHARE_MEASURE_EPOCHS = 10
 #: Ray resource amounts are fixed-point with 4 decimals: shares round down to them, so k
 #: shares of 1/k never add up to more than one GPU.
 _RESOLUTION = 10_000
@@ -141,42 +142,6 @@ def decide_shares(costs: Mapping[str, CellCost | dict[str, Any]], gpu_memory_byt
     return GpuShares(cpus_per_trial, shares, records)
 
 
-def cell_config(cell: Any) -> dict[str, Any]:
-    """A one-cell space's default config: its define-by-run answered with orthotune's
-    defaults where the space can take them, else each dimension's first value."""
-    trial = _DefaultTrial(cell.default_point())
-    fixed = cell.define_by_run(trial)
-    return {**trial.params, **fixed}
-
-
-class _DefaultTrial:
-    """Stands in for an Optuna trial: every suggestion is the default, or the first value."""
-
-    def __init__(self, defaults: Mapping[str, Any]) -> None:
-        self.defaults = dict(defaults)
-        self.params: dict[str, Any] = {}
-
-    def _answer(self, name: str, value: Any) -> Any:
-        self.params[name] = value
-        return value
-
-    def suggest_categorical(self, name: str, choices: Any) -> Any:
-        choices = list(choices)
-        value = self.defaults.get(name)
-        return self._answer(name, value if value in choices else choices[0])
-
-    def suggest_int(self, name: str, low: int, high: int, step: int = 1, log: bool = False) -> int:
-        value = self.defaults.get(name)
-        inside = isinstance(value, int) and low <= value <= high
-        return self._answer(name, value if inside else low)
-
-    def suggest_float(self, name: str, low: float, high: float, step: float | None = None,
-                      log: bool = False) -> float:
-        value = self.defaults.get(name)
-        inside = isinstance(value, (int, float)) and low <= value <= high
-        return self._answer(name, float(value) if inside else low)
-
-
 # -- on the cluster ------------------------------------------------------------------------
 
 def measure_task(config: dict[str, Any], data_root: str | None, pack: int, epochs: int, sync_every: int,
@@ -191,7 +156,7 @@ def measure_task(config: dict[str, Any], data_root: str | None, pack: int, epoch
                              options, download).to_dict()
 
 
-def measure_shares(options: LaunchOptions, data_root: str | None, epochs: int = MEASURE_EPOCHS) -> GpuShares:
+def measure_shares(options: LaunchOptions, data_root: str | None, epochs: int = SHARE_MEASURE_EPOCHS) -> GpuShares:
     """Measure every cell of the search on the cluster's GPUs and decide their shares.
 
     Ray must be initialised. Raises a one-line :class:`OrthotuneError` where the cluster has
@@ -203,7 +168,7 @@ def measure_shares(options: LaunchOptions, data_root: str | None, epochs: int = 
     if not gpus:
         raise OrthotuneError("gpus_per_trial='auto' needs GPUs, but the Ray cluster has none; give a number "
                              "(0 for CPU trials)")
-    cells = {cell.key: cell_config(cell) for cell in options.space.cells()}
+    cells = {cell.key: default_config(cell) for cell in options.space.cells()}
     task = ray.remote(num_gpus=1, num_cpus=1, max_calls=1)(measure_task)  # a fresh process per cell
     pending = {cell: task.remote(config, data_root, options.configs_per_trial, epochs, options.report_every,
                                  options.download)
@@ -213,16 +178,11 @@ def measure_shares(options: LaunchOptions, data_root: str | None, epochs: int = 
         try:
             costs[cell] = CellCost.from_dict(ray.get(ref))
         except Exception as error:  # noqa: BLE001  (a failed measurement only costs that cell its sharing)
-            costs[cell] = {"error": _first_line(error)}
+            costs[cell] = {"error": one_line(error, typed=True, limit=REASON_LIMIT)}
     shares = decide_shares(costs, _gpu_memory(costs), _cpus_per_gpu(), options.cpus_per_trial)
     for line in shares.describe():
         log.warning("GPU share: %s", line)
     return shares
-
-
-def _first_line(error: BaseException) -> str:
-    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    return f"{type(error).__name__}: {lines[-1] if lines else ''}"[:300]
 
 
 def _gpu_memory(costs: Mapping[str, CellCost | dict[str, Any]]) -> int:

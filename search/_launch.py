@@ -14,7 +14,7 @@ A session runs in stages, each a module read top to bottom:
    they were made: ``_options``, the spaces layer);
 2. this module: the store, the search's lease and record;
 3. ``_ray_start``: Tune's settings for the session, a local Ray or the cluster;
-4. ``_plan``: the searchers and schedulers per cell (``_budget``: how many configs;
+4. ``_strategy``: the searchers and schedulers per cell (``_budget``: how many configs;
    ``_reference``: the structure-agnostic reference cells another search already trained);
 5. ``_tuner``: the Tuner, its trainable and its callbacks;
 6. ``_ending``: the Tuner's run under the signals, and the record of how the session ended.
@@ -47,7 +47,7 @@ from orthotune.store import Lease, Store, now
 
 def launch(options: LaunchOptions, progress: bool | str = True, estimate_s: float | None = None) -> SearchOutcome:
     """Run a new search. ``progress``: True (a bar on a terminal, plain lines elsewhere),
-    ``"bar"``, ``"plain"``, or False (nothing); ``estimate_s``: the plan's expected seconds
+    ``"bar"``, ``"plain"``, or False (nothing); ``estimate_s``: the cost plan's expected seconds
     of trials (``plan_search``), the progress ETA's start."""
     check_inputs(options)  # missing data fails here, not in every trial
     store = Store.open(options.store, create=True)
@@ -59,7 +59,7 @@ def launch(options: LaunchOptions, progress: bool | str = True, estimate_s: floa
         options = with_reused_references(options, reused)
         with tune_settings():
             fits = start_ray(options)
-            tuner, planned = tuner_of(options, store, progress, options.concurrency or fits, estimate_s=estimate_s)
+            tuner, chosen = tuner_of(options, store, progress, options.concurrency or fits, estimate_s=estimate_s)
             started = now().isoformat()
             store.save_search_meta(options.name, {"options": options.to_meta(), "state": SearchState.RUNNING.value,
                                                   "created_at": started, "session_started_at": started,
@@ -110,12 +110,12 @@ def resume(store_uri: str, name: str, address: str | None = None, progress: bool
         with tune_settings():
             fits = start_ray(options)
             elapsed = prior_elapsed(meta, store)
-            tuner, planned = tuner_of(options, store, progress, options.concurrency or fits, stored, elapsed)
+            tuner, chosen = tuner_of(options, store, progress, options.concurrency or fits, stored, elapsed)
             started = now().isoformat()
             store.save_search_meta(name, {**meta, "state": SearchState.RUNNING.value, "resumed_at": started,
                                           "session_started_at": started, "elapsed_s": elapsed,
                                           "reason": None, **gpu_share_record(options)})
-            if planned.num_samples == 0:  # every config was stored before the driver stopped
+            if chosen.num_samples == 0:  # every config was stored before the driver stopped
                 return finish(store, options, meta | {"session_started_at": started})
             return fit(tuner, store, options)
 

@@ -131,8 +131,10 @@ class LaunchOptions:
         check(self.report_every >= 1, f"report_every={self.report_every!r} must be >= 1")
         check(isinstance(self.configs_per_trial, int) and self.configs_per_trial >= 1,
               f"configs_per_trial={self.configs_per_trial!r} must be an integer >= 1")
-        check(self.points is None or self.searcher == "grid",
-              f"explicit points need searcher='grid', got searcher={self.searcher!r}")
+        finite = [name for name in SEARCHERS.names() if SEARCHERS.get(name).finite]
+        check(self.points is None or SEARCHERS.get(self.searcher).finite,
+              f"explicit points need a searcher that trains given points ({', '.join(finite)}), "
+              f"got searcher={self.searcher!r}")
         # a NUL byte is in no path or URL (the OS refuses it with a ValueError deep in a library)
         check(self.optuna_storage is None or (isinstance(self.optuna_storage, str) and self.optuna_storage
                                               and "\x00" not in self.optuna_storage),
@@ -145,7 +147,7 @@ class LaunchOptions:
         check(isinstance(self.download, bool), f"download={self.download!r} must be true or false")
         check(isinstance(self.retries, int) and 0 <= self.retries <= 100,
               f"retries={self.retries!r} must be an integer from 0 to 100")
-        if self.scheduler == "asha":  # Ray's ASHA asserts on this; say it in one line instead
+        if SCHEDULERS.get(self.scheduler).stops_at_rungs:  # Ray's ASHA asserts on this; say it in one line
             shortest = min(cell.max_epochs() for cell in self.space.cells())
             check(self.space.grace_period <= shortest,
                   f"asha.grace_period={self.space.grace_period} must be <= the fewest epochs a cell "

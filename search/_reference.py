@@ -44,15 +44,15 @@ def reference_budget(cell: SearchSpace, samples: int | None, searcher: str, sche
 
 def _budgets(space: SearchSpace, samples: int | None, searcher: str, scheduler: str) -> dict[str, tuple[str, int]]:
     """Each reference cell's key -> (its budget, the trials it plans)."""
-    planned = samples or space.samples
-    return {cell.key: (reference_budget(cell, samples, searcher, scheduler), min(planned, grid_size(cell) or planned))
+    budgeted = samples or space.samples
+    return {cell.key: (reference_budget(cell, samples, searcher, scheduler), min(budgeted, grid_size(cell) or budgeted))
             for cell in space.reference_cells()}
 
 
 def reused_references(store: Store, options: LaunchOptions) -> dict[str, str]:
     """The reference cells of ``options``' space that another search of ``store`` trained in
     full with the same budget: cell key -> that search (the earliest created, then by name)."""
-    if not options.space.reference or (options.searcher == "grid" and options.points is not None):
+    if not options.space.reference or options.points is not None:
         return {}
     wanted = _budgets(options.space, options.samples, options.searcher, options.scheduler)
     records = sorted(((name, meta) for name, meta in store.searches().items() if name != options.name),

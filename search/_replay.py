@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from orthotune.core import OBJECTIVE, Status, TrainConfig, mean
+from orthotune.core import OBJECTIVE, Status, mean
 from orthotune.search._cell_key import cell_key
-from orthotune.search._cells import config_identity
+from orthotune.search._identity import config_identity
 from orthotune.search._objective import RUNG_SCORE, TIME_ATTR, rung_score
 from orthotune.store import Store, config_from_columns
 
@@ -80,24 +80,16 @@ def replay_points(trials: Iterable[StoredTrial]) -> list[dict[str, Any]]:
     return [{k: v for k, v in trial.config.items() if not isinstance(v, list)} for trial in trials]
 
 
-def config_canon(values: Mapping[str, Any]) -> str:
-    """The identity of a config whatever form it comes in (a grid point, a searcher's
-    suggestion, or a stored row): every declared field, the arm's own fields only."""
-    from orthotune.store import config_columns
-
-    return config_identity(config_from_columns(config_columns(TrainConfig.from_dict(dict(values)))))
-
-
 def remaining_points(points: list[dict[str, Any]], trials: Iterable[StoredTrial]) -> list[dict[str, Any]]:
     """Grid points no stored row holds yet, in order (a point trained twice stays stored once)."""
-    done = {config_canon(trial.config) for trial in trials}
-    return [point for point in points if config_canon(point) not in done]
+    done = {config_identity(trial.config) for trial in trials}
+    return [point for point in points if config_identity(point) not in done]
 
 
 def remaining_groups(groups: list[dict[str, Any]], trials: Iterable[StoredTrial]) -> list[dict[str, Any]]:
     """Trial groups with their stored members removed (empty groups dropped)."""
-    done = {config_canon(trial.config) for trial in trials}
-    kept = [{"group": [c for c in group["group"] if config_canon(c) not in done]} for group in groups]
+    done = {config_identity(trial.config) for trial in trials}
+    kept = [{"group": [c for c in group["group"] if config_identity(c) not in done]} for group in groups]
     return [group for group in kept if group["group"]]
 
 

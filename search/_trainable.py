@@ -19,7 +19,17 @@ from typing import Any
 import torch
 from ray import tune
 
-from orthotune.core import OBJECTIVE, ConfigResult, EpochReport, EpochRow, RunResult, Status, TrainConfig
+from orthotune.core import (
+    OBJECTIVE,
+    REASON_LIMIT,
+    ConfigResult,
+    EpochReport,
+    EpochRow,
+    RunResult,
+    Status,
+    TrainConfig,
+    one_line,
+)
 from orthotune.search._cell_key import cell_key
 from orthotune.search._objective import RUNG_SCORE, TIME_ATTR, rung_score
 from orthotune.training import TrainOptions, choose_device, retain_freed_memory, run_configs, task_data
@@ -125,9 +135,8 @@ def train_trial(config: dict[str, Any], context: TrialContext) -> None:
 
 
 def error_line(error: BaseException) -> str:
-    """One line for the store: the exception's type and the first line of its message."""
-    text = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {text[0] if text else ''}".rstrip(": ")[:500]
+    """One line for the store: the exception's type and its message (``core.one_line``)."""
+    return one_line(error, typed=True, limit=REASON_LIMIT)
 
 
 def failed_results(configs: list[TrainConfig], reason: str) -> list[ConfigResult]:

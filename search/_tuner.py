@@ -1,4 +1,4 @@
-"""A session's Tuner: the trainable with its resources, the plan's searcher and scheduler,
+"""A session's Tuner: the trainable with its resources, the strategy's searcher and scheduler,
 and the callbacks (the retry ledger, the store's recorder, the live views, the progress
 display, the trackers). Ray Tune keeps its experiment state in a scratch folder outside the
 store, deleted after the session."""
@@ -13,7 +13,7 @@ from collections import Counter
 from typing import Any
 
 from orthotune.core import OBJECTIVE, check
-from orthotune.search._algorithms import SCHEDULERS
+from orthotune.search._algorithms import SCHEDULERS, SEARCHERS
 from orthotune.search._gpu_share import trial_resources
 from orthotune.search._grouping import RungBoard
 from orthotune.search._guards import node_wait_s
@@ -26,11 +26,11 @@ from orthotune.search._live import (
 )
 from orthotune.search._node_watch import NodeWatch
 from orthotune.search._options import MODES, LaunchOptions
-from orthotune.search._plan import Curves, SearchPlan, plan, replayed
 from orthotune.search._progress import SearchProgress
 from orthotune.search._recorder import StoreRecorder
 from orthotune.search._replay import StoredTrial, objective_curves
 from orthotune.search._requeue import Requeue, RetryLedger
+from orthotune.search._strategy import Curves, Strategy, replayed, strategy
 from orthotune.search._trackers import tracker_callbacks
 from orthotune.search._trainable import TrialContext, train_trial
 from orthotune.store import Store
@@ -38,30 +38,30 @@ from orthotune.store import Store
 
 def tuner_of(options: LaunchOptions, store: Store, progress: bool | str, concurrency: int,
              stored: list[StoredTrial] | None = None, elapsed_before: float = 0.0,
-             estimate_s: float | None = None) -> tuple[Any, SearchPlan]:
-    """The Tuner of a session and its plan; ``stored``: the trials earlier sessions stored
-    (``--resume``); ``estimate_s``: the plan's expected seconds of trials (the ETA's start)."""
+             estimate_s: float | None = None) -> tuple[Any, Strategy]:
+    """The Tuner of a session and its strategy; ``stored``: the trials earlier sessions stored
+    (``--resume``); ``estimate_s``: the cost plan's expected seconds of trials (the ETA's start)."""
     from ray import tune
 
     stored = stored or []
     storage = None
-    if options.searcher != "grid":  # the grid has no Optuna study
+    if SEARCHERS.get(options.searcher).keeps_study:
         location = optuna_storage_location(options.optuna_storage, store, options.name)
         storage = optuna_storage(location)
         if stored:
             _drop_studies(storage, options)  # rebuilt from the rows, not doubled
     curves = objective_curves(store, options.name, stored, options.report_every) \
-        if stored and options.scheduler == "asha" else None
-    planned = plan(options, storage, stored, curves)
+        if stored and SCHEDULERS.get(options.scheduler).stops_at_rungs else None
+    chosen = strategy(options, storage, stored, curves)
     ledger = RetryLedger(options.retries)
-    callbacks = callbacks_of(options, store, progress, planned.configs, ledger, elapsed_before, stored, estimate_s)
+    callbacks = callbacks_of(options, store, progress, chosen.configs, ledger, elapsed_before, stored, estimate_s)
     tuner = tune.Tuner(
         _trainable(options, stored, curves),
         tune_config=tune.TuneConfig(
             # a config whose worker died before its trial ran is trained again (``Requeue``):
             # each Tune trial may come back up to ``retries`` times
-            search_alg=Requeue(planned.search_alg, ledger, metric=OBJECTIVE, mode="max"),
-            scheduler=planned.scheduler, num_samples=max(1, planned.num_samples * (1 + options.retries)),
+            search_alg=Requeue(chosen.search_alg, ledger, metric=OBJECTIVE, mode="max"),
+            scheduler=chosen.scheduler, num_samples=max(1, chosen.num_samples * (1 + options.retries)),
             max_concurrent_trials=concurrency,
             reuse_actors=True,  # a fresh worker spends seconds importing torch and PyG
         ),
@@ -73,7 +73,7 @@ def tuner_of(options: LaunchOptions, store: Store, progress: bool | str, concurr
             checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
         ),
     )
-    return tuner, planned
+    return tuner, chosen
 
 
 def callbacks_of(options: LaunchOptions, store: Store, progress: bool | str, configs: int, ledger: RetryLedger,
@@ -101,8 +101,9 @@ def _trainable(options: LaunchOptions, stored: list[StoredTrial] | None = None, 
 
     threads = max(1, int(options.cpus_per_trial))
     board = None
-    if options.configs_per_trial > 1 and options.scheduler == "asha":  # one ASHA per cell, on the board
-        board = RungBoard.remote(replayed(SCHEDULERS.get("asha")(options.space), stored or [], curves))
+    scheduler = SCHEDULERS.get(options.scheduler)
+    if options.configs_per_trial > 1 and scheduler.stops_at_rungs:  # one ASHA per cell, on the board
+        board = RungBoard.remote(replayed(scheduler.make(options.space), stored or [], curves))
     context = TrialContext(data_root(options.data_root, options.download), options.report_every, threads,
                            rung_board=board, download=options.download)
     # a dict, or with --gpus-per-trial auto each trial's cell's GPU share (a callable of its config)

@@ -227,15 +227,68 @@ def test_the_check_tells_benchmarks_from_tests():
     assert outside_violations(defined_there, "bench", private_allowed=False)
 
 
-#: The most lines a search module may have: the launch is split along its stages, each file
-#: read top to bottom (the split that took ``_launch.py`` from 644 lines to its stages).
-SEARCH_FILE_LINES = 400
+#: The most lines a module of any layer may have: each file is one thing read top to bottom
+#: (the split that took ``search/_launch.py`` from 644 lines to its stages, and every layer's
+#: long files after it).
+FILE_LINES = 400
 
 
-def test_no_search_module_is_over_400_lines():
-    long = {p.name: n for p in sorted((ROOT / "search").glob("*.py"))
-            if (n := len(p.read_text().splitlines())) > SEARCH_FILE_LINES}
-    assert not long, f"search/ files over {SEARCH_FILE_LINES} lines: {long}"
+def test_no_module_of_any_layer_nor_benchmark_is_over_400_lines():
+    long = {str(p.relative_to(ROOT)): n for p in [*source_files(), *sorted((ROOT / "bench").rglob("*.py"))]
+            if (n := len(p.read_text().splitlines())) > FILE_LINES}
+    assert not long, f"files over {FILE_LINES} lines: {long}"
+
+
+def test_the_cost_planner_sits_between_the_search_and_the_reports():
+    """``plan/`` reads the search's options and budget and is read by the reports and the CLI:
+    nothing at or below the search imports it (in-function imports included)."""
+    assert LAYERS.index("orthotune.search") < LAYERS.index("orthotune.plan") < LAYERS.index("orthotune.reports")
+    below = FOLDERS[:FOLDERS.index("plan")]
+    found = [f"{p.relative_to(ROOT)}:{line}" for folder in below for p in sorted((ROOT / folder).rglob("*.py"))
+             for target, _, line in imports(p.read_text()) if package_of(target) == "orthotune.plan"]
+    assert not found, found
+
+
+def test_the_plan_arithmetic_imports_nothing_of_orthotune():
+    """The estimate's arithmetic stands alone (as Optuna's ``_gp`` behind its sampler): it can
+    be read, tested and reused without the search, the training or torch."""
+    source = (ROOT / "plan" / "_estimate.py").read_text()
+    assert imports(source) == []
+    heavy = {"torch", "ray", "torch_geometric", "optuna"}
+    nodes = list(ast.walk(ast.parse(source)))
+    modules = {a.name.split(".")[0] for n in nodes if isinstance(n, ast.Import) for a in n.names}
+    modules |= {n.module.split(".")[0] for n in nodes if isinstance(n, ast.ImportFrom) and n.module}
+    assert not modules & heavy, modules & heavy
+
+
+def plan_words(source: str) -> set[str]:
+    """The names in ``source`` (variables, attributes, functions, classes, arguments) that
+    hold the word "plan" (a dataset loader's "Planetoid" is another word)."""
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Name):
+            names = [node.id]
+        elif isinstance(node, ast.Attribute):
+            names = [node.attr]
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names = [node.name]
+        elif isinstance(node, (ast.arg, ast.keyword)):
+            names = [node.arg or ""]
+        else:
+            continue
+        found |= {name for name in names if "plan" in name.lower().replace("planetoid", "")}
+    return found
+
+
+def test_the_word_plan_means_the_cost_plan_and_stays_in_its_room():
+    """Below ``plan/`` no name holds the word: the search's searcher-and-scheduler object is a
+    ``Strategy``, its count of configs a budget. A newcomer who greps for "plan" lands on the
+    cost planner (and the CLI that prints it)."""
+    below = FOLDERS[:FOLDERS.index("plan")]
+    found = {str(p.relative_to(ROOT)): sorted(words) for folder in below for p in sorted((ROOT / folder).rglob("*.py"))
+             if (words := plan_words(p.read_text()))}
+    assert not found, found
+    assert plan_words("planned = plan_search(x)\nPlanetoid(root)\n") == {"planned", "plan_search"}
 
 
 def test_the_space_sits_below_the_search():

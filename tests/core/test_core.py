@@ -197,3 +197,20 @@ def test_check_memory_states_the_estimate_and_the_limit_in_one_line():
     message = str(error.value)
     assert "depth=1024 hidden=4096 on pubmed needs about" in message and "more than the 8.0 GiB" in message
     assert "19717 nodes x 4096 x 1026 layers" in message and "\n" not in message
+
+
+def test_an_error_becomes_one_line_by_one_rule():
+    from orthotune.core import one_line
+
+    assert one_line(ValueError("bad\n\n  value  \nhere")) == "bad; value; here"
+    assert one_line(ValueError("bad"), typed=True) == "ValueError: bad"
+    assert one_line(RuntimeError("")) == "RuntimeError" and one_line(RuntimeError(""), typed=True) == "RuntimeError"
+    assert one_line("plain\ntext") == "plain; text"
+    assert one_line(ValueError("x" * 900), typed=True, limit=500) == ("ValueError: " + "x" * 900)[:500]
+
+    class TaskError(Exception):  # as Ray's task errors carry the error raised in the task
+        def __init__(self, cause: BaseException) -> None:
+            super().__init__("Traceback (most recent call last):\n  File ...\nOSError: disk")
+            self.cause = cause
+
+    assert one_line(TaskError(OSError("disk full")), typed=True) == "OSError: disk full"

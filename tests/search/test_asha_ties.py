@@ -7,8 +7,8 @@ import pytest
 
 from orthotune.search import LaunchOptions, launch, rung_score
 from orthotune.search._algorithms import shuffled_grid
-from orthotune.search._plan import plan
 from orthotune.search._replay import objective_curves, stored_trials
+from orthotune.search._strategy import strategy
 from orthotune.spaces import parse_space
 from orthotune.store import Store
 
@@ -42,7 +42,7 @@ def test_a_launched_grid_proposes_every_point_once_in_the_seeded_order():
 
     def proposed(seed: int) -> list[tuple]:
         options = LaunchOptions(store="unused", name="g", space=space, searcher="grid", scheduler="asha", seed=seed)
-        searcher = plan(options).search_alg
+        searcher = strategy(options).search_alg
         return [(p["T"], p["beta"]) for p in (searcher.suggest(f"t{k}") for k in range(8))]
 
     nested = [(p["T"], p["beta"]) for p in space.grid()]

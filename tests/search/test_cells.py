@@ -11,11 +11,12 @@ from ray.tune.search import Searcher
 
 from orthotune.core import OBJECTIVE, OrthotuneError, Status, TrainConfig
 from orthotune.search import LaunchOptions, cell_key
-from orthotune.search._cells import CellScheduler, CellSearcher, config_identity
+from orthotune.search._cells import CellScheduler, CellSearcher
+from orthotune.search._identity import config_identity
 from orthotune.search._live import optuna_storage
 from orthotune.search._objective import RUNG_SCORE, TIME_ATTR
-from orthotune.search._plan import plan
-from orthotune.search._replay import StoredTrial, config_canon, replay_rungs
+from orthotune.search._replay import StoredTrial, replay_rungs
+from orthotune.search._strategy import strategy
 from orthotune.spaces import parse_space
 from orthotune.store import config_columns, config_from_columns
 
@@ -70,18 +71,18 @@ def test_a_cell_key_is_what_older_searches_named_their_studies_by(config, key):
 
 
 def test_cora_texas_samples_6_gives_each_cell_6_trials():
-    planned = plan(options(CORA_TEXAS))
-    trained = drain(planned.search_alg)
+    chosen = strategy(options(CORA_TEXAS))
+    trained = drain(chosen.search_alg)
     per_cell = Counter(cell_key(config) for config in trained)
     assert per_cell == {"cora/gcn/2/original": 6, "cora/gcn/2/ortho": 6,
                         "texas/gcn/2/original": 6, "texas/gcn/2/ortho": 6}
-    assert planned.num_samples == planned.configs == 24
+    assert chosen.num_samples == chosen.configs == 24
     # each cell's own searcher proposed only its own cell's configs
     assert all(("T" in config) == config["ortho"] for config in trained)
 
 
 def test_samples_option_overrides_the_space_per_cell():
-    trained = drain(plan(options(CORA_TEXAS, samples=2)).search_alg)
+    trained = drain(strategy(options(CORA_TEXAS, samples=2)).search_alg)
     assert Counter(cell_key(c) for c in trained) == dict.fromkeys(
         ["cora/gcn/2/original", "cora/gcn/2/ortho", "texas/gcn/2/original", "texas/gcn/2/ortho"], 2)
 
@@ -89,13 +90,13 @@ def test_samples_option_overrides_the_space_per_cell():
 def test_finite_space_never_trains_a_config_twice():
     space = {**CORA_TEXAS, "datasets": ["cora"], "ortho": {"T": [2, 4], "beta": 0.5, "lam": 5.0e-4},
              "train": {"lr": [0.01, 0.1], "epochs": 20}, "samples": 6}
-    searcher = plan(options(space)).search_alg
+    searcher = strategy(options(space)).search_alg
     trained = drain(searcher, objective=lambda config: config["lr"])
     keys = [config_identity(c) for c in trained]
     assert len(keys) == len(set(keys))  # no repeat trained
     per_cell = Counter(cell_key(c) for c in trained)
     assert per_cell == {"cora/gcn/2/ortho": 4, "cora/gcn/2/original": 2}  # every distinct config, once
-    assert plan(options(space)).configs == 6  # the progress display's total: what can train
+    assert strategy(options(space)).configs == 6  # the progress display's total: what can train
 
 
 class Scripted(Searcher):
@@ -175,24 +176,24 @@ def stored(configs, values=None) -> list[StoredTrial]:
             for index, (config, columns, value) in enumerate(zip(configs, full, values))]
 
 
-def test_a_resumed_plan_replays_the_stored_trials_and_trains_only_the_rest():
-    first = plan(options(CORA_TEXAS)).search_alg
+def test_a_resumed_strategy_replays_the_stored_trials_and_trains_only_the_rest():
+    first = strategy(options(CORA_TEXAS)).search_alg
     trained = drain_some(first, 5)
-    resumed = plan(options(CORA_TEXAS), stored=stored(trained))
+    resumed = strategy(options(CORA_TEXAS), stored=stored(trained))
     assert resumed.configs == resumed.num_samples == 4 * 6 - 5
     assert resumed.search_alg.given == first.given  # the stored trials count against each cell's budget
     rest = drain(resumed.search_alg)
     per_cell = Counter(cell_key(c) for c in trained + rest)
     assert set(per_cell.values()) == {6} and len(per_cell) == 4  # the budget continues, not restarts
-    canon = [config_canon(c) for c in trained + rest]
+    canon = [config_identity(c) for c in trained + rest]
     assert len(canon) == len(set(canon))  # a stored config is never proposed again
 
 
 def test_replayed_results_reach_each_cells_optuna_study():
-    first = plan(options(CORA_TEXAS)).search_alg
+    first = strategy(options(CORA_TEXAS)).search_alg
     trained = drain_some(first, 4)
     values = [0.1, None, 0.3, 0.4]  # one failed
-    resumed = plan(options(CORA_TEXAS), stored=stored(trained, values)).search_alg
+    resumed = strategy(options(CORA_TEXAS), stored=stored(trained, values)).search_alg
     told = {}
     for cell, inner in resumed.searchers.items():
         for trial in inner._ot_study.trials:
@@ -203,13 +204,13 @@ def test_replayed_results_reach_each_cells_optuna_study():
 
 def test_a_resumed_grid_trains_only_the_points_no_row_holds():
     space = {**CORA_TEXAS, "ortho": {"T": [1, 2, 3], "beta": 0.5, "lam": 5.0e-4}, "train": {"lr": [0.01, 0.1]}}
-    points = plan(options(space, searcher="grid")).search_alg.points
-    resumed = plan(options(space, searcher="grid"), stored=stored(points[:3] + points[5:6]))
+    points = strategy(options(space, searcher="grid")).search_alg.points
+    resumed = strategy(options(space, searcher="grid"), stored=stored(points[:3] + points[5:6]))
     assert resumed.search_alg.points == points[3:5] + points[6:]
 
 
 def test_searcher_checkpoints_are_json_and_are_never_restored(tmp_path):
-    searcher = plan(options(CORA_TEXAS)).search_alg
+    searcher = strategy(options(CORA_TEXAS)).search_alg
     drain_some(searcher, 3)
     path = tmp_path / "searcher-state"
     searcher.save(str(path))
@@ -222,7 +223,7 @@ def test_asha_rungs_are_rebuilt_from_stored_curves():
     """A stored trial's reports reach its cell's ASHA: a worse trial of the resumed session
     stops at the first rung, as it would have beside the stored one."""
     cora = {**CORA_TEXAS, "datasets": ["cora"], "original": False}
-    scheduler = plan(options(cora, scheduler="asha")).scheduler
+    scheduler = strategy(options(cora, scheduler="asha")).scheduler
     config = {"dataset": "cora", "backbone": "gcn", "depth": 2, "ortho": True, "T": 2, "beta": 0.5, "lam": 5e-4}
     trials = stored([config, config, config])
     curves = {t.trial_id: [(epoch, 0.8) for epoch in range(2, 21, 2)] for t in trials}
@@ -246,7 +247,7 @@ def test_each_cell_has_its_own_study_in_the_optuna_storage(tmp_path):
     import optuna
 
     storage = optuna_storage(str(tmp_path / "optuna" / "s.journal"))
-    searcher = plan(options(CORA_TEXAS, samples=3), storage).search_alg
+    searcher = strategy(options(CORA_TEXAS, samples=3), storage).search_alg
     drain(searcher)
     names = sorted(optuna.get_all_study_names(storage))
     assert names == ["s/cora/gcn/2/original", "s/cora/gcn/2/ortho", "s/texas/gcn/2/original", "s/texas/gcn/2/ortho"]
@@ -305,9 +306,9 @@ def test_a_member_inside_a_pack_is_dispatched_by_its_cell_attribute():
     assert list(scheduler.schedulers) == ["texas/gcn/2/ortho"]
 
 
-def test_the_launch_plan_uses_one_asha_per_cell_with_the_cells_own_max_t():
+def test_the_launch_strategy_uses_one_asha_per_cell_with_the_cells_own_max_t():
     space = {**CORA_TEXAS, "train": {"lr": 0.01}}  # each dataset's default epochs
-    scheduler = plan(options(space)).scheduler
+    scheduler = strategy(options(space)).scheduler
     assert isinstance(scheduler, CellScheduler)
     cora = scheduler.scheduler("cora/gcn/2/ortho")
     assert cora is not scheduler.scheduler("texas/gcn/2/ortho")
@@ -315,16 +316,16 @@ def test_the_launch_plan_uses_one_asha_per_cell_with_the_cells_own_max_t():
 
 
 @pytest.mark.parametrize("samples", [1, 3])
-def test_plan_total_is_cells_times_samples(samples):
-    planned = plan(options(CORA_TEXAS, samples=samples))
-    assert planned.configs == 4 * samples
+def test_the_strategy_total_is_cells_times_samples(samples):
+    chosen = strategy(options(CORA_TEXAS, samples=samples))
+    assert chosen.configs == 4 * samples
 
 
 def test_an_rdb_url_holds_the_cells_studies_too(tmp_path):
     import optuna
 
     url = f"sqlite:///{tmp_path / 'optuna.db'}"
-    drain(plan(options(CORA_TEXAS, samples=2), optuna_storage(url)).search_alg)
+    drain(strategy(options(CORA_TEXAS, samples=2), optuna_storage(url)).search_alg)
     assert len(optuna.get_all_study_names(url)) == 4
 
 
@@ -340,7 +341,7 @@ def test_every_cell_tries_its_defaults_first():
     """Both arms start from orthotune's defaults (one trial of each cell's equal budget), so
     a small search never ends below the defaults in either arm."""
     space = {**CORA_TEXAS, "train": {"lr": [0.005, 0.01, 0.05], "epochs": 20}}
-    trained = drain(plan(options(space)).search_alg)
+    trained = drain(strategy(options(space)).search_alg)
     first = {}
     for config in trained:
         first.setdefault(cell_key(config), config)
@@ -372,8 +373,10 @@ def test_repeated_proposals_are_marked_in_the_cells_optuna_study():
     from orthotune.search._cells import REPEAT_ATTR
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    inner = OptunaSearch(space={"lr": optuna.distributions.CategoricalDistribution([0.1, 0.2])}, metric=OBJECTIVE,
-                         mode="max", sampler=optuna.samplers.RandomSampler(seed=3))
+    # configs as a cell proposes them: whole (a config's identity is the store's canonical form)
+    space = {"dataset": optuna.distributions.CategoricalDistribution(["cora"]),
+             "lr": optuna.distributions.CategoricalDistribution([0.1, 0.2])}
+    inner = OptunaSearch(space=space, metric=OBJECTIVE, mode="max", sampler=optuna.samplers.RandomSampler(seed=3))
     searcher = CellSearcher({"cora": inner}, samples=5, sizes={"cora": 2}, metric=OBJECTIVE, mode="max")
     values = {0.1: 0.6, 0.2: 0.7}
     trained = []

@@ -9,13 +9,12 @@ from orthotune.search import LaunchOptions, cell_key
 from orthotune.search._gpu_share import (
     MAX_TRIALS_PER_GPU,
     GpuShares,
-    cell_config,
     decide_shares,
     gpu_share,
     gpu_share_record,
     trial_resources,
 )
-from orthotune.spaces import resolve_space
+from orthotune.spaces import default_config, resolve_space
 from orthotune.training import CellCost
 
 GIB = 2**30
@@ -100,7 +99,7 @@ def test_tune_takes_the_shares_as_per_trial_resources():
 def test_each_cell_of_a_space_has_a_default_config_of_that_cell():
     for space in (resolve_space("quick"), resolve_space("ablation")):  # ablation: variants
         for cell in space.cells():
-            config = cell_config(cell)
+            config = default_config(cell)
             assert cell_key(config) == cell.key
             TrainConfig.from_dict(config)  # a config the trainer takes
 

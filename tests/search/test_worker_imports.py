@@ -37,7 +37,7 @@ def test_graph_folds_still_split_with_scikit_learn():
 def test_a_plan_measures_without_loading_ray():
     """`plan` checks the inputs and measures shapes in its own process with torch alone: Ray
     there would cost the first measurement its import time."""
-    code = ("import sys\nimport orthotune.search._inputs, orthotune.search._costing, orthotune.search._measuring\n"
+    code = ("import sys\nimport orthotune.search._inputs, orthotune.plan._costing, orthotune.plan._measuring\n"
             "print(sorted(m for m in ('ray', 'optuna') if m in sys.modules))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180)
     assert out.returncode == 0, out.stderr

@@ -3,9 +3,9 @@ imports, Ray's start, one trial worker started as Tune starts one (a Ray actor p
 imports the trainable's module, torch and PyG with it), and Ray's shutdown with that worker
 alive, as a search's end has it.
 
-Run as ``python -m orthotune.search._start_probe`` (it prints the parts as JSON), or as the
+Run as ``python -m orthotune.plan._start_probe`` (it prints the parts as JSON), or as the
 first task of one of the plan's measuring processes (:func:`measure_start_quietly`), which
-then goes on to measure shapes with torch loaded. ``_plan_cache.StartProbe`` keeps the
+then goes on to measure shapes with torch loaded. ``_cache.StartProbe`` keeps the
 result per environment. This module imports nothing heavy until it measures.
 """
 
@@ -26,7 +26,7 @@ class _Worker:
     """A trial worker's stand-in: its process imports the trainable's module, as a trial's does."""
 
     def ready(self) -> bool:
-        import orthotune.search._trainable  # noqa: F401 - the import is what is timed
+        from orthotune.search import train_trial  # noqa: F401 - the import is what is timed
 
         return True
 
@@ -38,8 +38,7 @@ def measure_start() -> dict[str, float]:
     import torch  # noqa: F401 - the driver's imports are what is timed
     import torch_geometric  # noqa: F401
 
-    import orthotune.search._tuner  # noqa: F401
-    from orthotune.search._local_ray import local_ray_options, loopback_ray
+    from orthotune.search import launch, local_ray_options, loopback_ray  # noqa: F401 - launch: the tuner's imports
 
     imported = time.perf_counter()
     with loopback_ray():

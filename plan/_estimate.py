@@ -34,9 +34,6 @@ from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from typing import Any
 
-#: The scheduler whose rungs the expectation follows; any other stops trials only on patience.
-ASHA = "asha"
-
 
 def asha_rungs(grace_period: int, max_t: int, reduction_factor: int) -> list[int]:
     """The epochs at which Ray's ASHA (one bracket) compares trials, ascending: ``grace x rf^k``
@@ -87,11 +84,11 @@ def asha_expected_epochs(trials: int, max_t: int, grace_period: int, reduction_f
     return total / trials
 
 
-def expected_epochs(scheduler: str, trials: int, max_t: int, grace_period: int, reduction_factor: int,
+def expected_epochs(stops_at_rungs: bool, trials: int, max_t: int, grace_period: int, reduction_factor: int,
                     report_every: int = 1) -> float:
-    """Mean epochs per trial of a cell: ASHA's expectation, or the cap under FIFO (patience
-    not modelled: see the module's note)."""
-    if scheduler == ASHA and grace_period < max_t:
+    """Mean epochs per trial of a cell: ASHA's expectation under a scheduler that stops trials
+    at rungs, else the cap (patience not modelled: see the module's note)."""
+    if stops_at_rungs and grace_period < max_t:
         return asha_expected_epochs(trials, max_t, grace_period, reduction_factor, report_every)
     return float(max_t)
 

@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from orthotune import __version__
-from orthotune.search._estimate import CellEstimate
-from orthotune.search._start_probe import PARTS
+from orthotune.core import cache_dir
+from orthotune.plan._estimate import CellEstimate
+from orthotune.plan._start_probe import PARTS
 
 #: The longest the plan waits for the start probe (then the start counts as 0.0, unmeasured).
 PROBE_TIMEOUT_S = 300
@@ -26,7 +27,7 @@ PROBE_TIMEOUT_S = 300
 CACHE_FORMAT = 3
 #: The module that measures the search's fixed start (``_start_probe``); its source is part of
 #: the start's cache key, so a changed probe measures again.
-PROBE_MODULE = "orthotune.search._start_probe"
+PROBE_MODULE = "orthotune.plan._start_probe"
 
 
 def torch_version() -> str:
@@ -38,12 +39,9 @@ def torch_version() -> str:
 
 
 def plan_cache() -> Path:
-    """orthotune's cache (``ORTHOTUNE_CACHE`` or ``~/.cache/orthotune``), the folder of
-    ``orthotune.training.cache_dir()``, resolved here without importing torch (a test holds the
-    two equal)."""
-    if os.environ.get("ORTHOTUNE_CACHE"):
-        return Path(os.environ["ORTHOTUNE_CACHE"]).expanduser()
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "orthotune"
+    """orthotune's cache (``core.cache_dir``: ``ORTHOTUNE_CACHE`` or ``~/.cache/orthotune``),
+    where the datasets are processed too."""
+    return cache_dir()
 
 
 def cost_folder() -> Path:

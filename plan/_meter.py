@@ -11,9 +11,9 @@ from collections.abc import Callable
 from typing import Any
 
 from orthotune.core import DATASETS, available_memory
-from orthotune.search._measuring import Method, measure_shapes, start_worker
-from orthotune.search._plan_cache import StartProbe, cached_cost, save_cost
-from orthotune.search._start_probe import measure_start_quietly
+from orthotune.plan._cache import StartProbe, cached_cost, save_cost
+from orthotune.plan._measuring import Method, measure_shapes, start_worker
+from orthotune.plan._start_probe import measure_start_quietly
 
 
 class Meter:

@@ -1,6 +1,6 @@
-"""The plan of a session: the search algorithm, the Tune-level scheduler and the number of
+"""A session's strategy: the search algorithm, the Tune-level scheduler and the number of
 Tune trials, one searcher and one ASHA per cell, with the trials an earlier session stored
-replayed into them (``--resume``)."""
+replayed into them (``--resume``). (What a search will cost is the ``plan`` layer's.)"""
 
 from __future__ import annotations
 
@@ -9,15 +9,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from orthotune.core import OBJECTIVE, OrthotuneError
-from orthotune.search._algorithms import SCHEDULERS, SEARCHERS, grid_search, shuffled_grid
-from orthotune.search._budget import grid_size, planned_configs
+from orthotune.search._algorithms import SCHEDULERS, SEARCHERS, grid_search
+from orthotune.search._budget import budgeted_configs, grid_size
 from orthotune.search._cells import CellSearcher
 from orthotune.search._grouping import GroupSearcher, group_points
+from orthotune.search._identity import config_identity
 from orthotune.search._options import LaunchOptions
 from orthotune.search._replay import (
     StoredTrial,
     by_cell,
-    config_canon,
     remaining_points,
     replay_points,
     replay_rungs,
@@ -30,7 +30,7 @@ Curves = dict[str, list[tuple[int, float]]]
 
 
 @dataclass
-class SearchPlan:
+class Strategy:
     """What Tune runs: the search algorithm, the Tune-level scheduler, the number of Tune
     trials, and the number of configs that makes (the progress display's total)."""
 
@@ -40,8 +40,8 @@ class SearchPlan:
     configs: int
 
 
-def plan(options: LaunchOptions, storage: Any = None, stored: list[StoredTrial] | None = None,
-         curves: Curves | None = None) -> SearchPlan:
+def strategy(options: LaunchOptions, storage: Any = None, stored: list[StoredTrial] | None = None,
+             curves: Curves | None = None) -> Strategy:
     """Search algorithm, Tune-level scheduler and number of Tune trials.
 
     Sampled searches get one searcher per cell (``samples`` trainings each); ``storage`` is
@@ -52,33 +52,40 @@ def plan(options: LaunchOptions, storage: Any = None, stored: list[StoredTrial] 
     replayed into the searchers (and, with their ``curves``, into ASHA), never trained again.
     """
     space, group, stored = options.space, options.configs_per_trial, stored or []
-    if options.searcher == "grid":
-        # the space's grid in a seeded random order (``shuffled_grid``); given points as given
-        points = list(options.points) if options.points is not None else shuffled_grid(space.grid(), options.seed)
+    searcher = SEARCHERS.get(options.searcher)
+    if searcher.finite:
+        # the searcher's points (the grid's in a seeded random order); given points as given
+        points = list(options.points) if options.points is not None else searcher.points(space, options.seed)
         points = remaining_points(points, stored)
         if group == 1:
-            scheduler = replayed(SCHEDULERS.get(options.scheduler)(space), stored, curves)
-            return SearchPlan(grid_search(points), scheduler, len(points), len(points))
+            scheduler = replayed(SCHEDULERS.get(options.scheduler).make(space), stored, curves)
+            return Strategy(grid_search(points), scheduler, len(points), len(points))
         groups = group_points(points, group)
-        return SearchPlan(grid_search(groups), SCHEDULERS.get("fifo")(space), len(groups), len(points))
+        return Strategy(grid_search(groups), _groups_scheduler(space), len(groups), len(points))
     cells = space.cells()
     samples = options.samples or space.samples
-    make = SEARCHERS.get(options.searcher)
+    make = searcher.make
     mine = by_cell(stored)
     searchers = {cell.key: make(cell, options.seed + index, storage=storage, study_name=f"{options.name}/{cell.key}",
                                 replay=replay_points(mine.get(cell.key, [])))
                  for index, cell in enumerate(cells)}
     sizes = {cell.key: grid_size(cell) for cell in cells}
-    searcher = CellSearcher(searchers, samples, sizes, metric=OBJECTIVE, mode="max")
+    per_cell = CellSearcher(searchers, samples, sizes, metric=OBJECTIVE, mode="max")
     for cell, trials in mine.items():
         if cell in searchers:
-            _replay_cell(searcher, cell, trials)
-    configs = max(0, planned_configs(options) - len(stored))
+            _replay_cell(per_cell, cell, trials)
+    configs = max(0, budgeted_configs(options) - len(stored))
     if group == 1:
-        scheduler = replayed(SCHEDULERS.get(options.scheduler)(space), stored, curves)
-        return SearchPlan(searcher, scheduler, configs, configs)
-    grouped = GroupSearcher(searcher, group, configs, metric=OBJECTIVE, mode="max")
-    return SearchPlan(grouped, SCHEDULERS.get("fifo")(space), configs, configs)
+        scheduler = replayed(SCHEDULERS.get(options.scheduler).make(space), stored, curves)
+        return Strategy(per_cell, scheduler, configs, configs)
+    grouped = GroupSearcher(per_cell, group, configs, metric=OBJECTIVE, mode="max")
+    return Strategy(grouped, _groups_scheduler(space), configs, configs)
+
+
+def _groups_scheduler(space: Any) -> Any:
+    """Tune's scheduler when trials train groups of configs: the groups run first in, first
+    out, and a scheduler that stops at rungs decides per config on the rung board instead."""
+    return SCHEDULERS.get("fifo").make(space)
 
 
 def _replay_cell(searcher: CellSearcher, cell: str, trials: list[StoredTrial]) -> None:
@@ -89,7 +96,7 @@ def _replay_cell(searcher: CellSearcher, cell: str, trials: list[StoredTrial]) -
         if not isinstance(config, dict):
             raise OrthotuneError(f"cannot resume: the searcher of cell {cell} did not take back stored trial "
                                  f"{trial.trial_id}")
-        if config_canon(config) != config_canon(trial.config):
+        if config_identity(config) != config_identity(trial.config):
             log.warning("stored trial %s of cell %s is not a config of the search's space; its result is told "
                         "to the searcher for the config it proposed in its place", trial.trial_id, cell)
         searcher.tell_stored(cell, inner_id, config, trial.objective, trial.failed)

@@ -52,12 +52,7 @@ from typing import Any
 
 from orthotune import __version__
 from orthotune.core import TrainConfig, memory_estimate
-from orthotune.search._budget import cell_trials
-from orthotune.search._estimate import CellEstimate, PlanEstimate, Resources, expected_epochs
-from orthotune.search._measuring import MEASURE_EPOCHS, Method
-from orthotune.search._meter import Meter
-from orthotune.search._options import LaunchOptions
-from orthotune.search._plan_cache import (
+from orthotune.plan._cache import (
     CACHE_FORMAT,
     StartProbe,
     index_path,
@@ -66,24 +61,21 @@ from orthotune.search._plan_cache import (
     torch_version,
     write_json,
 )
-
-
-def this_machine() -> Resources:
-    """This machine as one node: its CPUs (the ones this process may use), GPUs and memory."""
-    import torch
-
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    gpu_memory = torch.cuda.get_device_properties(0).total_memory if gpus else None
-    return Resources(cpus=float(cpus), gpus=gpus, nodes=1, memory_bytes=_total_memory(), gpu_memory_bytes=gpu_memory)
-
-
-def _total_memory() -> int | None:
-    try:
-        import psutil
-    except ImportError:
-        return None
-    return int(psutil.virtual_memory().total)
+from orthotune.plan._estimate import CellEstimate, PlanEstimate, Resources, expected_epochs
+from orthotune.plan._machine import (
+    cpus,
+    device_name,
+    measuring_device,
+    peak_bytes,
+    streams,
+    this_machine,
+    total_memory,
+    wants_gpu,
+)
+from orthotune.plan._measuring import MEASURE_EPOCHS, Method
+from orthotune.plan._meter import Meter
+from orthotune.search import SCHEDULERS, LaunchOptions, cell_trials
+from orthotune.spaces import default_config
 
 
 def plan_search(options: LaunchOptions, resources: Mapping[str, Any] | None = None,
@@ -100,7 +92,7 @@ def plan_search(options: LaunchOptions, resources: Mapping[str, Any] | None = No
     if kept is not None:
         machine, cells = kept
         start = StartProbe(remeasure=False).seconds()  # its own cache; measured now (torch not loaded here) if absent
-        here = Resources(**{**machine["resources"], "cpus": _cpus(), "memory_bytes": _total_memory()})
+        here = Resources(**{**machine["resources"], "cpus": cpus(), "memory_bytes": total_memory()})
     else:
         machine, cells, start = _measure_plan(options, Method(measure_epochs, full_packs), remeasure, note,
                                               every_depth)
@@ -121,23 +113,23 @@ def _measure_plan(options: LaunchOptions, method: Method, remeasure: bool,
                      threads=max(1, int(options.cpus_per_trial)), report_every=options.report_every)
     # without a GPU option the plan measures on the CPU and its streams are known before torch
     # loads: the measuring processes start now, the first measuring the search's start first
-    on_cpu = not (options.gpus_per_trial or options.gpu_share == "auto")
-    streams = _workers(options, Resources(cpus=_cpus()), None) if on_cpu else 1
-    probe = StartProbe(remeasure, here=streams == 1)  # else measured by the first measuring process
-    meter = Meter(method, remeasure, note, streams)
+    gpu = wants_gpu(options.gpus_per_trial, options.gpu_share)
+    workers = 1 if gpu else streams(Resources(cpus=cpus()), options.cpus_per_trial, options.concurrency)
+    probe = StartProbe(remeasure, here=workers == 1)  # else measured by the first measuring process
+    meter = Meter(method, remeasure, note, workers)
     try:  # the measuring processes end whatever happens below
-        if streams > 1:
+        if workers > 1:
             meter.open(probe)  # while torch loads here and the cells are built
         import torch
 
-        from orthotune.search._inputs import check_inputs
+        from orthotune.search import check_inputs
 
         check_inputs(options, memory=False)  # the data must be there; what does not fit is listed, not refused
         here = this_machine()
-        device = torch.device("cuda" if torch.cuda.is_available() and not on_cpu else "cpu")
-        if not on_cpu:  # a GPU option: one stream on a GPU, else as many as the search's trials at once here
+        device = measuring_device(gpu)
+        if gpu:  # a GPU option: one stream on a GPU, else as many as the search's trials at once here
             meter.method = method = replace(method, device=str(device))
-            meter.workers = _workers(options, here, device)
+            meter.workers = streams(here, options.cpus_per_trial, options.concurrency, device)
         budgets = cell_trials(options)
         cells = [_Cell(options, cell, budgets.get(cell.key, 0), device, method) for cell in options.space.cells()]
         fitted = {} if every_depth else _depth_fits(cells)
@@ -156,17 +148,9 @@ def _measure_plan(options: LaunchOptions, method: Method, remeasure: bool,
         else:
             estimates[index] = cells[index].fitted(cells[low], estimates[low], cells[high], estimates[high])
     machine = {"date": date.today().isoformat(), "cpus": here.cpus, "gpus": here.gpus,
-               "memory_bytes": here.memory_bytes, "device": _device_name(device), "torch": torch.__version__,
+               "memory_bytes": here.memory_bytes, "device": device_name(device), "torch": torch.__version__,
                "resources": dataclasses.asdict(here)}
     return machine, [estimates[i] for i in range(len(cells))], probe.seconds()
-
-
-def _workers(options: LaunchOptions, here: Resources, device: Any) -> int:
-    """Processes measuring side by side: the trials the search runs at once on one node here
-    (one on a GPU, whose sharing ``--gpus-per-trial auto`` decides; ``device`` None: the CPU)."""
-    if device is not None and device.type == "cuda":
-        return 1
-    return Resources(cpus=here.cpus, nodes=1).slots(options.cpus_per_trial, 0.0, options.concurrency)
 
 
 class _Cell:
@@ -174,19 +158,17 @@ class _Cell:
     and shape."""
 
     def __init__(self, options: LaunchOptions, cell: Any, trials: int, device: Any, method: Method) -> None:
-        from orthotune.search._gpu_share import cell_config
-
-        self.key, self.config = cell.key, TrainConfig.from_dict(cell_config(cell))
+        self.key, self.config = cell.key, TrainConfig.from_dict(default_config(cell))
         self.shape = _shape(self.config, options, device, method)
         self.group = _depth_free_shape(self.config, options, device, method)
         self.estimate_bytes = float(memory_estimate(self.config).total)
         self.device = device
+        rungs = SCHEDULERS.get(options.scheduler).stops_at_rungs
         self.common = {"cell": cell.key, "arm": cell.key.rsplit("/", 1)[-1], "trials": trials,
                        "repeats": len(self.config.runs()), "epochs": cell.max_epochs(),
                        "patience": self.config.patience, "device": device.type, "shape": self.shape[:12],
                        "configs_per_trial": options.configs_per_trial, "estimate_bytes": self.estimate_bytes,
-                       "expected_epochs": expected_epochs(options.scheduler, trials, cell.max_epochs(),
-                                                          options.space.grace_period,
+                       "expected_epochs": expected_epochs(rungs, trials, cell.max_epochs(), options.space.grace_period,
                                                           options.space.reduction_factor, options.report_every)}
 
     def estimate(self, measured: tuple[Any, bool] | str) -> CellEstimate:
@@ -195,7 +177,7 @@ class _Cell:
             return CellEstimate(**self.common, seconds_per_epoch=None, setup_s=None, peak_bytes=None,
                                 measured=False, reason=measured)
         cost, cached = measured
-        peak = cost.trial_bytes if self.device.type == "cuda" else cost.host_peak_bytes
+        peak = peak_bytes(cost, self.device)
         return CellEstimate(**self.common, seconds_per_epoch=cost.seconds_per_epoch, setup_s=cost.setup_seconds,
                             peak_bytes=peak, cached=cached, sources=(self.shape,),
                             scaled=cost.measured_runs is not None and cost.measured_runs < cost.runs)
@@ -239,7 +221,7 @@ def _shape(config: TrainConfig, options: LaunchOptions, device: Any, method: Met
 
     parts = [repr(pack_key(config)), config.T, config.input_T, config.batch_size, len(config.runs()),
              options.configs_per_trial, max(1, int(options.cpus_per_trial)), options.report_every, method.epochs,
-             method.full_packs, _device_name(device), torch_version(), __version__, CACHE_FORMAT]
+             method.full_packs, device_name(device), torch_version(), __version__, CACHE_FORMAT]
     return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()
 
 
@@ -251,16 +233,6 @@ def _depth_free_shape(config: TrainConfig, options: LaunchOptions, device: Any, 
     except ValueError:
         return None
     return _shape(at, options, device, method)
-
-
-def _device_name(device: Any) -> str:
-    import torch
-
-    return torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
-
-
-def _cpus() -> float:
-    return float(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
 
 
 def _plan_key(options: LaunchOptions, measure_epochs: int, every_depth: bool, full_packs: bool) -> str:

@@ -5,8 +5,9 @@ import json
 
 import pytest
 
-from orthotune.search import LaunchOptions, PlanEstimate, Resources, asha_expected_epochs, plan_search
-from orthotune.search._estimate import CellEstimate, asha_rungs, continue_probability, list_schedule, survivors
+from orthotune.plan import PlanEstimate, Resources, asha_expected_epochs, plan_search
+from orthotune.plan._estimate import CellEstimate, asha_rungs, continue_probability, list_schedule, survivors
+from orthotune.search import LaunchOptions
 from orthotune.spaces import parse_space
 
 SPACE = {"name": "tiny", "datasets": ["cora"], "repeats": [0, 1], "backbones": ["gcn"], "depths": [2],
@@ -105,15 +106,15 @@ class NoProbe:
 @pytest.fixture
 def counted(monkeypatch, tmp_path):
     """A fresh cost cache, and the measurements made counted (not timed)."""
-    import orthotune.search._costing as costing
-    import orthotune.search._measuring as measuring
-    import orthotune.search._plan_cache as kept
+    import orthotune.plan._cache as kept
+    import orthotune.plan._costing as costing
+    import orthotune.plan._measuring as measuring
 
     calls = []
     real = measuring.measure
     monkeypatch.setattr(kept, "plan_cache", lambda: tmp_path / "cache")
     monkeypatch.setattr(costing, "StartProbe", NoProbe)  # a fresh interpreter's imports: not here
-    monkeypatch.setattr(costing, "_workers", lambda options, here, device: 1)  # measured here, so counted
+    monkeypatch.setattr(costing, "streams", lambda *args, **kwargs: 1)  # measured here, so counted
     monkeypatch.setattr(measuring, "measure", lambda *a, **k: calls.append(a[0]) or real(*a, **k))
     return calls
 
@@ -138,7 +139,7 @@ def test_plan_measures_each_cell_once_and_a_second_plan_reads_the_cache(counted)
 
 
 def test_a_kept_plan_takes_the_start_measured_for_this_environment(counted, monkeypatch):
-    import orthotune.search._costing as costing
+    import orthotune.plan._costing as costing
 
     assert plan_search(options(), measure_epochs=2).totals()["start_s"] == 0.0  # kept whole, NoProbe's start
 
@@ -216,9 +217,9 @@ def test_a_second_plan_reads_one_file_without_torch(tmp_path):
 
     script = (
         "import json, sys\n"
-        "from orthotune.search import LaunchOptions, plan_search\n"
+        "from orthotune.plan import plan_search\nfrom orthotune.search import LaunchOptions\n"
         "from orthotune.spaces import parse_space\n"
-        "import orthotune.search._costing as costing\n"
+        "import orthotune.plan._costing as costing\n"
         "class NoProbe:\n"
         "    done = True\n"
         "    elsewhere = False\n"
@@ -247,7 +248,7 @@ def test_a_second_plan_reads_one_file_without_torch(tmp_path):
 
 
 def test_the_plan_cache_is_trainings_cache_folder(monkeypatch, tmp_path):
-    from orthotune.search._plan_cache import plan_cache
+    from orthotune.plan._cache import plan_cache
     from orthotune.training import cache_dir
 
     monkeypatch.delenv("ORTHOTUNE_CACHE", raising=False)
@@ -262,8 +263,8 @@ def test_a_costly_pack_is_measured_on_one_run_and_scaled_by_its_runs(counted, mo
     times its runs, marked '+x'); ``full_packs`` trains them whole."""
     import json
 
-    import orthotune.search._measuring as measuring
-    from orthotune.search._plan_cache import cost_folder
+    import orthotune.plan._measuring as measuring
+    from orthotune.plan._cache import cost_folder
 
     monkeypatch.setattr(measuring, "SCALE_FROM_NODES", 0)
     plan = plan_search(options(), measure_epochs=2)
@@ -280,10 +281,10 @@ def test_shapes_are_measured_in_processes_side_by_side(counted, monkeypatch):
     """Four shapes in two streams (as the search runs two trials at once on two CPUs): this
     process and a measuring process, each dataset's shapes dealt out between them (two each),
     and cached here."""
-    import orthotune.search._costing as costing
-    from orthotune.search._plan_cache import cost_folder
+    import orthotune.plan._costing as costing
+    from orthotune.plan._cache import cost_folder
 
-    monkeypatch.setattr(costing, "_workers", lambda options, here, device: 2)
+    monkeypatch.setattr(costing, "streams", lambda *args, **kwargs: 2)
     space = {**SPACE, "depths": [2, 3]}
     plan = plan_search(options(space), measure_epochs=1)
     assert len(counted) == 2  # the other two trained in the measuring process
@@ -295,7 +296,7 @@ def test_shapes_are_measured_in_processes_side_by_side(counted, monkeypatch):
 
 
 def test_timed_epochs_are_fewer_where_an_epoch_is_slow():
-    from orthotune.search._measuring import ENOUGH_TIMED_S, Method, timed_epochs
+    from orthotune.plan._measuring import ENOUGH_TIMED_S, Method, timed_epochs
 
     assert timed_epochs(0.01, Method(epochs=3)) == 3
     assert timed_epochs(ENOUGH_TIMED_S / 2, Method(epochs=3)) == 2
@@ -305,7 +306,7 @@ def test_timed_epochs_are_fewer_where_an_epoch_is_slow():
 def test_a_cached_start_is_read_without_starting_a_probe(monkeypatch, tmp_path):
     import subprocess
 
-    import orthotune.search._plan_cache as kept
+    import orthotune.plan._cache as kept
 
     monkeypatch.setattr(kept, "plan_cache", lambda: tmp_path)
     started = []
@@ -320,7 +321,7 @@ def test_a_cached_start_is_read_without_starting_a_probe(monkeypatch, tmp_path):
 def test_a_start_measured_elsewhere_is_delivered_once_and_cached(monkeypatch, tmp_path):
     import subprocess
 
-    import orthotune.search._plan_cache as kept
+    import orthotune.plan._cache as kept
 
     monkeypatch.setattr(kept, "plan_cache", lambda: tmp_path)
     monkeypatch.setattr(subprocess, "Popen", lambda *a, **k: pytest.fail("no interpreter of its own"))
@@ -343,14 +344,14 @@ def test_the_first_measuring_process_measures_the_start_then_shapes(monkeypatch,
     (no interpreter of its own), before it takes shapes; this process measures meanwhile."""
     import subprocess
 
-    import orthotune.search._costing as costing
-    import orthotune.search._plan_cache as kept
+    import orthotune.plan._cache as kept
+    import orthotune.plan._costing as costing
 
     monkeypatch.setattr(kept, "plan_cache", lambda: tmp_path / "cache")
-    monkeypatch.setattr(costing, "_workers", lambda options, here, device: 2)
+    monkeypatch.setattr(costing, "streams", lambda *args, **kwargs: 2)
     real = subprocess.Popen
     monkeypatch.setattr(subprocess, "Popen", lambda args, **k: pytest.fail("the probe ran in its own interpreter")
-                        if "orthotune.search._start_probe" in args else real(args, **k))
+                        if "orthotune.plan._start_probe" in args else real(args, **k))
     plan = plan_search(options({**SPACE, "depths": [2, 3]}), measure_epochs=1)
     assert all(c.measured and not c.cached for c in plan.cells)
     (measured,) = (tmp_path / "cache" / "plan-start").glob("*.json")
@@ -362,7 +363,7 @@ def test_the_first_measuring_process_measures_the_start_then_shapes(monkeypatch,
 
 @pytest.mark.slow
 def test_the_start_probe_times_the_imports_ray_a_trial_worker_and_the_shutdown(monkeypatch, tmp_path):
-    import orthotune.search._plan_cache as kept
+    import orthotune.plan._cache as kept
 
     monkeypatch.setattr(kept, "plan_cache", lambda: tmp_path)
     seconds = kept.StartProbe(remeasure=True).seconds()  # a real Ray, started and stopped in a fresh interpreter

@@ -1,0 +1,39 @@
+"""The cost planner: what a search will cost on given resources, from each cell's cost
+measured on this machine (``orthotune plan``, and the total ``launch`` prints first).
+
+A thin face over private modules, as Optuna's samplers sit over ``optuna/_gp/``:
+
+- ``_estimate``: the arithmetic (ASHA's expected epochs, seconds and core-hours per cell and
+  arm, the wall time as a list schedule, what does not fit a node); it imports nothing of
+  orthotune, so it can be read and tested alone;
+- ``_machine``: the machine measured on (CPUs, GPUs, memory, the device and its name, the
+  measuring streams): where a CPU plan and a GPU plan differ, the home of a new device's
+  cost model;
+- ``_costing`` (``plan_search``): the cells' shapes, measured or fitted, into an estimate;
+  ``_meter`` and ``_measuring`` measure shapes in streams side by side; ``_start_probe``
+  times a search's fixed start; ``_cache`` keeps what was measured.
+
+It sits above the search (it reads the options, the budget and the input checks there) and
+below the reports and the CLI. The estimate types and constants load at once and are light;
+``plan_search`` loads on first use (PEP 562) and imports torch only when it measures.
+"""
+
+from orthotune.core import lazy_attributes
+from orthotune.plan._estimate import CellEstimate, PlanEstimate, Resources, asha_expected_epochs
+from orthotune.plan._measuring import ENOUGH_TIMED_S, MEASURE_EPOCHS, SCALE_FROM_NODES
+
+__all__ = [
+    "ENOUGH_TIMED_S",
+    "MEASURE_EPOCHS",
+    "SCALE_FROM_NODES",
+    "CellEstimate",
+    "PlanEstimate",
+    "Resources",
+    "asha_expected_epochs",
+    "plan_search",
+]
+
+#: The names of ``__all__`` not imported above, by the module each is loaded from on first use.
+LAZY = {"plan_search": "_costing"}
+
+__getattr__ = lazy_attributes(__name__, LAZY)
