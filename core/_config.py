@@ -275,10 +275,10 @@ class TrainConfig(_OrthoFields):
         Ortho-GConv arm, dropping a bias it always has, and (a node backbone outside orthotune's
         packed family: PyG's models, factories) the switches only that family has."""
         backbone = backbone_info(self.backbone)
+        what = " is the structure-agnostic reference (it never reads an edge) and" if backbone.reference else ""
         check(not self.ortho or backbone.ortho_arm,
-              f"backbone {self.backbone!r} with ortho=True: {self.backbone} has no Ortho-GConv arm"
-              + (" (the structure-agnostic reference: it never reads an edge)" if backbone.reference else "")
-              + "; set ortho false")
+              f"backbone {self.backbone!r} with ortho=True: {self.backbone}{what} has no Ortho-GConv arm; "
+              f"set ortho false")
         check(self.conv_bias or backbone.conv_bias != "fixed",
               f"conv_bias=False does not apply to {self.backbone} (its convolutions always have a bias)")
         if task != "node" or backbone.packed:

@@ -33,7 +33,7 @@ def test_a_backbone_without_an_ortho_arm_trains_its_original_and_prints_what_it_
         (["--dataset", "cora", "--backbone", "pna"], "unknown backbone 'pna'"),
         (["--dataset", "cora", "--setting", "official"], "setting 'official'"),
         (["--dataset", "cora", "--beta", "2"], "beta=2.0 must be a number in [0, 1]"),
-        (["--dataset", "cora", "--backbone", "mlp", "--ortho"], "mlp has no Ortho-GConv arm"),
+        (["--dataset", "cora", "--backbone", "mlp", "--ortho"], "and has no Ortho-GConv arm; set ortho false"),
         (["--dataset", "cora", "--data-root", "/nonexistent/orthotune"], "is not a directory"),
     ],
 )
