@@ -14,6 +14,7 @@ import yaml
 
 from orthotune.cli._common import OK, RUN_FAILED, add_data_arguments
 from orthotune.core import (
+    BACKBONE_INFO,
     DATASETS,
     OBJECTIVE,
     PROFILES,
@@ -151,7 +152,15 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         return TrainConfig.from_dict(load_config_file(args.config))
     if "dataset" not in values:
         raise ConfigError("--dataset is required (or --config FILE)")
-    return TrainConfig.from_dict(values)
+    return TrainConfig.from_dict({**default_arm(values.get("backbone")), **values})
+
+
+def default_arm(backbone: str | None) -> dict[str, bool]:
+    """The arm ``train`` takes when no --ortho/--no-ortho is given: the original for a backbone
+    whose declaration has no Ortho-GConv arm (a structure-agnostic reference), else none (the
+    config's default, the Ortho-GConv arm)."""
+    has_arm = backbone not in BACKBONE_INFO or BACKBONE_INFO.get(backbone).ortho_arm
+    return {} if has_arm else {"ortho": False}
 
 
 def load_config_file(path: str) -> dict:

@@ -2,24 +2,31 @@
 type, the experiment cell and the result types. Imports nothing of orthotune's other
 layers, and no torch."""
 
+from orthotune.core._backbones import (
+    ANY_FACTORY,
+    BACKBONE_INFO,
+    REFERENCE_BACKBONES,
+    TASKS,
+    BackboneInfo,
+    Readers,
+    all_backbones,
+    backbone_info,
+    backbone_name,
+    is_factory,
+    is_reference_backbone,
+    readers,
+    reference_backbone,
+)
 from orthotune.core._cache import CACHE_ENV, cache_dir
 from orthotune.core._catalogue import (
-    ANY_FACTORY,
     BACKBONE_DEFAULTS,
     DATASETS,
-    REFERENCE_BACKBONES,
     SETTINGS,
-    TASKS,
     DatasetInfo,
     SourcedDefaults,
-    all_backbones,
-    backbone_name,
     default_source,
     defaults_for,
     is_dynamic,
-    is_factory,
-    is_reference_backbone,
-    reference_backbone,
 )
 from orthotune.core._cells import (
     ARMS,
@@ -41,9 +48,6 @@ from orthotune.core._config import (
     SPLIT_FIELDS,
     OrthoSettings,
     TrainConfig,
-    available_memory,
-    check_memory,
-    memory_estimate,
     profile_values,
     reads,
 )
@@ -58,6 +62,7 @@ from orthotune.core._errors import (
 )
 from orthotune.core._fields import Group, by_group, column_name, declared
 from orthotune.core._lazy import lazy_attributes
+from orthotune.core._memory import available_memory, check_memory, memory_estimate
 from orthotune.core._registry import Registry
 from orthotune.core._results import (
     OBJECTIVE,
@@ -86,6 +91,7 @@ __all__ = [
     "ANY_FACTORY",
     "ARMS",
     "BACKBONE_DEFAULTS",
+    "BACKBONE_INFO",
     "CACHE_ENV",
     "DATASETS",
     "OBJECTIVE",
@@ -100,6 +106,7 @@ __all__ = [
     "STANDARD_FORMS",
     "TASKS",
     "Arm",
+    "BackboneInfo",
     "Cell",
     "CellAxis",
     "CellRole",
@@ -115,6 +122,7 @@ __all__ = [
     "OrthotuneError",
     "Registry",
     "ResultColumn",
+    "Readers",
     "RunResult",
     "SearchCrashed",
     "SearchInterrupted",
@@ -126,6 +134,7 @@ __all__ = [
     "TrainConfig",
     "all_backbones",
     "arm_of",
+    "backbone_info",
     "backbone_name",
     "by_group",
     "cell_coordinates",
@@ -151,6 +160,7 @@ __all__ = [
     "mean_or_zero",
     "measures",
     "profile_values",
+    "readers",
     "reads",
     "reference_backbone",
     "result_column_name",

@@ -1,9 +1,9 @@
-"""What the protocol knows by name: settings, datasets and tasks, each one declared record
-(its defaults included) that every layer reads.
+"""What the protocol knows by name: settings and datasets, each one declared record (its
+defaults included) that every layer reads, and the training values sources give a backbone
+on a dataset (the backbones and tasks themselves: ``_backbones``).
 
 Pure data: loaders live in the training layer (keyed by the datasets' loader families and
-the settings' splits), model classes in ``models`` (keyed by the backbone names here; a test
-checks both registries agree).
+the settings' splits).
 """
 
 from __future__ import annotations
@@ -198,83 +198,6 @@ for _info in (
     DatasetInfo("dd", "graph", ("cv10",), "tudataset", "TUDataset/DD", 285, 89, dict(hidden=128, batch_size=32)),
 ):
     DATASETS.add(_info.name, _info)
-
-
-@dataclass(frozen=True)
-class TaskInfo:
-    """A kind of dataset: its backbones (the first is the default) and its structure-agnostic
-    reference (a backbone among them that never reads an edge; see ``core.REFERENCE``)."""
-
-    name: str
-    backbones: tuple[str, ...]
-    reference: str
-    reference_source: str  # whose baseline it is
-
-    @property
-    def default_backbone(self) -> str:
-        return self.backbones[0]
-
-
-TASKS: Registry[TaskInfo] = Registry("task")
-#: Node backbones: orthotune's packed GCN, JKNet and GCNII, then PyG's own GAT, GraphSAGE, GIN
-#: (``torch_geometric.nn.models``) and APPNP (an MLP, then PyG's APPNP propagation), which
-#: train one run per model. A node config may also name a user's factory (:data:`FACTORY`).
-PACKED_NODE_BACKBONES = ("gcn", "jknet", "gcnii")
-PYG_NODE_BACKBONES = ("gat", "sage", "gin", "appnp")
-#: The structure-agnostic references (``core.REFERENCE``): models that never read an edge.
-#: ``mlp``: an MLP on the node features alone (H2GCN's MLP baseline, Zhu et al., NeurIPS 2020);
-#: ``sum-mlp``: node features summed per graph, then an MLP (Errica et al., ICLR 2020, "A fair
-#: comparison of graph neural networks for graph classification", their structure-agnostic
-#: baseline for the chemical datasets D&D and PROTEINS). ``depth`` counts their linear layers.
-NODE_REFERENCE, GRAPH_REFERENCE = "mlp", "sum-mlp"
-TASKS.add("node", TaskInfo("node", PACKED_NODE_BACKBONES + PYG_NODE_BACKBONES + (NODE_REFERENCE,),
-                           reference=NODE_REFERENCE,
-                           reference_source="an MLP on the node features (H2GCN's baseline, Zhu et al., NeurIPS 2020)"))
-TASKS.add("graph", TaskInfo("graph", ("gunet", GRAPH_REFERENCE), reference=GRAPH_REFERENCE,
-                            reference_source="node features summed per graph, then an MLP (Errica et al., ICLR 2020)"))
-REFERENCE_BACKBONES = (NODE_REFERENCE, GRAPH_REFERENCE)
-
-
-def is_reference_backbone(name: object) -> bool:
-    """Is ``name`` a structure-agnostic reference (:data:`REFERENCE_BACKBONES`)?"""
-    return name in REFERENCE_BACKBONES
-
-
-def reference_backbone(dataset: str) -> str:
-    """The structure-agnostic reference of ``dataset``'s task."""
-    return TASKS.get(DATASETS.get(dataset).task).reference
-
-
-def all_backbones() -> list[str]:
-    """Every task's backbones, in the catalogue's order: the valid values of ``backbone``."""
-    return list(dict.fromkeys(b for task in TASKS for b in TASKS.get(task).backbones))
-
-
-#: A user's model factory as a backbone: ``package.module:factory`` (imported only when a model
-#: is built from it; ``orthotune.models`` says what it must return).
-FACTORY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*")
-#: Every user's factory, where config fields name the backbones that read them.
-ANY_FACTORY = "package.module:factory"
-
-
-def is_factory(name: object) -> bool:
-    """Does ``name`` name a user's factory (``package.module:factory``), not a catalogue backbone?"""
-    return isinstance(name, str) and ":" in name
-
-
-def backbone_name(name: object) -> str:
-    """``name`` as configs, spaces, the CLI and reports spell a backbone: a catalogue name in
-    lower case, or a user's ``package.module:factory`` as given (syntax checked, not imported)."""
-    if is_factory(name):
-        if not FACTORY.fullmatch(name):
-            raise ConfigError(f"backbone {name!r} must be package.module:factory (dotted module path, a colon, "
-                              f"a Python name) to name a user's model factory")
-        return name
-    key = str(name).lower()
-    if key not in all_backbones():
-        raise ConfigError(f"unknown backbone {name!r}; valid: {', '.join(all_backbones())}, "
-                          f"or package.module:factory")
-    return key
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from orthotune.core._catalogue import is_reference_backbone, reference_backbone
+from orthotune.core._backbones import is_reference_backbone, reference_backbone
 
 
 @dataclass(frozen=True)

@@ -14,20 +14,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from orthotune.core._catalogue import (
-    ANY_FACTORY,
-    DATASETS,
-    PACKED_NODE_BACKBONES,
-    PYG_NODE_BACKBONES,
-    SETTINGS,
+from orthotune.core._backbones import (
+    BACKBONE_INFO,
     TASKS,
     all_backbones,
+    backbone_info,
     backbone_name,
-    defaults_for,
     is_factory,
-    is_reference_backbone,
+    readers,
 )
-from orthotune.core._errors import ConfigError, OrthotuneError, check
+from orthotune.core._catalogue import DATASETS, SETTINGS, defaults_for
+from orthotune.core._errors import ConfigError, check
 from orthotune.core._fields import Group, Rule, by_group, declared, option, validate_fields
 
 _O, _V, _C, _T, _R = Group.ORTHO, Group.VARIANT, Group.CELL, Group.TRAIN, Group.REPEATS
@@ -38,45 +35,51 @@ LAYOUTS = ("linear", "standard", "official")
 #: The fields of the random setting's split (``orthotune.training`` draws it from them).
 SPLIT_FIELDS = ("split_train", "split_val", "split_stratify", "split_per_class")
 #: Who reads the fields some backbones only read (``option(..., backbones=...)``), as
-#: ``models`` and ``training`` build and train them: orthotune's packed node backbones (GCN,
-#: JKNet, GCNII, ``models.build_node_model``) and PyG's (``models.build_module_model``); a
-#: user's factory gets depth, hidden and dropout alone (``factory(in_size, hidden, out_size,
-#: depth, dropout)``), and its Ortho-GConv arm the Ortho-GConv values; graph backbones (Graph
-#: U-Nets) their own arguments and the mini-batch size.
-_PACKED = PACKED_NODE_BACKBONES
-_NODE_BUILT = PACKED_NODE_BACKBONES + PYG_NODE_BACKBONES
-_GRAPH = TASKS.get("graph").backbones
-_NODE = (*_NODE_BUILT, ANY_FACTORY)  # node data: the graph's loading
-#: the node task's structure-agnostic reference (an MLP): input and output layers, no graph
-_NODE_MLP = (TASKS.get("node").reference,)
-_BUILT = (*_NODE_BUILT, *_NODE_MLP, *_GRAPH)  # models with input and output layers of their own
+#: ``models`` and ``training`` build and train them, by the capabilities the backbones declare
+#: (``core.BackboneInfo``) or, for a backbone's own arguments, by name: orthotune's packed node
+#: backbones (``models.build_node_model``) and PyG's (``models.build_module_model``); a user's
+#: factory gets depth, hidden and dropout alone (``factory(in_size, hidden, out_size, depth,
+#: dropout)``), and its Ortho-GConv arm the Ortho-GConv values; graph backbones (Graph U-Nets)
+#: their own arguments and the mini-batch size.
+_PACKED = readers(packed=True)
+#: node models with graph convolutions: built by orthotune, not a structure-agnostic reference
+_NODE_GRAPH = readers(task="node", reference=False)
+#: every backbone with an Ortho-GConv arm (a factory's included): its switches and values
+_ORTHO_ARM = readers(ortho_arm=True, factories=True)
 
 
 @dataclass(frozen=True, kw_only=True)
 class _OrthoFields:
     """Ortho-GConv's values (searched) and switches (the variant: fixed within a cell)."""
 
-    T: int = option(4, Rule("int", 0, 1000), "Newton iterations of the orthogonal transformation", _O)
+    T: int = option(4, Rule("int", 0, 1000), "Newton iterations of the orthogonal transformation", _O,
+                    backbones=_ORTHO_ARM)
     beta: float = option(0.4, Rule("float", 0.0, 1.0),
-                          "hybrid init: Q = beta * Glorot + (1 - beta) * I", _O)
-    lam: float = option(5e-4, Rule("float", 0.0), "weight of the orthogonal regulariser", _O)
+                          "hybrid init: Q = beta * Glorot + (1 - beta) * I", _O, backbones=_ORTHO_ARM)
+    lam: float = option(5e-4, Rule("float", 0.0), "weight of the orthogonal regulariser", _O, backbones=_ORTHO_ARM)
     bound: str = option("covariance", Rule("str", choices=("covariance", "frobenius")),
                          "spectral bounding before Newton: Q / sqrt(||Q Q^T||_F) (covariance, the "
-                         "authors' code) or Q / ||Q||_F (frobenius, the paper text)", _V)
+                         "authors' code) or Q / ||Q||_F (frobenius, the paper text)", _V, backbones=_ORTHO_ARM)
     transform: str = option("newton", Rule("str", choices=("newton", "none")),
                              "orthogonal transformation: Newton's iteration, or none (W = Q, the "
-                             "ablation without transformation)", _V)
+                             "ablation without transformation)", _V, backbones=_ORTHO_ARM)
     hybrid: str = option("init", Rule("str", choices=("init", "reparam")),
                           "beta mixes the initial weight once (init), or W = Ortho(beta P + (1 - beta) I) "
-                          "in every forward pass with P trained (reparam, the authors' code)", _V)
+                          "in every forward pass with P trained (reparam, the authors' code)", _V,
+                          backbones=_ORTHO_ARM)
     target: str = option("cI", Rule("str", choices=("cI", "ones")),
                           "regulariser target: c * I with a scalar c per layer (cI, the paper), or a "
-                          "d x d matrix initialised to all ones (ones, the authors' code)", _V)
-    target_trainable: bool = option(True, Rule("bool"), "train the regulariser's target (c or the matrix)", _V)
-    squared_norm: bool = option(False, Rule("bool"), "regularise with the squared Frobenius norm", _V)
+                          "d x d matrix initialised to all ones (ones, the authors' code)", _V,
+                          backbones=_ORTHO_ARM)
+    target_trainable: bool = option(True, Rule("bool"), "train the regulariser's target (c or the matrix)", _V,
+                                    backbones=_ORTHO_ARM)
+    squared_norm: bool = option(False, Rule("bool"), "regularise with the squared Frobenius norm", _V,
+                                 backbones=_ORTHO_ARM)
     centre_rows: bool = option(False, Rule("bool"),
-                                "centre the weight before bounding (ONI, the authors' code)", _V)
-    norm_groups: int = option(1, Rule("int", 1), "orthogonalise this many groups separately", _V)
+                                "centre the weight before bounding (ONI, the authors' code)", _V,
+                                backbones=_ORTHO_ARM)
+    norm_groups: int = option(1, Rule("int", 1), "orthogonalise this many groups separately", _V,
+                            backbones=_ORTHO_ARM)
     input_T: int = option(0, Rule("int", 0, 1000),
                            "orthogonalise the input projection once at initialisation with this many "
                            "Newton steps (0: off; the authors' code does it)", _V, backbones=_PACKED)
@@ -146,25 +149,25 @@ class TrainConfig(_OrthoFields):
                           "a linear head after jumping knowledge; GCNII as Chen et al., linear input and "
                           "output; gat, sage, gin, appnp as PyG builds them) or official (the Ortho-GConv authors' "
                           "code: GCN and JKNet with graph input and output convolutions, GCNII linear)", _T,
-                          backbones=_NODE_BUILT)
+                          backbones=_NODE_GRAPH)
     # GCNII's and APPNP's convolutions have no bias; GIN's cannot drop theirs (refused)
     conv_bias: bool = option(True, Rule("bool"), "bias on the hidden convolutions", _V,
-                             backbones=("gcn", "jknet", "gat", "sage"))
+                             backbones=readers(conv_bias="switch"))
     io_bias: bool = option(True, Rule("bool"),
                             "bias on the input and output layers (node backbones; false: none, as the "
-                            "authors' JKNet)", _V, backbones=(*_NODE_BUILT, *_NODE_MLP))
+                            "authors' JKNet)", _V, backbones=readers(task="node"))
     batch_norm: bool = option(False, Rule("bool"), "BatchNorm after each hidden convolution", _V,
-                              backbones=(*_PACKED, "gat", "sage", "gin"))
+                              backbones=readers(batch_norm=True))
     feature_transform: bool = option(True, Rule("bool"),
                                       "hidden transformations W(l); false: propagation only (the paper's "
                                       "Figure 1d)", _V, backbones=_PACKED)
-    jk: str = option("cat", Rule("str", choices=("cat", "max")), "JKNet aggregation", _V, backbones=("jknet",))
+    jk: str = option("cat", Rule("str", choices=("cat", "max")), "JKNet aggregation", _V, backbones=readers("jknet"))
     gcnii_variant: bool = option(False, Rule("bool"), "GCNII* (separate weights for the two terms)", _V,
-                                 backbones=("gcnii",))
+                                 backbones=readers("gcnii"))
     self_loop: bool = option(False, Rule("bool"), "JKNet: a separate self-loop weight per convolution (--withloop)", _V,
-                             backbones=("jknet",))
+                             backbones=readers("jknet"))
     directed: bool = option(False, Rule("bool"), "keep the graph directed (the authors' WebKB runs)", _V,
-                            backbones=_NODE)
+                            backbones=readers(task="node", reference=False, factories=True))
     selection: str = option("val_acc", Rule("str", choices=("val_acc", "val_loss")),
                              "the epoch that gives a repeat's result: highest validation accuracy, or "
                              "lowest validation loss (the authors' code); test is only read there", _V)
@@ -173,36 +176,37 @@ class TrainConfig(_OrthoFields):
     weight_decay: float | None = option(None, Rule("float", 0.0), "L2 weight decay (Adam's coupled form)", _T)
     weight_decay_io: float | None = option(None, Rule("float", 0.0, optional=True),
                                             "weight decay of the input/output layers (default: weight_decay)",
-                                            _T, backbones=_BUILT)
+                                            _T, backbones=readers())
     weight_decay_output: float | None = option(None, Rule("float", 0.0, optional=True),
                                                 "weight decay of the output layer alone (default: "
                                                 "weight_decay_io; 0: as Kipf & Welling's GCN, which decays "
-                                                "its first layer only)", _T, backbones=_BUILT)
+                                                "its first layer only)", _T, backbones=readers())
     dropout: float | None = option(None, Rule("float", 0.0, 1.0, high_open=True), "dropout probability", _T)
     input_dropout: float | None = option(None, Rule("float", 0.0, 1.0, high_open=True, optional=True),
                                           "dropout on the raw input features (node backbones; default: "
                                           "dropout; 0: none, as the authors' JKNet)", _T,
-                                          backbones=(*_NODE_BUILT, *_NODE_MLP))
+                                          backbones=readers(task="node"))
     epochs: int | None = option(None, Rule("int", 1), "most epochs a repeat trains", _T, column="max_epochs")
     patience: int | None = option(None, Rule("int", 1),
                                    "stop after this many epochs without a better selection metric", _T)
     alpha: float | None = option(None, Rule("float", 0.0, 1.0, optional=True),
                                   "GCNII initial-residual weight, and APPNP's teleport probability (the same "
                                   "term: alpha * H(0) added to each propagation; node settings; unused by gunet)",
-                                  _T, backbones=("gcnii", "appnp"))
+                                  _T, backbones=readers("gcnii", "appnp"))
     theta: float | None = option(None, Rule("float", 0.0, low_open=True, optional=True),
-                           "GCNII identity-mapping strength (lambda in the GCNII paper)", _T, backbones=("gcnii",))
+                           "GCNII identity-mapping strength (lambda in the GCNII paper)", _T,
+                           backbones=readers("gcnii"))
     # PyG backbones' own arguments: read by their backbone only (as alpha is by GCNII and
     # APPNP, jk by JKNet), so one space may search them over several backbones
     heads: int = option(8, Rule("int", 1, 64), "GAT: attention heads per hidden layer (hidden must divide by it)", _T,
-                        backbones=("gat",))
+                        backbones=readers("gat"))
     aggr: str = option("mean", Rule("str", choices=("mean", "max", "sum")), "GraphSAGE: neighbour aggregation", _T,
-                       backbones=("sage",))
+                       backbones=readers("sage"))
     K: int = option(10, Rule("int", 1, MAX_DEPTH),
                     "APPNP: propagation steps after its MLP (its teleport probability is alpha)", _T,
-                    backbones=("appnp",))
+                    backbones=readers("appnp"))
     batch_size: int | None = option(None, Rule("int", 1, optional=True), "graphs per mini-batch (graph tasks)", _T,
-                                    backbones=_GRAPH)
+                                    backbones=readers(task="graph"))
     splits: tuple[int, ...] = option((0,), Rule("ints", 0), "splits (full) or folds (cv10) of the repeats", _R)
     seeds: tuple[int, ...] = option((0,), Rule("ints", 0), "seeds of the repeats", _R)
     # the random setting's split (split k is drawn with seed k): stored with every trial, so a
@@ -245,13 +249,9 @@ class TrainConfig(_OrthoFields):
               f"splits={self.splits} and seeds={self.seeds} must have equal lengths, or one of length 1")
         check(self.hidden % self.norm_groups == 0,
               f"norm_groups={self.norm_groups} must divide hidden={self.hidden}")
-        check(self.backbone != "gat" or self.hidden % self.heads == 0,
-              f"heads={self.heads} must divide hidden={self.hidden} (GAT concatenates its heads)")
-        check(not (self.ortho and is_reference_backbone(self.backbone)),
-              f"backbone {self.backbone!r} with ortho=True: {self.backbone} is the structure-agnostic reference "
-              f"(it never reads an edge) and has no Ortho-GConv arm; set ortho false")
-        if info.task == "node" and self.backbone not in PACKED_NODE_BACKBONES:  # PyG's models, factories
-            self._check_module_switches()
+        check(not reads("heads", self.backbone) or self.hidden % self.heads == 0,
+              f"heads={self.heads} must divide hidden={self.hidden} ({self.backbone} concatenates its heads)")
+        self._check_capabilities(info.task)
         # only the node backbones read these: refuse them rather than ignore them
         check(info.task == "node" or self.input_dropout is None,
               f"input_dropout={self.input_dropout!r} applies to node backbones only, not {self.backbone}")
@@ -270,13 +270,22 @@ class TrainConfig(_OrthoFields):
         check(self.split_per_class > 0 or self.split_train + self.split_val < 1,
               f"split_train={self.split_train} + split_val={self.split_val} must be below 1 (test takes the rest)")
 
-    def _check_module_switches(self) -> None:
-        """The switches orthotune's own backbones have and PyG's models or a factory do not."""
-        built = ", ".join(PACKED_NODE_BACKBONES)
-        check(self.layout != "official", f"layout='official' applies to {built}, not {self.backbone}")
-        check(self.feature_transform, f"feature_transform=False applies to {built}, not {self.backbone}")
-        check(self.conv_bias or self.backbone != "gin",
-              "conv_bias=False does not apply to gin (PyG's GINConv has no bias switch)")
+    def _check_capabilities(self, task: str) -> None:
+        """What the backbone's declaration says it cannot do is refused, not ignored: an
+        Ortho-GConv arm, dropping a bias it always has, and (a node backbone outside orthotune's
+        packed family: PyG's models, factories) the switches only that family has."""
+        backbone = backbone_info(self.backbone)
+        what = " is the structure-agnostic reference (it never reads an edge) and" if backbone.reference else ""
+        check(not self.ortho or backbone.ortho_arm,
+              f"backbone {self.backbone!r} with ortho=True: {self.backbone}{what} has no Ortho-GConv arm; "
+              f"set ortho false")
+        check(self.conv_bias or backbone.conv_bias != "fixed",
+              f"conv_bias=False does not apply to {self.backbone} (its convolutions always have a bias)")
+        if task != "node" or backbone.packed:
+            return
+        packed = ", ".join(n for n in BACKBONE_INFO if BACKBONE_INFO.get(n).packed)
+        check(self.layout != "official", f"layout='official' applies to {packed}, not {self.backbone}")
+        check(self.feature_transform, f"feature_transform=False applies to {packed}, not {self.backbone}")
 
     def ortho_settings(self) -> OrthoSettings | None:
         """The Ortho-GConv settings of this config, or None for the original arm."""
@@ -325,7 +334,7 @@ class TrainConfig(_OrthoFields):
 def reads(name: str, backbone: str) -> bool:
     """Does ``backbone`` (a catalogue name or a user's factory) read config field ``name``?"""
     backbones = next(f.metadata["backbones"] for f in declared(TrainConfig) if f.name == name)
-    return backbones is None or (ANY_FACTORY if is_factory(backbone) else backbone) in backbones
+    return backbones is None or backbone in backbones
 
 
 def profile_values(name: str) -> dict[str, Any]:
@@ -340,68 +349,3 @@ def _as_tuple(key: str, value: Any) -> tuple[int, ...]:
     check(all(isinstance(v, int) and not isinstance(v, bool) for v in items) and len(items) >= 1,
           f"{key}={value!r} must be a non-empty list of integers")
     return tuple(items)
-
-
-#: Memory model of one repeat, calibrated on Cora with peak resident sizes (CPU, 2 epochs):
-#: GCN depth 64 x hidden 256 and depth 16 x hidden 2048, each arm. Per layer and node the
-#: backward pass keeps about 6 hidden-wide tensors (convolution output, activation, dropout
-#: mask, propagated input, gradients); each weight has 4 copies (itself, its gradient, Adam's
-#: two moments); Newton's iteration keeps about 4T + 4 hidden x hidden products per layer.
-ACTIVATION_COPIES, WEIGHT_COPIES, BYTES = 6, 4, 4
-
-
-@dataclass(frozen=True)
-class MemoryEstimate:
-    """Bytes one repeat of a config needs at least (the trainer packs repeats only as memory
-    allows, so one repeat is what must fit)."""
-
-    config: TrainConfig
-    nodes: int  # nodes one training step holds
-    activations: int
-    parameters: int
-
-    @property
-    def total(self) -> int:
-        return self.activations + self.parameters
-
-    def describe(self) -> str:
-        c = self.config
-        copies = f"({WEIGHT_COPIES} + {4 * c.T + 4} Newton products)" if c.ortho else str(WEIGHT_COPIES)
-        return (f"depth={c.depth} hidden={c.hidden} on {c.dataset} needs about {_gib(self.total)} for one repeat "
-                f"(activations {self.nodes} nodes x {c.hidden} x {c.depth + 2} layers x {ACTIVATION_COPIES} x "
-                f"{BYTES} B = {_gib(self.activations)}; parameters {c.depth} x {c.hidden}^2 x {copies} x {BYTES} B = "
-                f"{_gib(self.parameters)})")
-
-
-def memory_estimate(config: TrainConfig) -> MemoryEstimate:
-    """The estimate of :data:`ACTIVATION_COPIES` and friends for ``config`` on its dataset."""
-    info = DATASETS.get(config.dataset)
-    nodes = info.nodes * (config.batch_size or 1) if info.task == "graph" else info.nodes
-    activations = nodes * config.hidden * (config.depth + 2) * ACTIVATION_COPIES * BYTES + nodes * info.features * BYTES
-    per_layer = WEIGHT_COPIES + (4 * config.T + 4 if config.ortho else 0)
-    parameters = (config.depth * config.hidden**2 * per_layer + info.features * config.hidden * WEIGHT_COPIES) * BYTES
-    return MemoryEstimate(config, nodes, activations, parameters)
-
-
-def available_memory() -> int | None:
-    """Bytes this machine can give a new process now (psutil's ``available``), or None
-    where psutil is missing (then nothing is refused)."""
-    try:
-        import psutil
-    except ImportError:
-        return None
-    return int(psutil.virtual_memory().available)
-
-
-def check_memory(config: TrainConfig, available: int | None = None) -> None:
-    """Refuse ``config`` when one repeat's estimate exceeds ``available`` bytes (default:
-    this machine's available memory), in one line stating the estimate and the limit."""
-    available = available_memory() if available is None else available
-    estimate = memory_estimate(config)
-    if available is not None and estimate.total > available:
-        raise OrthotuneError(f"{estimate.describe()}, more than the {_gib(available)} this machine has available; "
-                             f"lower depth or hidden")
-
-
-def _gib(count: int) -> str:
-    return f"{count / 2**30:.1f} GiB"

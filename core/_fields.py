@@ -7,13 +7,15 @@ the error message), its documentation and its *group*, from which the rest of th
 product derives what it needs: the space parser (which keys a space may search), the
 store schema (one typed column per field), the CLI options (help, default, choices) and
 the report's cell key (fields that tell variants apart). A field read by some backbones
-only names them (``backbones``): a winner's config shows the fields its backbone reads.
+only says which (``backbones``: ``core.Readers``, by name or by the capabilities the
+backbones declare): a winner's config shows the fields its backbone reads.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Collection
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -90,13 +92,13 @@ class Rule:
 
 
 def option(default: Any, rule: Rule, doc: str, group: Group, *, column: str | None = None,
-           backbones: tuple[str, ...] | None = None) -> Any:
+           backbones: Collection[str] | None = None) -> Any:
     """A dataclass field carrying its rule, documentation and group (see module docstring).
 
     ``column`` renames the field's store column (``epochs`` is stored as ``max_epochs``,
     since the trials table also records the epochs a trial actually ran). ``backbones``: the
-    backbones that read the field (``package.module:factory`` for every user's factory), as
-    the models and the training loop do; None: every backbone.
+    backbones that read the field, as the models and the training loop do (a ``core.Readers``:
+    by name or by declared capability, users' factories among them or not); None: every backbone.
     """
     metadata = {"rule": rule, "doc": doc, "group": group, "column": column, "backbones": backbones}
     return dataclasses.field(default=default, metadata=metadata)

@@ -1,11 +1,13 @@
 """Ortho-GConv models: the orthogonalisation module, the backbones, the metrics, and Ortho-GConv as a
 parametrization of any module's weights (:func:`orthogonalise`), and PyG's models and users' factories as backbones."""
 
-from orthotune.models._backbones import BACKBONES, OrthoGNN, adjacency, build_node_model, readout_width
+from orthotune.models._backbones import BACKBONES, build_node_model, readout_width, register_backbone
+from orthotune.models._gnn import OrthoGNN
 from orthotune.models._graph_unet import GRAPH_BACKBONES, OrthoGraphNet
 from orthotune.models._layers import node_features
 from orthotune.models._metrics import feature_norms, issued_ops, layer_gradient_norms, signal_magnification, smoothness
 from orthotune.models._modules import MODULE_BACKBONES, NodeModule, build_module_model, is_module_backbone
+from orthotune.models._packing import adjacency
 from orthotune.models._parametrize import (
     OrthoGConvWeight,
     orthogonalise,
@@ -34,6 +36,7 @@ __all__ = [
     "orthogonalise",
     "orthogonalised_weights",
     "readout_width",
+    "register_backbone",
     "signal_magnification",
     "smoothness",
     "square_conv_weights",

@@ -1,445 +1,49 @@
-"""Node-classification backbones (GCN, JKNet, GCNII) in original and Ortho-GConv form.
-
-Every model is one family behind :class:`OrthoGNN`, as in PyG's ``basic_gnn``: ``depth``
-graph convolutions (PyG's ``num_layers``), of which the ``layout`` makes the input and
-output layers linear maps or graph convolutions; the hidden ones each have a
-``hidden x hidden`` transformation ``W(l)`` (orthogonalised in the Ortho-GConv form; built
-by the :meth:`OrthoGNN.init_conv` hook; see :class:`OrthoGNN`). Propagation multiplies by the
-symmetrically normalised adjacency with self-loops (``A_hat``), computed once by the data
-module; passed as PyG's :class:`~torch_geometric.EdgeIndex` (see :func:`adjacency`) it is
-a sparse matmul whose backward pass reuses a transposed layout cached once instead of
-transposing the sparse matrix every epoch.
-
-All models carry a leading *pack* dimension: ``packs`` independent models (own seeds,
-own Ortho-GConv settings, own dropout masks, own BatchNorm statistics) trained as one.
-Every parameter and buffer has the pack as its first dimension. Hidden states are
-pack-major, ``[packs, N, hidden]``: each pack's transformation is one matrix of a
-batched matmul, and propagation multiplies all packs at once by a block-diagonal
-``A_hat`` (one copy per pack, built once per adjacency; as fast as one product over
-``[N, packs * hidden]``, without the copies between layouts). Node features may be dense
-``[N, in]`` or :class:`~models._layers.SparseFeatures` (the trainer passes sparse
-bag-of-words features that way: the input projection is then one block-diagonal sparse
-matmul for all packs and dropout masks the non-zeros). An epoch therefore issues the same
-kernels whatever the pack size.
+"""Node-classification backbones (GCN, JKNet, GCNII) in original and Ortho-GConv form: the
+subclasses of :class:`~models._gnn.OrthoGNN` (each defines its hidden convolution and takes
+its own arguments from a config, :meth:`~models._gnn.OrthoGNN.config_arguments`), their
+registry (:func:`register_backbone`: one entry per backbone, which every layer sees), and
+the one place a config becomes a model (:func:`build_node_model`).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
-from torch_geometric import EdgeIndex
-from torch_geometric.nn.conv import SimpleConv
 from torch_geometric.nn.models import JumpingKnowledge
-from torch_geometric.typing import Adj, OptTensor
-from torch_geometric.utils import to_edge_index
 
-from orthotune.core import OrthoSettings, Registry, TrainConfig, check
-from orthotune.models._layers import (
-    PackedLinear,
-    SparseFeatures,
-    dropout,
-    effective_weights,
-    regularisation,
-    share_targets,
-)
+from orthotune.core import BACKBONE_INFO, OrthoSettings, Registry, TrainConfig, check
+from orthotune.models._gnn import Layout, OrthoGNN
+from orthotune.models._layers import PackedLinear, dropout
 from orthotune.models._rules import check_rules
 
-
-def adjacency(adj: Tensor) -> tuple[EdgeIndex, Tensor]:
-    """A sparse CSR ``A_hat`` as a row-sorted ``EdgeIndex`` and its edge weights, the
-    form :meth:`OrthoGNN.propagate` multiplies fastest (PyG caches its transpose)."""
-    edge_index, edge_weight = to_edge_index(adj)
-    size = (adj.shape[0], adj.shape[1])
-    return EdgeIndex(edge_index, sparse_size=size, sort_order="row"), edge_weight
+BACKBONES: Registry[type[OrthoGNN]] = Registry("backbone")
 
 
-def block_diagonal(
-    edge_index: EdgeIndex, edge_weight: OptTensor, copies: int
-) -> tuple[EdgeIndex, OptTensor]:
-    """``copies`` copies of a row-sorted ``N x N`` adjacency on the diagonal of one
-    ``copies*N`` square adjacency: its product with ``[copies * N, d]`` states
-    propagates every pack's ``[N, d]`` states at once."""
-    nodes = edge_index.sparse_size(0)
-    pairs = edge_index.as_tensor()
-    offsets = torch.arange(copies, device=pairs.device).repeat_interleave(pairs.shape[1]) * nodes
-    stacked = pairs.repeat(1, copies) + offsets
-    size = (copies * nodes, copies * nodes)
-    blocks = EdgeIndex(stacked, sparse_size=size, sort_order="row")
-    return blocks, None if edge_weight is None else edge_weight.repeat(copies)
+def register_backbone(model: type[OrthoGNN]) -> type[OrthoGNN]:
+    """Make ``model`` a backbone, in one place: buildable by its declared name
+    (:func:`build_node_model`), and known to every layer (configs, the CLI's choices, the space
+    parser, which fields it reads) through its declaration ``model.info``, which joins
+    ``core.BACKBONE_INFO`` unless the catalogue declares it already (orthotune's own backbones:
+    configs are checked before torch loads). Its own config arguments come from
+    ``model.config_arguments``."""
+    info = model.info
+    if info.name not in BACKBONE_INFO:
+        BACKBONE_INFO.add(info.name, info)
+    check(BACKBONE_INFO.get(info.name) == info,
+          f"backbone {info.name!r}: {model.__name__}'s declaration differs from the catalogue's")
+    BACKBONES.add(info.name, model)
+    return model
 
 
-class PackedBatchNorm(nn.Module):
-    """``BatchNorm1d`` over the nodes for each pack slot of ``[packs, N, d]`` states.
-
-    Statistics, running estimates and the affine parameters are per pack (``[packs, d]``),
-    so a pack slot normalises exactly as a lone model's ``BatchNorm1d`` would; computed
-    on the pack-major states directly (no copy to a node-major layout).
-    """
-
-    def __init__(self, packs: int, channels: int, eps: float = 1e-5, momentum: float = 0.1) -> None:
-        super().__init__()
-        self.eps, self.momentum = eps, momentum
-        self.weight = nn.Parameter(torch.ones(packs, channels))
-        self.bias = nn.Parameter(torch.zeros(packs, channels))
-        self.register_buffer("running_mean", torch.zeros(packs, channels))
-        self.register_buffer("running_var", torch.ones(packs, channels))
-
-    def reset_parameters(self) -> None:
-        nn.init.ones_(self.weight)
-        nn.init.zeros_(self.bias)
-        self.running_mean.zero_()
-        self.running_var.fill_(1.0)
-
-    def forward(self, x: Tensor) -> Tensor:
-        if self.training:
-            var, mean = torch.var_mean(x, dim=1, unbiased=False)
-            with torch.no_grad():  # BatchNorm1d tracks the unbiased variance
-                nodes = x.shape[1]
-                self.running_mean.lerp_(mean, self.momentum)
-                self.running_var.lerp_(var * (nodes / max(nodes - 1, 1)), self.momentum)
-        else:
-            mean, var = self.running_mean, self.running_var
-        scale = self.weight * torch.rsqrt(var + self.eps)
-        return torch.addcmul((self.bias - mean * scale).unsqueeze(1), x, scale.unsqueeze(1))
-
-
-class Pass(NamedTuple):
-    """One forward pass with what training and the steadiness metrics need; node-major
-    views of the pack-major states."""
-
-    logits: Tensor  # [N, packs, out]
-    first: Tensor  # h(0): the input layer's output, input of the first hidden convolution, [N, packs, hidden]
-    last: Tensor  # h(L): output of the last hidden convolution (h(0) without any), [N, packs, hidden]
-    weights: list[Tensor]  # effective W(l) of each hidden convolution, [packs, hidden, hidden]
-    penalty: Tensor  # per pack: lambda * sum_l ||W(l) W(l)^T - target(l)||_F
-
-
-class Layout(NamedTuple):
-    """Which of a model's end layers are graph convolutions (``A_hat H W``) rather than
-    linear maps; every other graph convolution is a hidden ``hidden x hidden`` one."""
-
-    graph_input: bool
-    graph_output: bool
-
-
-class OrthoGNN(nn.Module):
-    """Base class of the node backbones, as PyG's ``BasicGNN``: construction goes through
-    hooks that each layout and switch fill in (:meth:`init_input`, :meth:`init_conv`,
-    :meth:`init_output`, :meth:`init_extra`, ...), and subclasses define
-    :meth:`convolve` (one hidden layer) and may widen what the head reads
-    (:meth:`readout_channels`, :meth:`readout`).
-
-    ``depth`` counts every graph convolution, i.e. the propagations by ``A_hat`` of one
-    forward pass, as PyG's ``num_layers``. ``layout`` (:attr:`layouts`) decides which of
-    them are the input and output layers; the rest, ``hidden_layers`` of them, are hidden
-    convolutions, each with its own ``hidden x hidden`` transformation ``W(l)`` (the ones
-    Ortho-GConv orthogonalises and the steadiness metrics report):
-
-    - ``linear``: input and output are linear projections, so all ``depth`` convolutions
-      are hidden ones (``depth`` square weights, four weight layers at depth 2).
-    - ``standard``: the backbone's own paper. GCN as Kipf & Welling (PyG's ``GCN``): the
-      input and output layers are graph convolutions, ``A_hat X W_in`` and
-      ``A_hat H W_out``, so depth 2 is the 2-layer GCN, with no square weight, and depth
-      ``L`` has ``L - 2``. JKNet as Xu et al. (PyG's ``GCN(jk=...)``): the first graph
-      convolution is the input layer, ``L - 1`` hidden ones follow, jumping knowledge
-      aggregates the ``L`` outputs and a linear head classifies.
-    - ``official``: the Ortho-GConv authors' code: GCN and JKNet with graph-convolution
-      input and output layers, so their ``--layer L`` (JKNet: ``--nbaseblocklayer L``) is
-      ``depth = L + 2``; for GCN the same model as ``standard``.
-
-    GCNII (Chen et al.) has linear input and output layers in its paper and in the authors'
-    code, so every layout builds the same GCNII: ``depth`` GCNII convolutions, the authors'
-    ``--layer``.
-
-    Other switches: ``conv_bias`` adds a bias after each hidden propagation (as PyG's
-    ``GCNConv``); ``io_bias=False`` drops the input and output layers' biases (Kipf &
-    Welling's GCN and the authors' JKNet have none); ``input_dropout`` is the dropout on the
-    raw input features (None: ``dropout``; the authors' JKNet never drops them);
-    ``batch_norm`` normalises each convolution's output before its activation, per pack
-    slot (the hidden ones and a graph-convolution input layer);
-    ``feature_transform=False`` drops every ``W(l)`` (propagation only, the paper's Figure
-    1d), which leaves nothing to orthogonalise.
-    """
-
-    #: Per layout: which end layers are graph convolutions (subclasses override entries).
-    layouts: dict[str, Layout] = {
-        "linear": Layout(False, False),
-        "standard": Layout(True, True),
-        "official": Layout(True, True),
-    }
-    #: Whether the hidden convolutions can carry a bias.
-    has_conv_bias: bool = True
-    #: The axis of the input projection that the authors' one-off orthogonalisation
-    #: (``input_T``) centres along: their GCN and JKNet input weights are ``[in, out]``.
-    input_rows: str = "in"
-
-    def __init__(
-        self,
-        in_channels: int,
-        hidden_channels: int,
-        out_channels: int,
-        depth: int,
-        dropout: float = 0.5,
-        ortho: Sequence[OrthoSettings] | None = None,
-        seeds: Sequence[int] = (0,),
-        *,
-        layout: str = "linear",
-        conv_bias: bool = True,
-        batch_norm: bool = False,
-        feature_transform: bool = True,
-        input_dropout: float | None = None,
-        io_bias: bool = True,
-    ) -> None:
-        super().__init__()
-        check_rules(depth=depth, dropout=dropout, input_dropout=input_dropout, hidden=hidden_channels,
-                    layout=layout)
-        check(feature_transform or ortho is None,
-              "feature_transform=False leaves no transformation to orthogonalise; use the original arm")
-        self.depth, self.dropout, self.seeds = depth, dropout, tuple(seeds)
-        self.input_dropout = dropout if input_dropout is None else input_dropout
-        self.packs = len(self.seeds)
-        self.in_channels, self.hidden_channels, self.out_channels = in_channels, hidden_channels, out_channels
-        self.layout, self.feature_transform, self.io_bias = layout, feature_transform, io_bias
-        self.graph_input, self.graph_output = self.layouts[layout]
-        self.hidden_layers = self.hidden_layers_of(depth, layout)
-        self.ortho = tuple(ortho) if ortho is not None else None
-        self.register_buffer(  # a setting, not state (see PackedLinear's steps)
-            "lam", torch.tensor([s.lam for s in self.ortho] if self.ortho else [0.0] * self.packs), persistent=False
-        )
-        self.input = self.init_input()
-        count = self.hidden_layers if feature_transform else 0
-        self.transforms = nn.ModuleList(self.init_conv(hidden_channels, hidden_channels) for _ in range(count))
-        self.conv_biases = self.init_conv_biases(conv_bias and self.has_conv_bias)
-        self.norms = self.init_norms(batch_norm)
-        self.init_extra()
-        self.output = self.init_output()
-        self.input_bias, self.output_bias = self.init_graph_biases()
-        share_targets(self.ortho_layers())
-        self.propagation = SimpleConv(aggr="sum")
-        self._blocks: tuple[EdgeIndex, OptTensor, EdgeIndex, OptTensor] | None = None
-        self.reset_parameters()
-
-    # --- what a layout makes of a depth -------------------------------------------------
-
-    @classmethod
-    def hidden_layers_of(cls, depth: int, layout: str) -> int:
-        """How many of ``depth`` graph convolutions are hidden ``hidden x hidden`` ones."""
-        ends = cls.layouts[layout]
-        return depth - int(ends.graph_input) - int(ends.graph_output)
-
-    @classmethod
-    def readout_channels(cls, hidden: int, hidden_layers: int, **switches: object) -> int:
-        """Width of what the head reads (the last hidden state; JKNet's aggregate)."""
-        return hidden
-
-    # --- construction hooks -------------------------------------------------------------
-
-    def init_input(self) -> PackedLinear:
-        """The input layer's ``W_in`` (``in -> hidden``): a linear map, or the transformation
-        of a graph convolution whose bias comes after propagation (:meth:`init_graph_biases`).
-        With ``input_T`` the authors' one-off orthogonalisation applies (along
-        :attr:`input_rows`)."""
-        return PackedLinear(self.in_channels, self.hidden_channels, self.packs,
-                            bias=self.io_bias and not self.graph_input, init_ortho=self.ortho,
-                            init_ortho_rows=self.input_rows)
-
-    def init_conv(self, in_channels: int, out_channels: int) -> PackedLinear:
-        """One hidden convolution's transformation ``W(l)`` (Ortho-GConv when ``ortho``);
-        its bias, if any, is added after propagation (:attr:`conv_biases`)."""
-        return PackedLinear(in_channels, out_channels, self.packs, bias=False, ortho=self.ortho)
-
-    def init_conv_biases(self, enabled: bool) -> nn.ParameterList:
-        """One bias per hidden convolution, added after its propagation (PyG's ``GCNConv``)."""
-        return nn.ParameterList(nn.Parameter(torch.zeros(self.packs, self.hidden_channels))
-                                for _ in range(self.hidden_layers if enabled else 0))
-
-    def init_norms(self, enabled: bool) -> nn.ModuleList:
-        """BatchNorm per hidden convolution, then one for a graph-convolution input layer."""
-        count = self.hidden_layers + int(self.graph_input) if enabled else 0
-        return nn.ModuleList(PackedBatchNorm(self.packs, self.hidden_channels) for _ in range(count))
-
-    def init_extra(self) -> None:
-        """Subclasses add their own modules here (before the output layer is sized)."""
-
-    def init_output(self) -> PackedLinear:
-        """The output layer's ``W_out`` (what the head reads ``-> out``)."""
-        return PackedLinear(self.head_channels(), self.out_channels, self.packs,
-                            bias=self.io_bias and not self.graph_output)
-
-    def init_graph_biases(self) -> tuple[nn.Parameter | None, nn.Parameter | None]:
-        """The biases of graph-convolution input and output layers, added after their
-        propagation (named ``input_*``/``output_*``: the trainer's weight decay groups
-        find them by name)."""
-        def bias(graph: bool, channels: int) -> nn.Parameter | None:
-            return nn.Parameter(torch.zeros(self.packs, channels)) if graph and self.io_bias else None
-
-        return bias(self.graph_input, self.hidden_channels), bias(self.graph_output, self.out_channels)
-
-    def head_channels(self) -> int:
-        return self.readout_channels(self.hidden_channels, self.hidden_layers)
-
-    def ortho_layers(self) -> list[PackedLinear]:
-        """Every transformation whose Newton iteration runs in each forward pass (batched
-        into one iteration by :func:`effective_weights`)."""
-        return list(self.transforms)
-
-    @property
-    def propagations(self) -> int:
-        """How many times one forward pass multiplies by ``A_hat``: ``depth``."""
-        return self.hidden_layers + int(self.graph_input) + int(self.graph_output)
-
-    def reset_parameters(self) -> None:
-        """Re-initialise every pack from its own seed (so a pack equals a lone model)."""
-        generators = [torch.Generator().manual_seed(seed) for seed in self.seeds]
-        self.input.reset_parameters(generators)
-        for transform in self.transforms:
-            transform.reset_parameters(generators)
-        self.output.reset_parameters(generators)
-        self.reset_extra(generators)
-        for bias in (*self.conv_biases, self.input_bias, self.output_bias):
-            if bias is not None:
-                nn.init.zeros_(bias)
-        for norm in self.norms:
-            norm.reset_parameters()
-
-    def reset_extra(self, generators: Sequence[torch.Generator]) -> None:
-        """Re-initialise what :meth:`init_extra` added, from the packs' generators."""
-
-    def input_parameters(self) -> list[nn.Parameter]:
-        """The input layer's parameters (weight decay ``weight_decay_io``)."""
-        return [p for name, p in self.named_parameters() if name.startswith("input")]
-
-    def output_parameters(self) -> list[nn.Parameter]:
-        """The output layer's parameters (``weight_decay_output``, else ``weight_decay_io``)."""
-        return [p for name, p in self.named_parameters() if name.startswith("output")]
-
-    def io_parameters(self) -> list[nn.Parameter]:
-        """The input and output layers' parameters; everything else belongs to the hidden
-        convolutions (``weight_decay``)."""
-        return [*self.input_parameters(), *self.output_parameters()]
-
-    # --- forward ---------------------------------------------------------------------------
-
-    def embed(self, x: Tensor | SparseFeatures) -> Tensor:
-        """Input dropout (``input_dropout``) and the input projection, ``[packs, N, hidden]``;
-        each pack draws its own dropout mask, as it would trained alone."""
-        if isinstance(x, SparseFeatures):
-            values = x.values.expand(self.packs, -1)
-            return self.input.sparse(x, dropout(values, self.input_dropout, self.training))
-        if self.training and self.input_dropout > 0 and self.packs > 1:
-            x = x.unsqueeze(0).expand(self.packs, -1, -1)
-        return self.input(dropout(x, self.input_dropout, self.training))
-
-    def first_layer(self, x: Tensor | SparseFeatures, edge_index: Adj, edge_weight: OptTensor) -> Tensor:
-        """``h(0)``: the activated input layer (a graph convolution where the layout says)."""
-        h = self.embed(x)
-        if self.graph_input:
-            h = self.propagate(h, edge_index, edge_weight)
-            if self.input_bias is not None:
-                h = h + self.input_bias.unsqueeze(1)
-            if self.norms:
-                h = self.norms[-1](h)
-        return F.relu(h)
-
-    def head(self, h: Tensor, edge_index: Adj, edge_weight: OptTensor) -> Tensor:
-        """Logits ``[packs, N, out]`` from the dropped-out readout ``h``."""
-        logits = self.output(h)
-        if self.graph_output:
-            logits = self.propagate(logits, edge_index, edge_weight)
-            if self.output_bias is not None:
-                logits = logits + self.output_bias.unsqueeze(1)
-        return logits
-
-    def propagate(self, h: Tensor, edge_index: Adj, edge_weight: OptTensor) -> Tensor:
-        """``A_hat h`` for ``[packs, N, d]`` states, one sparse product for all packs."""
-        if isinstance(edge_index, EdgeIndex):  # SimpleConv would scatter edge by edge
-            if self.packs == 1:
-                return edge_index.matmul(h[0], edge_weight).unsqueeze(0)
-            blocks, weight = self._block_adjacency(edge_index, edge_weight)
-            return blocks.matmul(h.reshape(-1, h.shape[-1]), weight).view_as(h)
-        flat = h.transpose(0, 1).reshape(h.shape[1], -1)  # [N, packs * d]
-        out = self.propagation(flat, edge_index, edge_weight)
-        return out.view(h.shape[1], self.packs, -1).transpose(0, 1).contiguous()
-
-    def _block_adjacency(self, edge_index: EdgeIndex, edge_weight: OptTensor) -> tuple[EdgeIndex, OptTensor]:
-        """``A_hat`` once per pack on the diagonal, kept while the same adjacency is used."""
-        cached = self._blocks
-        if cached is None or cached[0] is not edge_index or cached[1] is not edge_weight:
-            blocks = block_diagonal(edge_index, edge_weight, self.packs)
-            self._blocks = cached = (edge_index, edge_weight, *blocks)
-        return cached[2], cached[3]
-
-    def transform(self, layer: int, h: Tensor, weight: Tensor | None) -> Tensor:
-        """``h W(l)`` (``h`` itself without feature transformations)."""
-        return h if weight is None else self.transforms[layer].apply_weight(h, weight)
-
-    def finish_conv(self, layer: int, z: Tensor) -> Tensor:
-        """Bias, BatchNorm and ReLU after hidden convolution ``layer``'s propagation."""
-        if self.conv_biases:
-            z = z + self.conv_biases[layer].unsqueeze(1)
-        if self.norms:
-            z = self.norms[layer](z)
-        return F.relu(z)
-
-    def convolve(
-        self, layer: int, h: Tensor, h0: Tensor, weights: Sequence[Tensor | None], edge_index: Adj,
-        edge_weight: OptTensor,
-    ) -> Tensor:
-        """Hidden convolution ``layer`` (0-based) of ``h``; ``weights`` are all layers'
-        effective weights from :meth:`effective_weights`."""
-        raise NotImplementedError
-
-    def readout(self, states: list[Tensor]) -> Tensor:
-        """What the head sees from ``[h(0), ..., h(L)]``."""
-        return states[-1]
-
-    def effective_weights(self) -> list[Tensor | None]:
-        """One effective weight per transformation of :meth:`ortho_layers` (None for every
-        hidden layer without feature transformations), Newton iterations batched."""
-        layers = self.ortho_layers()
-        return effective_weights(layers) if layers else [None] * self.hidden_layers
-
-    def run(
-        self, x: Tensor | SparseFeatures, edge_index: Adj, edge_weight: OptTensor = None,
-        weights: Sequence[Tensor | None] | None = None, penalty: bool = True,
-    ) -> Pass:
-        """One forward pass. ``weights``: :meth:`effective_weights` of the current
-        parameters, computed beforehand (a trainer computes them once for an evaluation and
-        the next training step); ``penalty=False`` skips the regulariser (an evaluation
-        never reads it; the pass's penalty is then zero)."""
-        weights = self.effective_weights() if weights is None else list(weights)
-        h = self.first_layer(x, edge_index, edge_weight)
-        states = [h]
-        for layer in range(self.hidden_layers):
-            h = self.convolve(layer, h, states[0], weights, edge_index, edge_weight)
-            states.append(h)
-        head = dropout(self.readout(states), self.dropout, self.training)
-        logits = self.head(head, edge_index, edge_weight)
-        layers = self.ortho_layers()
-        total = regularisation(layers, weights) if layers and penalty else self.lam.new_zeros(self.packs)
-        hidden = [w for w in weights[: self.hidden_layers] if w is not None]
-        return Pass(logits.transpose(0, 1), states[0].transpose(0, 1), h.transpose(0, 1), hidden,
-                    self.lam * total)
-
-    def forward(self, x: Tensor | SparseFeatures, edge_index: Adj, edge_weight: OptTensor = None) -> Tensor:
-        return self.run(x, edge_index, edge_weight).logits
-
-    def __repr__(self) -> str:
-        form = "ortho" if self.ortho else "original"
-        return (
-            f"{type(self).__name__}({self.in_channels}, {self.out_channels}, "
-            f"hidden={self.hidden_channels}, depth={self.depth}, layout={self.layout}, "
-            f"hidden_layers={self.hidden_layers}, propagations={self.propagations}, packs={self.packs}, {form})"
-        )
-
-
+@register_backbone
 class GCN(OrthoGNN):
     """Kipf & Welling: ``H(l) = ReLU(A_hat H(l-1) W(l) + b(l))``."""
+
+    info = BACKBONE_INFO.get("gcn")
 
     def convolve(self, layer, h, h0, weights, edge_index, edge_weight):
         h = dropout(h, self.dropout, self.training)
@@ -447,6 +51,7 @@ class GCN(OrthoGNN):
         return self.finish_conv(layer, z)
 
 
+@register_backbone
 class JKNet(GCN):
     """Xu et al. 2018: GCN layers whose outputs, the input layer's ``h(0)`` included, are
     aggregated by PyG's :class:`JumpingKnowledge` (``cat``: the head reads ``hidden x
@@ -463,12 +68,17 @@ class JKNet(GCN):
     never orthogonalised transformation, as theirs).
     """
 
+    info = BACKBONE_INFO.get("jknet")
     layouts = {**OrthoGNN.layouts, "standard": Layout(True, False)}
 
     def __init__(self, *args, jk: str = "cat", self_loop: bool = False, **kwargs) -> None:
         check_rules(jk=jk)
         self.jk, self.self_loop = jk, self_loop
         super().__init__(*args, **kwargs)
+
+    @classmethod
+    def config_arguments(cls, config: TrainConfig) -> dict[str, Any]:
+        return {**super().config_arguments(config), "jk": config.jk, "self_loop": config.self_loop}
 
     @classmethod
     def readout_channels(cls, hidden: int, hidden_layers: int, **switches: object) -> int:
@@ -500,6 +110,7 @@ class JKNet(GCN):
         return self.jumping(states)
 
 
+@register_backbone
 class GCNII(OrthoGNN):
     """Chen et al. 2020: initial residual ``alpha`` and identity mapping ``beta_l``.
 
@@ -518,8 +129,8 @@ class GCNII(OrthoGNN):
     centres along its ``out`` axis.
     """
 
+    info = BACKBONE_INFO.get("gcnii")
     layouts = dict.fromkeys(OrthoGNN.layouts, Layout(False, False))
-    has_conv_bias = False
     input_rows = "out"
 
     def __init__(self, *args, alpha: float = 0.1, theta: float = 0.5, variant: bool = False,
@@ -528,6 +139,11 @@ class GCNII(OrthoGNN):
         check_rules(alpha=alpha, theta=theta)
         self.alpha, self.theta, self.variant = alpha, theta, variant
         super().__init__(*args, **kwargs)
+
+    @classmethod
+    def config_arguments(cls, config: TrainConfig) -> dict[str, Any]:
+        return {**super().config_arguments(config), "alpha": config.alpha, "theta": config.theta,
+                "variant": config.gcnii_variant}
 
     def init_extra(self) -> None:
         count = self.hidden_layers if self.variant and self.feature_transform else 0
@@ -565,12 +181,6 @@ class GCNII(OrthoGNN):
         return self.finish_conv(layer, z)
 
 
-BACKBONES: Registry[type[OrthoGNN]] = Registry("backbone")
-BACKBONES.add("gcn", GCN)
-BACKBONES.add("jknet", JKNet)
-BACKBONES.add("gcnii", GCNII)
-
-
 def build_node_model(
     config: TrainConfig,
     in_channels: int,
@@ -581,25 +191,18 @@ def build_node_model(
     """The node model a config describes: one pack slot per entry of ``seeds`` (and of
     ``ortho``, one :class:`OrthoSettings` per slot, or None for the original arm).
 
-    The one place that maps config fields to backbone arguments.
+    The one place that maps config fields to backbone arguments: those every packed backbone
+    takes here, its own from the backbone (:meth:`~models._gnn.OrthoGNN.config_arguments`).
     """
-    common = dict(layout=config.layout, batch_norm=config.batch_norm,
-                  feature_transform=config.feature_transform, input_dropout=config.input_dropout,
-                  io_bias=config.io_bias)
-    extra = {
-        "gcn": dict(conv_bias=config.conv_bias),
-        "jknet": dict(conv_bias=config.conv_bias, jk=config.jk, self_loop=config.self_loop),
-        "gcnii": dict(alpha=config.alpha, theta=config.theta, variant=config.gcnii_variant),
-    }
-    return BACKBONES.get(config.backbone)(
-        in_channels, config.hidden, num_classes, config.depth, config.dropout,
-        ortho=ortho, seeds=seeds, **common, **extra.get(config.backbone, {}),
-    )
+    model = BACKBONES.get(config.backbone)
+    return model(in_channels, config.hidden, num_classes, config.depth, config.dropout, ortho=ortho, seeds=seeds,
+                 layout=config.layout, batch_norm=config.batch_norm, feature_transform=config.feature_transform,
+                 input_dropout=config.input_dropout, io_bias=config.io_bias, **model.config_arguments(config))
 
 
 def readout_width(config: TrainConfig) -> int:
     """The widest hidden state one run of ``config`` holds per node: ``hidden``, or JKNet's
     concatenated aggregate (as the model sizes it), without building the model."""
-    backbone = BACKBONES.get(config.backbone)
-    hidden_layers = backbone.hidden_layers_of(config.depth, config.layout)
-    return max(config.hidden, backbone.readout_channels(config.hidden, hidden_layers, jk=config.jk))
+    model = BACKBONES.get(config.backbone)
+    hidden_layers = model.hidden_layers_of(config.depth, config.layout)
+    return max(config.hidden, model.readout_channels(config.hidden, hidden_layers, **model.config_arguments(config)))

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from orthotune.core import Registry
 from orthotune.spaces._default_config import default_config
-from orthotune.spaces._space import SearchSpace, is_smoke_test, load_space_file, parse_space
+from orthotune.spaces._parse import is_smoke_test, load_space_file, parse_space
+from orthotune.spaces._space import SearchSpace
 
 PRESET_DIR = Path(__file__).parent / "presets"
 PRESETS: Registry[Path] = Registry("space preset")

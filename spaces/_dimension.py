@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -96,6 +98,37 @@ class Dimension:
 
     def searched(self) -> bool:
         return self.kind != "fixed" and not (self.kind == "choice" and len(self.values) == 1)
+
+    def to_yaml(self) -> Any:
+        """The space-file form :meth:`parse` reads back to an equal dimension."""
+        if self.kind == "fixed":
+            return self.values[0]
+        if self.kind == "choice":
+            return list(self.values)
+        out: dict[str, Any] = {"low": self.low, "high": self.high}
+        if self.step is not None:
+            out["step"] = self.step
+        if self.log:
+            out["log"] = True
+        return out
+
+
+def pick(trial: Any, dimension: Dimension) -> dict[str, Any]:
+    """Fixed values are returned; searched ones are suggested (Optuna records them)."""
+    value = dimension.suggest(trial) if dimension.searched() else dimension.values[0]
+    return {} if dimension.searched() else {dimension.name: value}
+
+
+def grid_product(dimensions: Iterable[Dimension], **extra: Any) -> list[dict[str, Any]]:
+    """Every combination of the dimensions' grid values, each with ``extra``."""
+    dimensions = list(dimensions)
+    grids = [d.grid() for d in dimensions]
+    return [{**extra, **{d.name: v for d, v in zip(dimensions, combo)}} for combo in itertools.product(*grids)]
+
+
+def grid_count(dimensions: Iterable[Dimension]) -> int:
+    """``len(grid_product(dimensions))``."""
+    return math.prod(len(d.grid()) for d in dimensions)
 
 
 def _number(value: Any) -> bool:

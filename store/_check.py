@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING
 
 import pyarrow.fs as pafs
 
-from orthotune.store._files import held_names, is_compacted, is_trial_file
+from orthotune.store._files import READ_ERRORS, held_names, is_compacted, is_trial_file
 from orthotune.store._io import TEMPORARY_PREFIX
 from orthotune.store._lease import lease_info
 from orthotune.store._schema import TABLES
-from orthotune.store._store import READ_ERRORS, SUMMARIES, _first_line, now
+from orthotune.store._store import SUMMARIES, _first_line, now
 
 if TYPE_CHECKING:
     from orthotune.store._store import Store

@@ -38,11 +38,20 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from orthotune.store._files import COMPACTED_PREFIX, SUFFIX, held_names, is_compacted, is_trial_file, listing
+from orthotune.store._files import (
+    COMPACTED_PREFIX,
+    READ_ERRORS,
+    SUFFIX,
+    held_names,
+    is_compacted,
+    is_trial_file,
+    listing,
+)
 from orthotune.store._io import fsync_folder
 from orthotune.store._names import check_search_name
+from orthotune.store._reading import SCAN_FILES
 from orthotune.store._schema import TABLES
-from orthotune.store._store import READ_ERRORS, SCAN_FILES, file_table, now
+from orthotune.store._store import file_table, now
 
 if TYPE_CHECKING:
     from orthotune.store._store import Store

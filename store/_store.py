@@ -39,7 +39,6 @@ and quarantines such files.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
 import operator
@@ -58,10 +57,11 @@ if TYPE_CHECKING:
     import pyarrow.dataset as ds
 
 from orthotune.core import OrthotuneError
-from orthotune.store._files import READ_ERRORS, is_compacted, listing, readable, trial_file_name
+from orthotune.store._files import is_compacted, listing, readable, trial_file_name
 from orthotune.store._io import TEMPORARY_PREFIX, durable_write, filesystem, remote_write, retrying
 from orthotune.store._migrate import MIGRATION_INPUTS, fill_switch_defaults, upgrade_v1, upgrade_v2
 from orthotune.store._names import SEARCH_NAME, check_search_name
+from orthotune.store._reading import TolerantDataset
 from orthotune.store._schema import MARKER, PARTITION, SCHEMA_VERSION, STORE_FORMAT, TABLES, TRIAL_FILE_OPTIONS
 
 #: The folder of the searches' summaries (trial counts by status).
@@ -332,85 +332,6 @@ class Store:
         if not isinstance(self.fs, pafs.LocalFileSystem):
             return None
         return self.path(kind, check_search_name(search)) if search is not None else self.path(kind)
-
-
-
-#: Files read per scan of a large table. A scan keeps memory for every file it has read until
-#: it ends (measured: about 0.3 MB per one-row trial file, so one scan of a 10^5-trial store
-#: passed 23 GiB), so a table of more files is read in scans of this many, each scan's rows
-#: combined into one chunk and its memory handed back before the next.
-SCAN_FILES = 200
-
-
-class TolerantDataset:
-    """A table's Parquet files as a dataset whose ``to_table`` never fails on one bad file.
-
-    ``files`` lists the files to read (the store's listing under ``_files``' rule); it is
-    called again when a listed file has gone before it was read (a compaction moved its rows
-    into a compacted file meanwhile), so a reader during a compaction still reads each trial
-    once. The files are read in one scan (the fast path), or, above :data:`SCAN_FILES`
-    files, in scans of that many; only a scan that fails is read file by file, skipping (with
-    :meth:`Store.warn_unreadable`) each file that fails.
-    """
-
-    #: Listings tried when files vanish between listing and reading (then they are skipped).
-    ATTEMPTS = 3
-
-    def __init__(self, store: Store, table: str, files: Callable[[], list[str]]) -> None:
-        self.store, self.table, self._list = store, table, files
-
-    @property
-    def schema(self) -> pa.Schema:
-        return TABLES[self.table]
-
-    @property
-    def files(self) -> list[str]:
-        return self._list()
-
-    def to_table(self, columns: list[str] | None = None, filter: Any = None) -> pa.Table:  # noqa: A002
-        for attempt in range(self.ATTEMPTS):
-            gone: list[str] = []
-            found = self._read(self._list(), columns, filter, gone if attempt < self.ATTEMPTS - 1 else None)
-            if not gone:
-                return found
-        raise AssertionError("unreachable: the last attempt skips vanished files")
-
-    def _read(self, files: list[str], columns: list[str] | None, filter: Any,  # noqa: A002
-              gone: list[str] | None) -> pa.Table:
-        if len(files) > SCAN_FILES:
-            # only the files the filter's partition values can match (``search == NAME``)
-            with contextlib.suppress(*READ_ERRORS):  # a file gone since listed: the scans find it
-                files = [f.path for f in self.store._dataset(self.table, files).get_fragments(filter=filter)]
-        if len(files) <= SCAN_FILES:
-            return self._scan(files, columns, filter, gone)
-        parts = []
-        for start in range(0, len(files), SCAN_FILES):
-            parts.append(self._scan(files[start:start + SCAN_FILES], columns, filter, gone).combine_chunks())
-            pa.default_memory_pool().release_unused()
-        return pa.concat_tables(parts)
-
-    def _scan(self, files: list[str], columns: list[str] | None, filter: Any,  # noqa: A002
-              gone: list[str] | None) -> pa.Table:
-        """``files`` in one scan, or file by file when that scan fails; a file that has gone
-        since it was listed goes to ``gone`` (None: skipped like a bad one)."""
-        try:
-            return self.store._dataset(self.table, files).to_table(columns=columns, filter=filter)
-        except READ_ERRORS:
-            pass
-        import pyarrow.dataset as ds
-
-        # a bad column or filter is the caller's mistake, not a bad file: reading no file says so
-        empty = ds.dataset(TABLES[self.table].empty_table()).to_table(columns=columns, filter=filter)
-        parts = []
-        for path in files:
-            try:
-                parts.append(self.store._dataset(self.table, [path]).to_table(columns=columns, filter=filter))
-            except READ_ERRORS as error:
-                if gone is not None and self.store.fs.get_file_info(path).type == pafs.FileType.NotFound:
-                    gone.append(path)
-                else:
-                    self.store.warn_unreadable(path, error)
-        return pa.concat_tables(parts) if parts else empty
 
 
 def _first_line(error: BaseException | str) -> str:

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from orthotune.cli import main
 from orthotune.core import DATASETS, TrainConfig, declared
-from orthotune.core._catalogue import TASKS
+from orthotune.core._backbones import TASKS
 
 #: Longest one example may take before it counts as a hang.
 HANG_S = 20

@@ -1,24 +1,39 @@
-"""Each concept is declared once: a new dataset, setting or launch switch is one entry (plus
-the code that uses it), and every layer that should show it does."""
+"""Each concept is declared once: a new dataset, setting, backbone or launch switch is one
+entry (plus the code that uses it), and every layer that should show it does."""
 
 from __future__ import annotations
 
 import dataclasses
 
 import pytest
+import torch
 
 import orthotune.search
 from orthotune.cli import build_parser
 from orthotune.cli.launch import search_options
-from orthotune.core import DATASETS, SETTINGS, DatasetInfo, TrainConfig, defaults_for
+from orthotune.cli.train import config_from_args
+from orthotune.core import (
+    BACKBONE_INFO,
+    DATASETS,
+    SETTINGS,
+    TASKS,
+    BackboneInfo,
+    ConfigError,
+    DatasetInfo,
+    TrainConfig,
+    defaults_for,
+)
 from orthotune.core._catalogue import SettingInfo
-from orthotune.core._config import memory_estimate
+from orthotune.core._memory import memory_estimate
+from orthotune.models import BACKBONES, build_node_model, register_backbone
+from orthotune.models._backbones import GCN
 from orthotune.reports import Filters
 from orthotune.reports._stats import repeat_noun
 from orthotune.reports._text import _repeat_nouns, setting_title
 from orthotune.search import LaunchOptions
 from orthotune.search._options import launch_option
 from orthotune.spaces import parse_space
+from orthotune.training import run_configs
 from orthotune.training._data import required_files
 
 
@@ -91,6 +106,60 @@ def test_a_launch_switch_is_one_declaration(monkeypatch):
     assert meta["dry_run"] is True and extended.from_meta(meta).dry_run is True
     args = build_parser("launch").parse_args(["launch", "--space", "quick", "--store", "s"])
     assert search_options(args).dry_run is False
+
+
+class ThrowawayGCN(GCN):
+    """A backbone from outside the catalogue: GCN's convolution under a name of its own, with
+    one constructor argument of its own (``marker``) that it takes from a config itself."""
+
+    info = BackboneInfo("throwaway", "node", "a test's throwaway", packed=True, conv_bias="switch",
+                        batch_norm=True)
+
+    def __init__(self, *args, marker: int = 0, **kwargs) -> None:
+        self.marker = marker
+        super().__init__(*args, **kwargs)
+
+    @classmethod
+    def config_arguments(cls, config):
+        return {**super().config_arguments(config), "marker": config.hidden}
+
+
+@pytest.fixture
+def backbone_registries(monkeypatch):
+    """Both registries a backbone joins (core's declarations, models' classes), restored after."""
+    for registry in (BACKBONE_INFO, BACKBONES):
+        monkeypatch.setattr(registry, "_entries", dict(registry._entries))
+
+
+def test_a_backbone_is_one_entry(backbone_registries, data_root):
+    register_backbone(ThrowawayGCN)  # the one edit
+    assert "throwaway" in help_of("train", "backbone") and "throwaway" in TASKS.get("node").backbones
+    args = build_parser("train").parse_args(["train", "--dataset", "cora", "--backbone", "Throwaway", "--depth", "3",
+                                             "--hidden", "8", "--no-conv-bias", "--epochs", "2", "--split", "0"])
+    config = config_from_args(args)
+    assert (config.backbone, config.conv_bias, config.ortho) == ("throwaway", False, True)
+    # the fields it reads follow from its declared capabilities, not from a list of names
+    shown = config.to_dict(read=True)
+    assert {"conv_bias", "batch_norm", "layout", "input_T", "feature_transform", "T", "bound"} <= set(shown)
+    assert not {"jk", "alpha", "heads", "batch_size"} & set(shown)
+    space = parse_space({"datasets": ["cora"], "backbones": ["throwaway"], "depths": [3],
+                         "ortho": {"T": [2, 4]}, "train": {"conv_bias": [True, False]}, "reference": True})
+    assert [cell.key for cell in space.cells()] == ["cora/throwaway/3/original", "cora/throwaway/3/ortho",
+                                                    "cora/mlp/2/reference"]
+    model = build_node_model(config, 1433, 7, seeds=(0,), ortho=[config.ortho_settings()])
+    assert type(model) is ThrowawayGCN and model.marker == 8 and len(model.conv_biases) == 0
+    (result,) = run_configs([config], torch.device("cpu"))
+    assert result.status == "completed" and len(result.runs) == 1 and result.runs[0].epochs == 2
+
+
+def test_a_backbone_the_catalogue_declares_is_registered_with_that_declaration(backbone_registries):
+    """A class whose declaration differs from the catalogue's under the same name is refused."""
+
+    class Impostor(GCN):
+        info = BackboneInfo("jknet", "node", "not JKNet", packed=True)
+
+    with pytest.raises(ConfigError, match="Impostor's declaration differs from the catalogue's"):
+        register_backbone(Impostor)
 
 
 #: Run in a fresh interpreter: insert one coordinate, ``layout``, into ``core.Cell`` (between

@@ -194,7 +194,7 @@ def ray_processes_of(job: str) -> list[str]:
 def assert_every_config_once(trials: list[dict], total: int) -> None:
     ids = [t["trial_id"] for t in trials]
     assert len(ids) == len(set(ids)) == total, Counter(ids)
-    keys = ("depth", "ortho", "T", "beta", "lam", "lr", "weight_decay")
+    keys = ("backbone", "depth", "ortho", "T", "beta", "lam", "lr", "weight_decay")
     assert len({tuple(t[key] for key in keys) for t in trials}) == total  # no config trained twice
     assert all(t["status"] != "failed" for t in trials), [t["reason"] for t in trials]
 
@@ -209,9 +209,9 @@ def test_the_quick_search_runs_as_a_batch_job_on_two_nodes_and_best_reads_it(slu
     assert slurm.wait_until_ended(job, 900) == "COMPLETED", log_of(tmp_path, "quick-slurm", job)
     assert slurm.job_field(job, "ExitCode") == "0:0"
     log = log_of(tmp_path, "quick-slurm", job)
-    assert "orthotune slurm: all 2 Ray nodes joined" in log and "search quick-slurm: 24 trials" in log, log
+    assert "orthotune slurm: all 2 Ray nodes joined" in log and "search quick-slurm: 30 trials" in log, log
     store = tmp_path / "store"
-    assert_every_config_once(stored(store, "quick-slurm"), 24)
+    assert_every_config_once(stored(store, "quick-slurm"), 30)
     assert record(store, "quick-slurm")["state"] == "finished"
     best = orthotune(slurm.env, "best", "--store", str(store), "--search", "quick-slurm", "--json")
     assert best.returncode == 0, best.stderr

@@ -15,6 +15,17 @@ def test_train_json_has_the_documented_keys(capsys):
         assert key in summary
 
 
+def test_a_backbone_without_an_ortho_arm_trains_its_original_and_prints_what_it_reads(capsys):
+    """No --no-ortho needed: the reference has no Ortho-GConv arm, so `train` takes the original;
+    its printed config carries only the fields it reads (no Ortho-GConv switch)."""
+    assert main(["train", "--dataset", "cora", "--backbone", "mlp", "--epochs", "2", "--split", "0", "--json"]) == 0
+    config = json.loads(capsys.readouterr().out)["config"]
+    assert (config["backbone"], config["ortho"]) == ("mlp", False)
+    assert not {"T", "beta", "lam", "bound", "transform", "hybrid", "target", "target_trainable", "squared_norm",
+                "centre_rows", "norm_groups", "input_T", "layout", "conv_bias", "directed"} & set(config)
+    assert {"hidden", "lr", "weight_decay", "dropout", "io_bias", "input_dropout"} <= set(config)
+
+
 @pytest.mark.parametrize(
     "args, message",
     [
@@ -22,6 +33,7 @@ def test_train_json_has_the_documented_keys(capsys):
         (["--dataset", "cora", "--backbone", "pna"], "unknown backbone 'pna'"),
         (["--dataset", "cora", "--setting", "official"], "setting 'official'"),
         (["--dataset", "cora", "--beta", "2"], "beta=2.0 must be a number in [0, 1]"),
+        (["--dataset", "cora", "--backbone", "mlp", "--ortho"], "and has no Ortho-GConv arm; set ortho false"),
         (["--dataset", "cora", "--data-root", "/nonexistent/orthotune"], "is not a directory"),
     ],
 )

@@ -35,7 +35,8 @@ from orthotune.core import (
     measures,
     std,
 )
-from orthotune.core._config import MAX_DEPTH, MAX_HIDDEN, memory_estimate
+from orthotune.core._config import MAX_DEPTH, MAX_HIDDEN
+from orthotune.core._memory import memory_estimate
 
 
 def test_every_field_declares_its_rule_doc_and_group():

@@ -1,9 +1,11 @@
 import pytest
 import torch
 
-from orthotune.core import ConfigError, OrthoSettings, TrainConfig
+from orthotune.core import BACKBONE_INFO, TASKS, ConfigError, OrthoSettings, TrainConfig
 from orthotune.models import (
     BACKBONES,
+    GRAPH_BACKBONES,
+    MODULE_BACKBONES,
     adjacency,
     build_node_model,
     layer_gradient_norms,
@@ -11,7 +13,7 @@ from orthotune.models import (
     readout_width,
     signal_magnification,
 )
-from orthotune.models._backbones import PackedBatchNorm
+from orthotune.models._packing import PackedBatchNorm
 
 
 @pytest.mark.parametrize("name", ["gcn", "jknet", "gcnii"])
@@ -281,6 +283,32 @@ def test_build_node_model_maps_every_backbone_switch():
     assert (model.variant, model.alpha, model.theta, len(model.initial_transforms)) == (True, 0.2, 1.5, 3)
     config = TrainConfig(dataset="cora", depth=2, hidden=8, feature_transform=False, ortho=False)
     assert len(build_node_model(config, 20, 3, seeds=(0,), ortho=None).transforms) == 0
+
+
+def test_every_declared_backbone_has_its_model_under_that_declaration():
+    """core's catalogue and models' registries agree: a packed backbone's class carries the
+    catalogue's own declaration; PyG's models and the node reference are module builders; the
+    graph task's backbones are graph models."""
+    for name in BACKBONE_INFO:
+        info = BACKBONE_INFO.get(name)
+        if info.packed:
+            assert BACKBONES.get(name).info is info, name
+        else:
+            assert name in (MODULE_BACKBONES if info.task == "node" else GRAPH_BACKBONES), name
+    assert set(BACKBONES) == {n for n in BACKBONE_INFO if BACKBONE_INFO.get(n).packed}
+    assert set(TASKS.get("graph").backbones) == set(GRAPH_BACKBONES)
+
+
+def test_each_backbone_takes_its_own_arguments_from_a_config():
+    """No name-keyed table: each class says which config fields become its arguments, and the
+    base passes ``conv_bias`` only where the declaration says the bias is a switch."""
+    config = TrainConfig(dataset="cora", depth=4, hidden=8, jk="max", self_loop=True, conv_bias=False, alpha=0.2,
+                         theta=1.5, gcnii_variant=True)
+    arguments = {name: BACKBONES.get(name).config_arguments(config) for name in BACKBONES}
+    assert arguments == {"gcn": {"conv_bias": False}, "jknet": {"conv_bias": False, "jk": "max", "self_loop": True},
+                         "gcnii": {"alpha": 0.2, "theta": 1.5, "variant": True}}
+    gcnii = BACKBONES.get("gcnii")(20, 8, 3, 3, conv_bias=True)
+    assert BACKBONE_INFO.get("gcnii").conv_bias == "none" and len(gcnii.conv_biases) == 0
 
 
 def test_gradient_norms_of_a_layer_without_gradient_are_zeros_on_its_device():

@@ -5,8 +5,8 @@ import torch
 
 from orthotune.core import OrthoSettings
 from orthotune.models import BACKBONES, adjacency, node_features
-from orthotune.models._backbones import block_diagonal
 from orthotune.models._layers import PackedLinear, SparseFeatures, dropout, effective_weights, nonzero_dropout
+from orthotune.models._packing import block_diagonal
 
 
 def test_cora_features_are_kept_sparse_and_round_trip(cora):

@@ -120,9 +120,12 @@ def test_official_preset_is_the_official_profile_with_per_dataset_values():
     assert space.with_datasets(["texas"]).cells()[0].name == "official/texas/gcn/4/official/ortho"
 
 
-def test_quick_stays_small():
+def test_quick_stays_small_and_shows_the_reference():
+    """The demo's verdicts name the structure-agnostic baseline: its cell is searched too."""
     space = resolve_space("quick")
-    assert len(space.cells()) == 4 and space.samples <= 16 and space.max_epochs() <= 100
+    assert [cell.key for cell in space.cells()] == ["cora/gcn/2/original", "cora/gcn/2/ortho", "cora/gcn/4/original",
+                                                    "cora/gcn/4/ortho", "cora/mlp/2/reference"]
+    assert space.samples * len(space.cells()) == 30 and space.max_epochs() <= 100
 
 
 def test_variants_define_by_run_picks_a_label_and_its_values():

@@ -126,7 +126,7 @@ def test_each_cell_names_its_default_point_where_the_space_can_take_it():
      "unknown range key 3"),
 ])
 def test_unreadable_space_files_are_config_errors_naming_the_file(tmp_path, content, message):
-    from orthotune.spaces._space import load_space_file
+    from orthotune.spaces._parse import load_space_file
 
     path = tmp_path / "space.yaml"
     path.write_bytes(content)
@@ -137,7 +137,7 @@ def test_unreadable_space_files_are_config_errors_naming_the_file(tmp_path, cont
 
 def test_a_folder_is_not_a_space_file(tmp_path):
     from orthotune.core import OrthotuneError
-    from orthotune.spaces._space import load_space_file
+    from orthotune.spaces._parse import load_space_file
 
     with pytest.raises(OrthotuneError, match="is not a file"):
         load_space_file(tmp_path)

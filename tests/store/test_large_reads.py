@@ -28,7 +28,7 @@ def store(tmp_path) -> Store:
 
 @pytest.mark.parametrize("group", [3, 1000])  # several scans of 3 files; one scan
 def test_reads_in_groups_match_one_scan(store, monkeypatch, group):
-    monkeypatch.setattr("orthotune.store._store.SCAN_FILES", group)
+    monkeypatch.setattr("orthotune.store._reading.SCAN_FILES", group)
     trials = store.read("trials")
     assert trials.num_rows == 14 and trials.schema.equals(TRIALS_SCHEMA, check_metadata=False)
     assert sorted(zip(trials["search"].to_pylist(), trials["trial_id"].to_pylist())) == sorted(
@@ -40,7 +40,7 @@ def test_reads_in_groups_match_one_scan(store, monkeypatch, group):
 
 
 def test_a_bad_file_in_one_group_is_skipped_and_named_once(store, monkeypatch, capsys):
-    monkeypatch.setattr("orthotune.store._store.SCAN_FILES", 3)
+    monkeypatch.setattr("orthotune.store._reading.SCAN_FILES", 3)
     bad = os.path.join(store.root, "trials", "search=b", "trial-t4.parquet")
     with open(bad, "r+b") as file:
         file.truncate(os.path.getsize(bad) // 2)

@@ -27,7 +27,10 @@ NODE_BACKBONES = ["gcn", "jknet", "gcnii", "gat", "sage", "gin", "appnp", FACTOR
 OTHER = {"input_T": 2, "layout": "standard", "conv_bias": False, "io_bias": False, "batch_norm": True,
          "feature_transform": False, "jk": "max", "gcnii_variant": True, "self_loop": True, "directed": True,
          "weight_decay_io": 0.5, "weight_decay_output": 0.5, "input_dropout": 0.9, "alpha": 0.9, "theta": 2.0,
-         "heads": 2, "aggr": "max", "K": 2, "batch_size": 4}
+         "heads": 2, "aggr": "max", "K": 2, "batch_size": 4,
+         # Ortho-GConv's values and switches: read by every backbone with an Ortho-GConv arm
+         "T": 3, "beta": 0.5, "lam": 1e-3, "bound": "frobenius", "transform": "none", "hybrid": "reparam",
+         "target": "ones", "target_trainable": False, "squared_norm": True, "centre_rows": True, "norm_groups": 2}
 #: A backbone that reads each (node data and layouts: trained here); ``batch_size`` is the
 #: graph backbones' and ``feature_transform`` false refuses the Ortho-GConv arm these train.
 READER = {"input_T": "gcn", "layout": "gcn", "conv_bias": "sage", "io_bias": "appnp", "batch_norm": "gin",
@@ -54,6 +57,7 @@ def test_every_restricted_field_names_known_backbones_and_has_a_value_to_try():
     assert set(RESTRICTED) == set(OTHER)
     assert reads("alpha", "gcnii") and not reads("alpha", "gcn") and not reads("layout", FACTORY)
     assert reads("hidden", FACTORY) and reads("T", "gunet") and not reads("input_T", "gunet")
+    assert reads("bound", FACTORY) and not reads("bound", "mlp") and not reads("T", "sum-mlp")
 
 
 @pytest.mark.slow  # about 80 short trainings

@@ -1,0 +1,74 @@
+"""What packing needs around :class:`~models._layers.PackedLinear`: ``A_hat`` in the form the
+packed models multiply fastest, one copy of it per pack on a block diagonal, and BatchNorm
+per pack slot.
+
+A pack holds ``packs`` independent models trained as one (see :class:`~models._gnn.OrthoGNN`):
+propagation multiplies all packs' ``[N, hidden]`` states at once by a block-diagonal
+``A_hat``, and each pack slot normalises its own states.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+from torch_geometric import EdgeIndex
+from torch_geometric.typing import OptTensor
+from torch_geometric.utils import to_edge_index
+
+
+def adjacency(adj: Tensor) -> tuple[EdgeIndex, Tensor]:
+    """A sparse CSR ``A_hat`` as a row-sorted ``EdgeIndex`` and its edge weights, the
+    form :meth:`OrthoGNN.propagate` multiplies fastest (PyG caches its transpose)."""
+    edge_index, edge_weight = to_edge_index(adj)
+    size = (adj.shape[0], adj.shape[1])
+    return EdgeIndex(edge_index, sparse_size=size, sort_order="row"), edge_weight
+
+
+def block_diagonal(
+    edge_index: EdgeIndex, edge_weight: OptTensor, copies: int
+) -> tuple[EdgeIndex, OptTensor]:
+    """``copies`` copies of a row-sorted ``N x N`` adjacency on the diagonal of one
+    ``copies*N`` square adjacency: its product with ``[copies * N, d]`` states
+    propagates every pack's ``[N, d]`` states at once."""
+    nodes = edge_index.sparse_size(0)
+    pairs = edge_index.as_tensor()
+    offsets = torch.arange(copies, device=pairs.device).repeat_interleave(pairs.shape[1]) * nodes
+    stacked = pairs.repeat(1, copies) + offsets
+    size = (copies * nodes, copies * nodes)
+    blocks = EdgeIndex(stacked, sparse_size=size, sort_order="row")
+    return blocks, None if edge_weight is None else edge_weight.repeat(copies)
+
+
+class PackedBatchNorm(nn.Module):
+    """``BatchNorm1d`` over the nodes for each pack slot of ``[packs, N, d]`` states.
+
+    Statistics, running estimates and the affine parameters are per pack (``[packs, d]``),
+    so a pack slot normalises exactly as a lone model's ``BatchNorm1d`` would; computed
+    on the pack-major states directly (no copy to a node-major layout).
+    """
+
+    def __init__(self, packs: int, channels: int, eps: float = 1e-5, momentum: float = 0.1) -> None:
+        super().__init__()
+        self.eps, self.momentum = eps, momentum
+        self.weight = nn.Parameter(torch.ones(packs, channels))
+        self.bias = nn.Parameter(torch.zeros(packs, channels))
+        self.register_buffer("running_mean", torch.zeros(packs, channels))
+        self.register_buffer("running_var", torch.ones(packs, channels))
+
+    def reset_parameters(self) -> None:
+        nn.init.ones_(self.weight)
+        nn.init.zeros_(self.bias)
+        self.running_mean.zero_()
+        self.running_var.fill_(1.0)
+
+    def forward(self, x: Tensor) -> Tensor:
+        if self.training:
+            var, mean = torch.var_mean(x, dim=1, unbiased=False)
+            with torch.no_grad():  # BatchNorm1d tracks the unbiased variance
+                nodes = x.shape[1]
+                self.running_mean.lerp_(mean, self.momentum)
+                self.running_var.lerp_(var * (nodes / max(nodes - 1, 1)), self.momentum)
+        else:
+            mean, var = self.running_mean, self.running_var
+        scale = self.weight * torch.rsqrt(var + self.eps)
+        return torch.addcmul((self.bias - mean * scale).unsqueeze(1), x, scale.unsqueeze(1))
