@@ -130,11 +130,22 @@ def heading(report: Report) -> list[str]:
 def pair_rows(report: Report) -> list[list[str]]:
     return [
         [*_lead(r), r[VARIANT], r["repeat_kind"],
-         number(r["n_pairs"]), _signed(r["diff_mean"]), _signed(r["diff_std"]).lstrip("+"), _ci(r),
+         number(r["n_pairs"]), trials_per_arm(r), _signed(r["diff_mean"]), _signed(r["diff_std"]).lstrip("+"), _ci(r),
          _plain(r["t"]), _p(r["p"]), _p(r["p_holm"]), _acc(r, REFERENCE.prefix) or "—", reference_place(r),
          r["verdict"], r.get("settled") or "", r["note"] or ""]
         for _, r in report.summary.iterrows()
     ]
+
+
+def trials_per_arm(row: pd.Series) -> str:
+    """Each arm's trials: ``n``, or with an adaptive budget ``k of M`` at its stop (``k of M,
+    open`` while it runs; ``_stops.with_budgets``)."""
+    n, stop, most = row.get("trials_per_arm"), row.get("stop"), row.get("maximum")
+    if not _finite(n):
+        return "—"
+    if row.get("budget") != "adaptive":
+        return number(n)
+    return f"{number(stop)} of {number(most)}" if _finite(stop) else f"{number(n)} of {number(most)}, open"
 
 
 def _ci(row: pd.Series) -> str:
@@ -149,7 +160,7 @@ def _lead(row: pd.Series) -> list[str]:
     return [number(row[c]) for c in LEAD]
 
 
-PAIR_HEADER = [*LEAD, VARIANT, "repeat", "pairs", "Δ mean (pts)",
+PAIR_HEADER = [*LEAD, VARIANT, "repeat", "pairs", "trials per arm", "Δ mean (pts)",
                "Δ std (pts, ddof 1)", "Δ 95% CI (pts)", "t", "p", "p (Holm)", "structure-agnostic (test %)",
                "arms vs structure-agnostic", "verdict", "tuning curve", "note"]
 #: Leading columns of each table that hold names (left-aligned in html).

@@ -7,7 +7,7 @@ import pytest
 from report_stores import CURVE_BASE, curve_row, hand_store, shifted
 
 from orthotune.core import ConfigError, OrthotuneError
-from orthotune.reports import Filters, adaptive_replay, pair_verdicts
+from orthotune.reports import Filters, adaptive_replay, build_report, pair_verdicts, write_report
 
 TRIALS = 40
 
@@ -47,6 +47,8 @@ def test_a_settled_pair_stops_at_the_first_look_and_keeps_its_verdict(tmp_path):
     # a search without an adaptive budget: its verdict line says its trials per arm
     (line,) = pair_verdicts(store).lines
     assert "40 trials per arm (fixed budget); " in line
+    md = write_report(build_report(store, plots=False), "md")
+    assert "| pairs | trials per arm | Δ mean (pts) |" in md and "| 5 | 40 | +5.00 |" in md
 
 
 def test_a_moving_pair_trains_to_the_maximum_and_the_family_is_holm_adjusted_per_budget(tmp_path):

@@ -11,7 +11,7 @@ import sys
 import pytest
 import yaml
 
-from orthotune.reports import Filters, adaptive_replay, build_report
+from orthotune.reports import Filters, adaptive_replay, build_report, write_report
 from orthotune.search import LaunchOptions
 from orthotune.search._replay import stored_trials
 from orthotune.search._strategy import adaptive_budget
@@ -61,6 +61,7 @@ def test_an_adaptive_search_stops_its_pair_in_lockstep_where_its_stored_rows_say
     # the report's tuning-curve figure marks the stop
     (figure,) = [f for f in build_report(store).figures if f.name.startswith("curve-")]
     assert f"stopped the pair (k = {stop})" in figure.caption
+    assert f"| {stop} of 30 |" in write_report(build_report(store, plots=False), "md")  # trials per arm
     # the record keeps the budget, and what --resume rebuilds from the stored rows stops there too
     options = LaunchOptions.from_meta(Store.open(store).search_meta("a")["options"])
     assert (options.budget, options.stopping_rule, options.looks().at()) == ("adaptive", "flat", (20, 25, 30))
