@@ -92,7 +92,7 @@ def test_names_unknown_backbones_and_factories():
     ("no_such_package.models:build", "cannot import no_such_package.models: ModuleNotFoundError"),
     ("factories_for_tests:missing", "factories_for_tests has no callable 'missing'"),
     ("factories_for_tests:NOT_CALLABLE", "factories_for_tests has no callable 'NOT_CALLABLE'"),
-    ("factories_for_tests:raises", "raises(1433, 16, 7, 2, 0.5) failed: RuntimeError: no GPU found"),
+    ("factories_for_tests:raises", "raises(1433, 16, 7, 2, 0.5) failed: RuntimeError: no GPU; found"),
     ("factories_for_tests:not_a_module", "not_a_module returned str, not a torch.nn.Module"),
     ("factories_for_tests:wrong_shape", "returned (4, 8) on 4 nodes, not (4, 7) logits"),
     ("factories_for_tests:no_square_weights", "(Ortho-GConv arm): orthogonalise found no weight"),
