@@ -24,10 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from orthotune import LAYERS
-from orthotune.core import OrthotuneError, one_line
+from orthotune.core import CACHE_ENV, OrthotuneError, one_line
 
 #: Environment variables handed to the job's driver when set on the client.
-FORWARDED_ENV = ("ORTHOTUNE_DATA_ROOT", "ORTHOTUNE_CACHE")
+FORWARDED_ENV = ("ORTHOTUNE_DATA_ROOT", CACHE_ENV)
 #: Where the client looks for the cluster's address when --address is not given.
 ADDRESS_ENV = ("RAY_API_SERVER_ADDRESS", "RAY_ADDRESS")
 #: The subpackages of ``orthotune``, its layers: in an editable install the package is the

@@ -285,8 +285,10 @@ def _ray_command() -> str:
 
 def _forwarded_env() -> dict[str, str]:
     """orthotune's cache folder, if set here: the job's trials use the same."""
-    cache = os.environ.get("ORTHOTUNE_CACHE")
-    return {"ORTHOTUNE_CACHE": str(Path(cache).expanduser().absolute())} if cache else {}
+    from orthotune.core import CACHE_ENV
+
+    cache = os.environ.get(CACHE_ENV)
+    return {CACHE_ENV: str(Path(cache).expanduser().absolute())} if cache else {}
 
 
 def submit(script: Path) -> str:

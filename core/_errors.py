@@ -19,11 +19,15 @@ def one_line(error: BaseException | str, *, typed: bool = False, limit: int | No
     its non-empty lines stripped and joined with "; " (a library's multi-line text stays
     readable), the exception's type name in front with ``typed`` (or alone, for an empty
     message), cut at ``limit`` characters. An error that carries its cause (Ray's task
-    errors: ``cause``) speaks through the cause, not through the traceback around it."""
+    errors: ``cause``) speaks through the cause, and a message that is a formatted traceback
+    (Ray Tune wraps one in its own error) through its last line, the error it ends in."""
     cause = getattr(error, "cause", None)
     if isinstance(cause, BaseException):
         error = cause
-    text = "; ".join(line.strip() for line in str(error).splitlines() if line.strip())
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    if lines and lines[0].startswith("Traceback"):
+        return lines[-1] if limit is None else lines[-1][:limit]
+    text = "; ".join(lines)
     name = type(error).__name__ if isinstance(error, BaseException) else ""
     if typed and name:
         text = f"{name}: {text}" if text else name

@@ -47,7 +47,7 @@ from torch_geometric.nn.dense.linear import Linear as PygLinear
 from torch_geometric.nn.models import GAT, GIN, MLP, GraphSAGE
 from torch_geometric.nn.models.basic_gnn import BasicGNN
 
-from orthotune.core import TASKS, ConfigError, Registry, TrainConfig, check, is_factory
+from orthotune.core import TASKS, ConfigError, Registry, TrainConfig, check, is_factory, one_line
 from orthotune.models._layers import nonzero_dropout
 from orthotune.models._parametrize import Selector, orthogonalise, square_conv_weights
 
@@ -206,14 +206,14 @@ def user_model(name: str, in_size: int, hidden: int, out_size: int, depth: int, 
     try:
         module = importlib.import_module(module_name)
     except Exception as error:  # any failure of the user's import is theirs to see, in one line
-        raise ConfigError(f"backbone {name!r}: cannot import {module_name}: {_line(error)}") from None
+        raise ConfigError(f"backbone {name!r}: cannot import {module_name}: {one_line(error, typed=True)}") from None
     factory = getattr(module, attr, None)
     check(callable(factory), f"backbone {name!r}: {module_name} has no callable {attr!r}")
     try:
         model = factory(in_size, hidden, out_size, depth, dropout)
     except Exception as error:
         raise ConfigError(f"backbone {name!r}: {attr}({in_size}, {hidden}, {out_size}, {depth}, {dropout}) "
-                          f"failed: {_line(error)}") from None
+                          f"failed: {one_line(error, typed=True)}") from None
     check(isinstance(model, nn.Module), f"backbone {name!r}: {attr} returned {type(model).__name__}, "
                                         f"not a torch.nn.Module")
     _check_shape(name, model, in_size, out_size)
@@ -231,7 +231,7 @@ def _check_shape(name: str, model: nn.Module, in_size: int, out_size: int) -> No
             out = model(x, edge_index)
     except Exception as error:
         raise ConfigError(f"backbone {name!r}: forward(x, edge_index) on {nodes} nodes with {in_size} features "
-                          f"failed: {_line(error)}") from None
+                          f"failed: {one_line(error, typed=True)}") from None
     shape = tuple(out.shape) if isinstance(out, Tensor) else type(out).__name__
     check(shape == (nodes, out_size),
           f"backbone {name!r}: forward(x, edge_index) returned {shape} on {nodes} nodes, "
@@ -242,6 +242,3 @@ def _check_shape(name: str, model: nn.Module, in_size: int, out_size: int) -> No
 def _input_dropout(config: TrainConfig) -> float:
     return config.dropout if config.input_dropout is None else config.input_dropout
 
-
-def _line(error: Exception) -> str:
-    return " ".join(f"{type(error).__name__}: {error}".split())

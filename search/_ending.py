@@ -143,9 +143,6 @@ def crash_reason(error: BaseException) -> str:
     formatted traceback in its own error, that traceback's last line."""
     while error.__cause__ is not None:
         error = error.__cause__
-    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    if lines and lines[0].startswith("Traceback"):
-        return lines[-1][:500]
     return error_line(error)
 
 

@@ -20,11 +20,12 @@ from typing import TYPE_CHECKING
 
 import pyarrow.fs as pafs
 
+from orthotune.core import one_line
 from orthotune.store._files import READ_ERRORS, held_names, is_compacted, is_trial_file
 from orthotune.store._io import TEMPORARY_PREFIX
 from orthotune.store._lease import lease_info
 from orthotune.store._schema import TABLES
-from orthotune.store._store import SUMMARIES, _first_line, now
+from orthotune.store._store import SUMMARIES, now
 
 if TYPE_CHECKING:
     from orthotune.store._store import Store
@@ -146,7 +147,7 @@ def _check_parquet(store: Store, table: str, path: str, relative: str) -> list[P
     try:
         store.read_file(table, path)
     except READ_ERRORS as error:
-        return [Problem(relative, "corrupt parquet", _first_line(error))]
+        return [Problem(relative, "corrupt parquet", one_line(error))]
     return []
 
 
@@ -159,7 +160,7 @@ def _check_json(store: Store, info: pafs.FileInfo, relative: str, young_ok: bool
         age = _age(info)
         if young_ok and age is not None and age <= TEMPORARY_GRACE_S:
             return []  # a lease being created right now is empty for an instant
-        return [Problem(relative, "unreadable json", _first_line(error))]
+        return [Problem(relative, "unreadable json", one_line(error))]
     if not isinstance(value, dict):
         return [Problem(relative, "unreadable json", f"a JSON {type(value).__name__}, not an object")]
     return []

@@ -56,7 +56,7 @@ import pyarrow.parquet as pq
 if TYPE_CHECKING:
     import pyarrow.dataset as ds
 
-from orthotune.core import OrthotuneError
+from orthotune.core import OrthotuneError, one_line
 from orthotune.store._files import is_compacted, listing, readable, trial_file_name
 from orthotune.store._io import TEMPORARY_PREFIX, durable_write, filesystem, remote_write, retrying
 from orthotune.store._migrate import MIGRATION_INPUTS, fill_switch_defaults, upgrade_v1, upgrade_v2
@@ -269,7 +269,7 @@ class Store:
         if path in self._warned:
             return
         self._warned.add(path)
-        print(f"orthotune: warning: skipping unreadable file {path} ({_first_line(error)}); list and quarantine "
+        print(f"orthotune: warning: skipping unreadable file {path} ({one_line(error)}); list and quarantine "
               f"such files with: {self.check_command()}", file=sys.stderr)
 
     def check_command(self, *options: str) -> str:
@@ -296,7 +296,7 @@ class Store:
         try:
             meta = self.read_json(relative)
         except (ValueError, OSError) as error:
-            raise OrthotuneError(f"search record {self.path(relative)!r} is unreadable ({_first_line(error)}); "
+            raise OrthotuneError(f"search record {self.path(relative)!r} is unreadable ({one_line(error)}); "
                                  f"check the store with: {self.check_command()}") from None
         if not isinstance(meta, dict):
             raise OrthotuneError(f"search record {self.path(relative)!r} is not a JSON object; check the store "
@@ -333,9 +333,6 @@ class Store:
             return None
         return self.path(kind, check_search_name(search)) if search is not None else self.path(kind)
 
-
-def _first_line(error: BaseException | str) -> str:
-    return (str(error).strip().splitlines() or [type(error).__name__])[0]
 
 
 def file_table(table: str, data: pa.Table) -> pa.Table:

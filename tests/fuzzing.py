@@ -78,6 +78,68 @@ def near_valid_spaces() -> st.SearchStrategy:
                   "setting": st.sampled_from(["full", "semi", "cv10", "official", "bogus"])})
 
 
+def _searched(ints: tuple[int, int] | None = None, floats: tuple[float, float] | None = None) -> st.SearchStrategy:
+    """A searched value inside ``[low, high]`` by construction: a fixed value, a list of
+    choices, an integer range (a grid), a float range with a step (a grid) or without one,
+    log scaled or not (continuous: no grid)."""
+    if ints is not None:
+        low, high = ints
+        value = st.integers(low, high)
+        bounds = st.lists(value, min_size=2, max_size=2).map(sorted)
+        return st.one_of(value, st.lists(value, min_size=1, max_size=3),
+                         st.builds(lambda b, step: {"low": b[0], "high": b[1], **step}, bounds,
+                                   st.sampled_from([{}, {"step": 1}, {"step": 2}])))
+    low, high = floats
+    value = st.floats(low, high)
+    bounds = st.lists(value, min_size=2, max_size=2).map(sorted)
+    ranged = st.builds(lambda b, extra: {"low": b[0], "high": b[1], **extra}, bounds,
+                       st.sampled_from([{}, {"step": (high - low) / 4}, {"step": (high - low) / 3}]))
+    logged = st.builds(lambda b: {"low": b[0], "high": b[1], "log": True},
+                       st.lists(st.floats(max(low, 1e-4), high), min_size=2, max_size=2).map(sorted))
+    return st.one_of(value, st.lists(value, min_size=1, max_size=3), ranged, logged)
+
+
+#: Values every backbone reads, each within its rule.
+ORTHO_VALUES = {"T": _searched(ints=(1, 8)), "beta": _searched(floats=(0.1, 1.0)), "lam": _searched(floats=(0.0, 1e-2))}
+TRAIN_VALUES = {"lr": _searched(floats=(1e-3, 0.1)), "dropout": _searched(floats=(0.0, 0.8)),
+                "hidden": _searched(ints=(8, 64)), "epochs": _searched(ints=(1, 50))}
+#: Datasets and backbones of one task: crossed, every pair trains.
+TASK_CELLS = {"node": (("cora", "citeseer", "texas"), ("gcn", "jknet", "gcnii", "sage", "appnp")),
+              "graph": (("proteins", "dd"), ("gunet",))}
+
+
+def _values(kinds: dict[str, st.SearchStrategy]) -> st.SearchStrategy:
+    return st.fixed_dictionaries({}, optional=kinds)
+
+
+def _cells(task: str) -> st.SearchStrategy:
+    datasets, backbones = TASK_CELLS[task]
+    some = lambda names: st.lists(st.sampled_from(names), min_size=1, max_size=2, unique=True)  # noqa: E731
+    arms = st.sampled_from([(True, True), (True, False), (False, True)])  # (original, ortho): one at least
+    return st.builds(
+        lambda d, b, depths, arm, ortho, train, samples, extra: {
+            "datasets": d, "backbones": b, "depths": depths, "original": arm[0], "train": train,
+            "samples": samples, **({"ortho": ortho} if arm[1] else {}), **extra},
+        some(datasets), some(backbones), st.lists(st.integers(2, 8), min_size=1, max_size=3, unique=True), arms,
+        _values(ORTHO_VALUES), _values(TRAIN_VALUES), st.integers(1, 6),
+        st.fixed_dictionaries({}, optional={"reference": st.booleans(),
+                                            "variants": st.lists(_values(TRAIN_VALUES), min_size=1, max_size=2)}))
+
+
+def _named_variants(space: dict) -> dict:
+    """Variants get names of their own (a name given twice to one cell is refused)."""
+    if "variants" in space:
+        space["variants"] = [{"name": f"v{i}", **values} for i, values in enumerate(space["variants"])]
+    return space
+
+
+def valid_spaces() -> st.SearchStrategy:
+    """Spaces every rule accepts, by construction (each value within its field's rule, the
+    datasets and backbones of one task, one arm at least, variants named apart): the
+    properties that need a parsed space reach their asserts on each of these."""
+    return st.sampled_from(sorted(TASK_CELLS)).flatmap(_cells).map(_named_variants)
+
+
 class Hang(Exception):
     pass
 

@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
+from required import skip_or_fail
 
 REQUIRE_ENV = "ORTHOTUNE_REQUIRE_SLURM"
 COMMANDS = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "sinfo", "scontrol", "scancel")
@@ -57,12 +57,7 @@ def slurm_missing() -> str | None:
 
 
 def require_slurm() -> None:
-    missing = slurm_missing()
-    if missing is None:
-        return
-    if os.environ.get(REQUIRE_ENV):
-        pytest.fail(missing)
-    pytest.skip(missing)
+    skip_or_fail(slurm_missing(), REQUIRE_ENV)
 
 
 def free_port() -> int:

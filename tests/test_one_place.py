@@ -286,3 +286,39 @@ def test_each_trainer_reaches_the_one_loop_through_its_base(trainer):
                 if isinstance(node, ast.ImportFrom) for alias in node.names}
     assert not {name for module, name in imported if module == "orthotune.training._loop"} & LOOP_MACHINERY
     assert {module for module, _ in imported} >= {"orthotune.training._base"}
+
+
+def _layer_sources():
+    from pathlib import Path
+
+    from orthotune import LAYERS
+
+    root = Path(__file__).resolve().parents[1]
+    return {str(p.relative_to(root)): p.read_text() for layer in LAYERS for p in sorted((root / layer).rglob("*.py"))}
+
+
+def test_an_error_becomes_one_line_in_one_place():
+    """Only ``core.one_line`` cuts an error's text into lines: no other function of any layer
+    splits an error's message (five helpers once did, each cutting at its own length)."""
+    import ast
+
+    found = []
+    for label, source in _layer_sources().items():
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.FunctionDef) and label != "core/_errors.py":
+                arguments = {a.arg for a in node.args.args}
+                splits = any(isinstance(n, ast.Attribute) and n.attr == "splitlines" for n in ast.walk(node))
+                if splits and arguments & {"error", "exc", "exception"}:
+                    found.append(f"{label}:{node.lineno} {node.name}")
+    assert not found, found
+
+
+def test_the_cache_folder_is_one_rule():
+    """The datasets' cache and the cost planner's measurements resolve orthotune's cache folder
+    through ``core.cache_dir`` alone: no other module spells its variable or its fallback."""
+    import ast
+
+    offenders = [label for label, source in _layer_sources().items() if label != "core/_cache.py"
+                 for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Constant)
+                 and node.value in ("ORTHOTUNE_CACHE", "XDG_CACHE_HOME")]
+    assert not offenders, offenders

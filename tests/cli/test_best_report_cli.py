@@ -117,7 +117,7 @@ def test_best_json_and_csv_print_decimals_and_integers(tmp_path, capsys):
     assert code == 0 and '"beta": 0.7,' in out and '"lr": 0.3,' in out and "000000" not in out
     code, out, _ = run_cli(capsys, "report", "--store", store.uri, "--format", "csv")
     header, row = out.splitlines()[:2]
-    values = dict(zip(header.split(","), row.split(",")))
+    values = dict(zip(header.split(","), row.split(","), strict=True))
     assert (values["orig_repeats"], values["ortho_repeats"], values["n_pairs"]) == ("5", "5", "5")
 
 

@@ -214,3 +214,5 @@ def test_an_error_becomes_one_line_by_one_rule():
             self.cause = cause
 
     assert one_line(TaskError(OSError("disk full")), typed=True) == "OSError: disk full"
+    wrapped = RuntimeError("Traceback (most recent call last):\n  File \"x.py\", line 1\nKeyError: 'cell'")
+    assert one_line(wrapped, typed=True, limit=500) == "KeyError: 'cell'"

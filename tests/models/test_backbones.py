@@ -37,7 +37,7 @@ def test_packed_model_matches_lone_models(cora):
     settings = [OrthoSettings(T=2, beta=0.3), OrthoSettings(T=5, beta=0.7)]
     packed = BACKBONES.get("gcn")(cora.x.shape[1], 16, 7, 4, dropout=0.0, ortho=settings, seeds=(3, 4))
     both = packed(cora.x, cora.adj)
-    for p, (setting, seed) in enumerate(zip(settings, (3, 4))):
+    for p, (setting, seed) in enumerate(zip(settings, (3, 4), strict=True)):
         lone = BACKBONES.get("gcn")(cora.x.shape[1], 16, 7, 4, dropout=0.0, ortho=[setting], seeds=(seed,))
         torch.testing.assert_close(both[:, p], lone(cora.x, cora.adj)[:, 0], rtol=1e-4, atol=1e-5)
 
@@ -72,7 +72,7 @@ def test_packed_model_with_switches_matches_lone_models(cora, name, switches):
     packed = BACKBONES.get(name)(cora.x.shape[1], 16, 7, 3, dropout=0.0, ortho=settings, seeds=(3, 4),
                                  **switches)
     lone = [BACKBONES.get(name)(cora.x.shape[1], 16, 7, 3, dropout=0.0, ortho=[s], seeds=(seed,), **switches)
-            for s, seed in zip(settings, (3, 4))]
+            for s, seed in zip(settings, (3, 4), strict=True)]
     features, adj = node_features(cora.x), adjacency(cora.adj)  # the packed model's fast inputs
     for training in (True, False):  # BatchNorm: batch statistics, then the running ones
         for model in (packed, *lone):
@@ -154,7 +154,7 @@ def _load_pyg_gcn(pyg, model) -> None:
     if len(convs) > len(weights):  # plain GCN: the last convolution is the output layer
         weights.append(model.output.weight[0])
         biases.append(model.output_bias[0])
-    for conv, weight, bias in zip(convs, weights, biases):
+    for conv, weight, bias in zip(convs, weights, biases, strict=True):
         conv.lin.weight.data.copy_(weight)
         conv.bias.data.copy_(bias)
 

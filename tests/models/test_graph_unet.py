@@ -77,9 +77,10 @@ def test_ortho_form_orthogonalises_hidden_transformations_through_models_ortho(b
     model = build(batch, settings, hidden=64)
     out = model.run(batch.x, batch.edge_index, batch.batch)
     assert calls == [(1, 64, 64)] * 7  # every hidden transformation, once per pass
-    assert all(isinstance(t, PackedLinear) and t.ortho == (settings,) for t in model.transforms)
+    assert len(model.transforms) == 7 and all(isinstance(t, PackedLinear) and t.ortho == (settings,)
+                                              for t in model.transforms)
     assert model.start.ortho is None  # the input projection is not square
-    for transform, weight in zip(model.transforms, out.weights):
+    for transform, weight in zip(model.transforms, out.weights, strict=True):
         torch.testing.assert_close(weight, newton_orthogonalise(transform.weight, 10))
         # beta=0.4, T=10 is near-orthogonal (the doc's table); the raw hybrid Q is far from it
         singular = torch.linalg.svdvals(weight[0].detach())

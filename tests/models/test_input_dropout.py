@@ -11,6 +11,7 @@ import math
 
 import pytest
 import torch
+from trained import per_config
 
 from orthotune.core import ConfigError, OrthoSettings, TrainConfig
 from orthotune.models import BACKBONES, adjacency, build_node_model, node_features
@@ -131,7 +132,7 @@ def test_io_bias_false_pack_trains_equal_to_each_config_alone(cora):
                   io_bias=False, dropout=0.0, input_dropout=0.0, epochs=6)
     configs = [TrainConfig(lr=0.01, seeds=(0,), **common), TrainConfig(lr=0.05, seeds=(1,), T=3, **common)]
     packed = train_node(configs, cora, CPU)
-    for config, result in zip(configs, packed):
+    for config, result in per_config(configs, packed):
         (alone,) = train_node(config, cora, CPU)[0].runs
         (run,) = result.runs
         assert (run.status, run.best_epoch, run.epochs) == (alone.status, alone.best_epoch, alone.epochs)

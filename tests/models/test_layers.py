@@ -28,7 +28,7 @@ def test_sparse_input_and_cached_adjacency_match_the_dense_model(cora, name):
     fast = model.run(node_features(cora.x), *adjacency(cora.adj))
     fast_grads = torch.autograd.grad(fast.logits.square().sum() + fast.penalty.sum(), list(model.parameters()))
     torch.testing.assert_close(fast.logits, dense.logits, rtol=1e-4, atol=1e-5)
-    for got, expected in zip(fast_grads, dense_grads):
+    for got, expected in zip(fast_grads, dense_grads, strict=True):
         torch.testing.assert_close(got, expected, rtol=1e-3, atol=1e-5)
 
 
@@ -97,7 +97,8 @@ def test_batched_newton_over_layers_equals_each_layer_alone():
     settings = [OrthoSettings(T=1, beta=0.2), OrthoSettings(T=6, beta=0.9)]
     model = BACKBONES.get("gcn")(20, 16, 3, 5, ortho=settings, seeds=(5, 6))
     batched = effective_weights(model.transforms)
-    for layer, weight in zip(model.transforms, batched):
+    assert len(model.transforms) == 5  # depth 5: five hidden transforms
+    for layer, weight in zip(model.transforms, batched, strict=True):
         torch.testing.assert_close(weight, layer.effective_weight(), rtol=1e-5, atol=1e-6)
     penalty = model.run(torch.randn(10, 20), torch.eye(10).to_sparse_csr()).penalty
     alone = sum(t.regularisation() for t in model.transforms) * model.lam

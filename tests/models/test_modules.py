@@ -9,6 +9,7 @@ import math
 
 import pytest
 import torch
+from trained import per_config
 
 from orthotune.core import ConfigError, TrainConfig, backbone_name
 from orthotune.models import build_module_model, is_module_backbone, orthogonalised_weights
@@ -92,7 +93,7 @@ def test_names_unknown_backbones_and_factories():
     ("no_such_package.models:build", "cannot import no_such_package.models: ModuleNotFoundError"),
     ("factories_for_tests:missing", "factories_for_tests has no callable 'missing'"),
     ("factories_for_tests:NOT_CALLABLE", "factories_for_tests has no callable 'NOT_CALLABLE'"),
-    ("factories_for_tests:raises", "raises(1433, 16, 7, 2, 0.5) failed: RuntimeError: no GPU found"),
+    ("factories_for_tests:raises", "raises(1433, 16, 7, 2, 0.5) failed: RuntimeError: no GPU; found"),
     ("factories_for_tests:not_a_module", "not_a_module returned str, not a torch.nn.Module"),
     ("factories_for_tests:wrong_shape", "returned (4, 8) on 4 nodes, not (4, 7) logits"),
     ("factories_for_tests:no_square_weights", "(Ortho-GConv arm): orthogonalise found no weight"),
@@ -127,25 +128,34 @@ def test_sage_and_a_factory_train_in_both_arms_on_cora():
     one call train one model per run."""
     configs = [config(b, o, epochs=3, patience=3) for b in ("sage", FACTORY) for o in (False, True)]
     results = run_configs(configs[:2], CPU) + run_configs(configs[2:], CPU)
-    for result, c in zip(results, configs):
+    for c, result in per_config(configs, results):
         check_result(result, c.ortho)
         assert math.isfinite(result.runs[0].m_sig) == (c.backbone == "sage")  # a factory's is unknown
         norms = result.runs[0].grad_norms  # of the weights the Ortho arm transforms, in both arms
         assert len(norms) == (4 if c.backbone == "sage" else 2) and all(n > 0 for n in norms)
 
 
-@pytest.mark.slow  # 8 runs of 20 epochs: about a minute on two shared cores
-@pytest.mark.parametrize("backbone", ["gat", "sage", "gin", "appnp"])
-def test_each_pyg_backbone_learns_cora_in_both_arms(backbone):
-    """20 epochs on the full split 0: better than the majority class (30% of Cora's nodes) for
-    GraphSAGE and GIN in PyG's own layout (GAT and APPNP, like orthotune's GCN, need more)."""
-    values = dict(epochs=20, patience=20, hidden=64, layout="standard", depth=3, lr=0.01, dropout=0.5,
+#: Learning rate and epochs per backbone: GIN's Ortho arm learns slowly, and at 0.02 not at all.
+BUDGETS = {"gat": (0.05, 20), "sage": (0.05, 20), "gin": (0.01, 50), "appnp": (0.05, 20)}
+
+
+@pytest.mark.slow  # 8 runs of 20-50 epochs: about a minute on two shared cores
+@pytest.mark.parametrize("backbone", sorted(BUDGETS))
+def test_each_pyg_backbone_learns_cora_in_both_arms(cora, backbone):
+    """The full split 0 in PyG's own layout: validation accuracy over twice the majority
+    class's share of the validation nodes (0.299, what a model that learns nothing scores, as
+    GAT and APPNP did with 20 epochs at 0.01; measured here: 0.70 to 0.89 for each backbone
+    and arm)."""
+    val = cora.y[cora.val_mask[:, 0].bool()]
+    majority = torch.bincount(val).max().item() / len(val)
+    lr, epochs = BUDGETS[backbone]
+    values = dict(epochs=epochs, patience=epochs, hidden=64, layout="standard", depth=3, lr=lr, dropout=0.5,
                   T=6, heads=8)
-    results = run_configs([TrainConfig(dataset="cora", backbone=backbone, ortho=False, splits=(0,), **values)], CPU)
-    results += run_configs([TrainConfig(dataset="cora", backbone=backbone, ortho=True, splits=(0,), **values)], CPU)
-    for result, ortho in zip(results, (False, True)):
-        check_result(result, ortho, better_than=0.3 if backbone in ("sage", "gin") else 0.0)
-        print(backbone, "ortho" if ortho else "original", result.runs[0].val_acc, result.runs[0].test_acc)
+    configs = [TrainConfig(dataset="cora", backbone=backbone, ortho=o, splits=(0,), **values) for o in (False, True)]
+    results = run_configs(configs[:1], CPU) + run_configs(configs[1:], CPU)
+    for c, result in per_config(configs, results):
+        check_result(result, c.ortho, better_than=2 * majority)
+        print(backbone, "ortho" if c.ortho else "original", result.runs[0].val_acc, result.runs[0].test_acc)
 
 
 @pytest.mark.parametrize("backbone", ["gat", "sage", "gin", "appnp", FACTORY])

@@ -260,7 +260,7 @@ def test_the_penalty_equals_autograds_and_passes_gradcheck(squared, target):
     torch.testing.assert_close(value, reference, rtol=1e-14, atol=0)
     (value * grad).sum().backward()
     (reference * grad).sum().backward()
-    for a, b in zip(written, plain):
+    for a, b in zip(written, plain, strict=True):
         torch.testing.assert_close(a.grad, b.grad, rtol=1e-12, atol=1e-14)
     assert torch.autograd.gradcheck(lambda x, y: orthogonality_penalty(x, y, squared), plain)
 

@@ -60,7 +60,7 @@ def test_covariance_bound_is_closer_to_orthogonal_at_every_small_T():
                for b in ("covariance", "frobenius")}
     for b, values in medians.items():
         assert values == sorted(values), b
-    assert all(c > f for c, f in zip(medians["covariance"], medians["frobenius"]))
+    assert all(c > f for c, f in zip(medians["covariance"], medians["frobenius"], strict=True))
     assert all(float(singular_values(b, t).max()) <= 1.0 + 1e-5
                for b in medians for t in (1, 2, 4, 6))
 
@@ -187,7 +187,7 @@ def test_packed_profiles_equal_lone_models(name):
     packed = BACKBONES.get("gcn")(12, 8, 3, 4, dropout=0.0, ortho=settings, seeds=(3, 4))
     x, adj = torch.randn(6, 12), torch.eye(6).to_sparse_csr()
     both = packed.run(x, adj)
-    for p, (setting, seed) in enumerate(zip(settings, (3, 4))):
+    for p, (setting, seed) in enumerate(zip(settings, (3, 4), strict=True)):
         lone = BACKBONES.get("gcn")(12, 8, 3, 4, dropout=0.0, ortho=[setting], seeds=(seed,)).run(x, adj)
         torch.testing.assert_close(both.logits[:, p], lone.logits[:, 0], rtol=1e-4, atol=1e-5)
         torch.testing.assert_close(both.penalty[p], lone.penalty[0], rtol=1e-4, atol=1e-6)

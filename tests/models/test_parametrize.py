@@ -82,10 +82,11 @@ def test_a_built_in_backbone_and_a_parametrized_module_agree():
     plain = nn.ModuleList(nn.Linear(HIDDEN, HIDDEN) for _ in gnn.transforms)
     orthogonalise(plain, settings, select=lambda module, owner, name, weight: name == "weight")
     with torch.no_grad():
-        for lin, transform in zip(plain, gnn.transforms):
+        for lin, transform in zip(plain, gnn.transforms, strict=True):
             raw(lin).copy_(transform.weight[0])
             lin.parametrizations.weight[0].c.copy_(transform.c[0])
-    for lin, expected in zip(plain, built_in):
+    assert len(plain) == 4  # depth 4: four hidden transforms
+    for lin, expected in zip(plain, built_in, strict=True):
         torch.testing.assert_close(lin.weight, expected[0], rtol=0, atol=1e-6)
     expected_penalty = gnn.lam * regularisation(gnn.ortho_layers(), built_in)
     torch.testing.assert_close(orthogonality_regulariser(plain), expected_penalty[0])

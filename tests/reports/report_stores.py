@@ -123,7 +123,7 @@ def curve_row(trial_id: str, val: float | list[float], test: list[float], minute
 
 
 def shifted(values: list[float], by: float, jitter: bool = False) -> list[float]:
-    return [v + by + (j if jitter else 0.0) for v, j in zip(values, JITTER)]
+    return [v + by + (j if jitter else 0.0) for v, j in zip(values, JITTER, strict=True)]
 
 
 def shrinking_rows(n: int = 8) -> list[dict[str, Any]]:

@@ -13,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from report_stores import hand_row, hand_store
+from required import skip_or_fail
 
 from orthotune.core import ConfigError
 from orthotune.reports import FORMATS, build_report, write_report
@@ -106,10 +107,8 @@ def find_browser() -> str:
     named = os.environ.get("ORTHOTUNE_BROWSER")
     browser = shutil.which(named) if named else next(filter(None, map(shutil.which, BROWSERS)), None)
     if browser is None:
-        missing = f"no headless browser: {named or ', '.join(BROWSERS)} not on PATH (set ORTHOTUNE_BROWSER)"
-        if os.environ.get("ORTHOTUNE_REQUIRE_BROWSER"):
-            pytest.fail(missing)
-        pytest.skip(missing)
+        skip_or_fail(f"no headless browser: {named or ', '.join(BROWSERS)} not on PATH (set ORTHOTUNE_BROWSER)",
+                     "ORTHOTUNE_REQUIRE_BROWSER")
     return browser
 
 

@@ -111,7 +111,7 @@ def test_winners_table_numbers_and_json_have_no_float_noise(tmp_path):
     header = next(line for line in text.splitlines() if line.startswith("| setting | dataset | backbone | depth | arm"))
     columns = [c.strip() for c in header.strip("|").split("|")]
     row = next(line for line in text.splitlines() if "| Ortho-GConv | default |" in line and "stopped" in line)
-    values = dict(zip(columns, [c.strip() for c in row.strip("|").split("|")]))
+    values = dict(zip(columns, [c.strip() for c in row.strip("|").split("|")], strict=True))
     assert (values["T"], values["beta"], values["lr"], values["epochs"]) == ("4", "0.7", "0.3", "30")
     assert values["status"] == "stopped"
     assert "0.7000000000000001" not in text and "0.30000000000000004" not in text

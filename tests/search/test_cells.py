@@ -173,7 +173,7 @@ def stored(configs, values=None) -> list[StoredTrial]:
     full = [config_from_columns(config_columns(TrainConfig.from_dict(config))) for config in configs]
     return [StoredTrial(f"old{index}", cell_key(config), columns, Status.COMPLETED if value is not None
                         else Status.FAILED, value, None)
-            for index, (config, columns, value) in enumerate(zip(configs, full, values))]
+            for index, (config, columns, value) in enumerate(zip(configs, full, values, strict=True))]
 
 
 def test_a_resumed_strategy_replays_the_stored_trials_and_trains_only_the_rest():
@@ -198,7 +198,8 @@ def test_replayed_results_reach_each_cells_optuna_study():
     for cell, inner in resumed.searchers.items():
         for trial in inner._ot_study.trials:
             told[(cell, trial.state.name)] = told.get((cell, trial.state.name), 0) + 1
-    cells = Counter((cell_key(c), "COMPLETE" if v is not None else "FAIL") for c, v in zip(trained, values))
+    cells = Counter((cell_key(c), "COMPLETE" if v is not None else "FAIL")
+                    for c, v in zip(trained, values, strict=True))
     assert told == dict(cells)
 
 
@@ -277,7 +278,7 @@ def test_a_texas_trial_never_stops_a_cora_trial():
     def run(scheduler):
         for trial in [*texas, cora]:
             scheduler.on_trial_add(None, trial)
-        for trial, value in zip(texas, (0.9, 0.8, 0.85)):
+        for trial, value in zip(texas, (0.9, 0.8, 0.85), strict=True):
             assert report(scheduler, trial, 4, value) == TrialScheduler.CONTINUE or trial is not texas[0]
         return report(scheduler, cora, 4, 0.3)
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from required import skip_or_fail
 from resumed import assert_whole, stored
 
 pytestmark = pytest.mark.slow  # real searches
@@ -28,18 +29,20 @@ SPACE = {"name": "disk", "datasets": ["cora"], "repeats": [0], "backbones": ["gc
          "train": {"lr": [0.1, 0.03, 0.01], "dropout": 0.0, "epochs": 200, "patience": 200, "hidden": 16},
          "samples": 3}
 TOTAL = 2 * SPACE["samples"]
+REQUIRE_ENV = "ORTHOTUNE_REQUIRE_FULL_DISK"
 
 
 @pytest.fixture
 def small_disk(tmp_path):
-    """A fresh 8 MiB tmpfs; skipped (saying why) where this process may not mount one."""
+    """A fresh 8 MiB tmpfs; skipped (saying why) where this process may not mount one, or
+    failed where ``$ORTHOTUNE_REQUIRE_FULL_DISK`` is set (CI)."""
     folder = tmp_path / "disk"
     folder.mkdir()
     mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(folder)], capture_output=True,
                              text=True)
     if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a small tmpfs here ({mounted.stderr.strip() or mounted.returncode}): "
-                    f"needs root with CAP_SYS_ADMIN, as CI has")
+        skip_or_fail(f"cannot mount a small tmpfs here ({mounted.stderr.strip() or mounted.returncode}): "
+                     f"needs root with CAP_SYS_ADMIN, as CI has", REQUIRE_ENV)
     yield folder
     subprocess.run(["umount", "-l", str(folder)], check=True)
 

@@ -8,11 +8,12 @@ point counted) and the Tuner made; only Ray's start and ``Tuner.fit`` are replac
 from __future__ import annotations
 
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 import pytest
 import yaml
-from fuzzing import examples, near_valid_spaces, run_command, stop_before_ray, yaml_like
+from fuzzing import examples, near_valid_spaces, run_command, stop_before_ray, valid_spaces, yaml_like
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -30,7 +31,7 @@ def no_ray(monkeypatch, tmp_path):
 
 
 @settings(SETTINGS, max_examples=examples(200))
-@given(values=st.one_of(yaml_like(), near_valid_spaces()))
+@given(values=st.one_of(yaml_like(), near_valid_spaces(), valid_spaces()))
 def test_parse_space_answers_any_mapping_with_a_space_or_one_line(values):
     try:
         space = parse_space(values)
@@ -40,21 +41,32 @@ def test_parse_space_answers_any_mapping_with_a_space_or_one_line(values):
     assert isinstance(space, SearchSpace) and space.cells()
 
 
-@settings(SETTINGS, max_examples=examples(200))
-@given(values=near_valid_spaces())
-def test_a_space_counts_its_grid_as_building_it_would(values):
-    try:
-        space = parse_space(values)
-    except OrthotuneError:
-        return
-    for part in [space, *space.cells()]:
+def test_a_space_counts_its_grid_as_building_it_would():
+    """Near-valid spaces are nearly all refused (the property ends there), so spaces valid by
+    construction are drawn too; the counts after the run show that examples reached both
+    checks, the grid's count and a continuous space's refusal to count."""
+    reached: Counter[str] = Counter()
+
+    @settings(SETTINGS, max_examples=examples(200))
+    @given(values=st.one_of(near_valid_spaces(), valid_spaces()))
+    def counts_as_built(values):
         try:
-            points = part.grid()
-        except ConfigError:  # a continuous dimension: no grid, and no count
-            with pytest.raises(ConfigError):
-                part.grid_size()
-            continue
-        assert part.grid_size() == len(points), part.name
+            space = parse_space(values)
+        except OrthotuneError:
+            return
+        for part in [space, *space.cells()]:
+            try:
+                points = part.grid()
+            except ConfigError:  # a continuous dimension: no grid, and no count
+                with pytest.raises(ConfigError):
+                    part.grid_size()
+                reached["continuous"] += 1
+                continue
+            assert part.grid_size() == len(points), part.name
+            reached["grid"] += 1
+
+    counts_as_built()
+    assert reached["grid"] > 0 and reached["continuous"] > 0, reached
 
 
 @settings(SETTINGS, max_examples=examples(60))

@@ -7,6 +7,7 @@ import warnings
 
 import pytest
 import torch
+from trained import per_config
 
 from orthotune.core import TrainConfig
 from orthotune.training import TrainOptions, train_node
@@ -35,7 +36,7 @@ def test_the_graph_switch_changes_nothing_on_a_cpu(cora):
     configs = _configs(2, 6)
     eager = train_node(configs, cora, CPU)
     graphed = train_node(configs, cora, CPU, options=TrainOptions(cuda_graph=True))
-    for a, b in zip(graphed, eager):
+    for _, a, b in per_config(configs, graphed, eager):
         assert a.runs[0].m_sig == b.runs[0].m_sig
         _same(a.runs[0], b.runs[0], 0.0)
 
@@ -54,7 +55,7 @@ def _assert_captured_equals_eager(configs: list[TrainConfig], on_gpu, **options)
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)
         graphed = train_node(configs, data, device, options=TrainOptions(tf32=False, cuda_graph=True, **options))
-    for a, b in zip(graphed, eager):
+    for _, a, b in per_config(configs, graphed, eager):
         _same(a.runs[0], b.runs[0])
 
 
@@ -62,7 +63,7 @@ def _assert_captured_equals_eager(configs: list[TrainConfig], on_gpu, **options)
 def test_packed_equals_alone_on_a_gpu_in_strict_fp32(on_gpu):
     device, data = on_gpu
     packed = train_node(_configs(), data, device, options=STRICT)
-    for config, result in zip(_configs(), packed):
+    for config, result in per_config(_configs(), packed):
         _same(result.runs[0], train_node(config, data, device, options=STRICT)[0].runs[0])
 
 

@@ -77,7 +77,7 @@ def test_random_splits_have_the_stated_fractions_and_are_reproducible(data_root,
     assert [int(m[:, 0].sum()) for m in (train, val, test)] == [1625, 541, 542]
     assert not ((train & val) | (train & test) | (val & test)).any() and bool((train | val | test).all())
     again = with_random_split(load_node_data(cora_files["pt"], "random", data_root), config).masks([0, 1])
-    assert all(torch.equal(a, b) for a, b in zip((train, val, test), again))  # from the seed alone
+    assert all(torch.equal(a, b) for a, b in zip((train, val, test), again, strict=True))  # from the seed alone
     assert not torch.equal(train[:, 0], train[:, 1])  # another seed, another split
 
 

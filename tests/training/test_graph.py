@@ -44,7 +44,8 @@ def test_folds_are_saved_in_the_cache_and_stable(proteins, data_root):
     assert stored["folds"][3]["test"] == proteins.folds[3].test.tolist()
     again = load_graph_data("proteins", None, data_root)
     fresh = make_folds(proteins.dataset.y)
-    for a, b, c in zip(proteins.folds, again.folds, fresh):
+    assert len(proteins.folds) == 10
+    for a, b, c in zip(proteins.folds, again.folds, fresh, strict=True):
         for key in ("train", "val", "test"):
             assert torch.equal(getattr(a, key), getattr(b, key)) and torch.equal(getattr(a, key), getattr(c, key))
 

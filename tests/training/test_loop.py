@@ -9,6 +9,7 @@ from dataclasses import replace
 
 import pytest
 import torch
+from trained import per_config
 
 from orthotune.core import ConfigError, TrainConfig
 from orthotune.training import TrainOptions, run_configs, train_node
@@ -63,7 +64,7 @@ def test_a_pack_with_mixed_selection_rules_equals_each_alone(cora):
     by_loss = _config(selection="val_loss", epochs=25, patience=4, lr=0.05, seeds=(0,))
     by_acc = _config(epochs=25, patience=4, lr=0.05, seeds=(1,))
     packed = train_node([by_loss, by_acc], cora, CPU)
-    for config, result in zip((by_loss, by_acc), packed):
+    for config, result in per_config((by_loss, by_acc), packed):
         _same(result.runs[0], train_node(config, cora, CPU)[0].runs[0])
 
 
@@ -83,7 +84,7 @@ def test_compaction_does_not_change_results(cora, monkeypatch):
     assert dropped == []
     compacted = train_node(configs, cora, CPU, options=TrainOptions(sync_every=1))
     assert dropped[-1] == 1  # three of four stopped early: the pack went on with one slot
-    for a, b in zip(never, compacted):
+    for _, a, b in per_config(configs, never, compacted):
         _same(a.runs[0], b.runs[0])
     assert max(r.runs[0].epochs for r in never[:3]) < 30 == never[3].runs[0].epochs
 
@@ -92,7 +93,7 @@ def test_a_split_pack_trains_each_part_as_its_own_pack(cora):
     configs = [_config(lr=0.01, patience=p, epochs=12, seeds=(s,)) for s, p in ((0, 2), (1, 20), (2, 20), (3, 3))]
     split = train_node(configs, cora, CPU, options=TrainOptions(max_pack=2, sync_every=5))
     parts = train_node(configs[:2], cora, CPU) + train_node(configs[2:], cora, CPU)
-    for a, b in zip(split, parts):
+    for _, a, b in per_config(configs, split, parts):
         _same(a.runs[0], b.runs[0])
 
 
@@ -100,7 +101,7 @@ def test_sync_cadence_does_not_change_results(cora):
     configs = [_config(lr=0.05, patience=p, epochs=20, seeds=(s,)) for s, p in ((0, 2), (1, 20))]
     every = train_node(configs, cora, CPU, options=TrainOptions(sync_every=1))
     rarely = train_node(configs, cora, CPU, options=TrainOptions(sync_every=15))
-    for a, b in zip(every, rarely):
+    for _, a, b in per_config(configs, every, rarely):
         _same(a.runs[0], b.runs[0])
 
 
@@ -137,7 +138,8 @@ def test_host_reads_do_not_grow_with_epochs_between_sync_points(cora, monkeypatc
 
     short = _count_host_reads(monkeypatch, train(8))
     long = _count_host_reads(monkeypatch, train(24))
-    assert short == long and sum(short.values()) < 20
+    # at least one read counted (the results at the end): the counter sees the reads it counts
+    assert short == long and 0 < sum(short.values()) < 20
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="sync debug mode needs CUDA")
@@ -157,7 +159,8 @@ def test_cuda_syncs_do_not_grow_with_epochs_between_sync_points(cora):
         return sum("synchroniz" in str(w.message) for w in caught)
 
     syncs(2)  # the first call's one-time work (the allocator's first blocks) stays out of the count
-    assert syncs(8) == syncs(24)
+    # more than none: the results read at the end sync, so the warnings counted are the syncs
+    assert syncs(8) == syncs(24) > 0
 
 
 def test_node_and_graph_tasks_share_the_loop(cora, monkeypatch):
@@ -179,7 +182,7 @@ def test_weight_decay_io_is_its_own_parameter_group(cora):
     assert not math.isclose(plain.m_sig, heavy.m_sig, rel_tol=1e-3)
     # per-run io decay inside a pack equals each run alone
     configs = [_config(epochs=10, weight_decay=5e-4, weight_decay_io=d, seeds=(s,)) for s, d in ((0, 1.0), (1, 0.0))]
-    for config, result in zip(configs, train_node(configs, cora, CPU)):
+    for config, result in per_config(configs, train_node(configs, cora, CPU)):
         _same(result.runs[0], train_node(config, cora, CPU)[0].runs[0])
 
 
@@ -193,7 +196,7 @@ def test_weight_decay_output_is_the_output_layers_own_group(cora):
     assert (plain.m_sig, plain.val_acc, plain.val_loss) == (same.m_sig, same.val_acc, same.val_loss)
     assert not math.isclose(plain.val_loss, heavy.val_loss, rel_tol=1e-3)
     configs = [_config(**{**base, "seeds": (s,)}, weight_decay_output=d) for s, d in ((0, 1.0), (1, 0.0))]
-    for config, result in zip(configs, train_node(configs, cora, CPU)):
+    for config, result in per_config(configs, train_node(configs, cora, CPU)):
         _same(result.runs[0], train_node(config, cora, CPU)[0].runs[0])
 
 

@@ -51,7 +51,8 @@ def test_weights_computed_ahead_change_no_bit_of_training(cora, monkeypatch, ext
     alone, alone_history = _train(config, cora, options)
     assert ahead_history == alone_history
     assert len(ahead_history) == EPOCHS and sum(bool(h[-1][0][0]) for h in ahead_history) == EPOCHS // 3
-    for a, b in zip(ahead.runs, alone.runs):
+    assert len(ahead.runs) == len(config.runs()) == 2
+    for a, b in zip(ahead.runs, alone.runs, strict=True):
         assert (a.val_acc, a.test_acc, a.val_loss, a.best_epoch, a.m_sig, a.grad_norms) == (
             b.val_acc, b.test_acc, b.val_loss, b.best_epoch, b.m_sig, b.grad_norms)
 

@@ -4,6 +4,7 @@ import math
 
 import pytest
 import torch
+from trained import per_config
 
 from orthotune.core import TrainConfig
 from orthotune.training import pack_key, train_node
@@ -45,7 +46,7 @@ def test_pack_with_per_config_lr_wd_T_beta_lambda_equals_each_config_alone(cora)
         _config(lr=0.002, weight_decay=1e-3, T=3, beta=0.5, lam=5e-4, seeds=(2,), epochs=14),
     ]
     packed = train_node(configs, cora, CPU)
-    for config, result in zip(configs, packed):
+    for config, result in per_config(configs, packed):
         _assert_same_run(result.runs[0], _alone(config, cora))
     # the learning rate really is per config: the second config at the first's rate differs
     slower = _alone(_config(lr=0.01, weight_decay=0.0, T=5, beta=0.8, lam=1e-3, seeds=(1,),

@@ -2,9 +2,10 @@ import math
 
 import pytest
 import torch
+from trained import per_config
 
 from orthotune.core import TrainConfig
-from orthotune.training import train_node
+from orthotune.training import TrainOptions, train_node
 
 CPU = torch.device("cpu")
 
@@ -28,11 +29,22 @@ def test_training_is_deterministic(cora):
     assert first.grad_norms == second.grad_norms
 
 
+def test_training_returns_one_result_per_config_in_order(cora):
+    """What every packed-equals-alone comparison relies on: one result per config, in the
+    call's order, with one run per repeat; for packed models split over two packs and for
+    PyG's models (one model per run)."""
+    configs = [TrainConfig(dataset="cora", depth=2, epochs=2, seeds=s) for s in ((0,), (1, 2), (3,))]
+    assert len(per_config(configs, train_node(configs, cora, CPU, options=TrainOptions(max_pack=2)))) == 3
+    modules = [TrainConfig(dataset="cora", backbone="sage", depth=2, hidden=16, epochs=2, seeds=s)
+               for s in ((0, 1), (2,))]
+    assert len(per_config(modules, train_node(modules, cora, CPU))) == 2
+
+
 def test_packed_configs_equal_lone_configs_without_dropout(cora):
     configs = [TrainConfig(dataset="cora", depth=4, T=t, beta=b, dropout=0.0, epochs=12, seeds=(s,))
                for t, b, s in ((2, 0.3, 0), (5, 0.8, 1))]
     packed = train_node(configs, cora, CPU)
-    for config, result in zip(configs, packed):
+    for config, result in per_config(configs, packed):
         alone = train_node(config, cora, CPU)[0].runs[0]
         assert math.isclose(result.runs[0].val_acc, alone.val_acc, abs_tol=1e-6)
         assert math.isclose(result.runs[0].test_acc, alone.test_acc, abs_tol=1e-6)
