@@ -39,6 +39,7 @@ and quarantines such files.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import operator
@@ -77,6 +78,9 @@ class Store:
     root: str
     #: Files already warned about through this store (a report reads a table more than once).
     _warned: set[str] = field(default_factory=set, compare=False, repr=False)
+    #: Called before every write (``Lease.check``: raises once the driver's lease was taken
+    #: over); None: writes unfenced (readers, ``store check``, the lease itself).
+    fence: Callable[[], None] | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def open(cls, uri: str, create: bool = False) -> Store:
@@ -107,6 +111,10 @@ class Store:
         fs.create_dir(root, recursive=True)
         store.write_json(MARKER, {"format": STORE_FORMAT, "schema_version": SCHEMA_VERSION})
         return store
+
+    def fenced(self, check: Callable[[], None] | None) -> Store:
+        """This store, with every write preceded by ``check`` (a driver's ``Lease.check``)."""
+        return dataclasses.replace(self, fence=check)
 
     def path(self, *parts: str) -> str:
         return "/".join([self.root, *parts])
@@ -160,6 +168,8 @@ class Store:
     def _atomic_write(self, relative: str, write: Callable[[IO[bytes]], object], whole: bool = True) -> None:
         """Write a file so that readers see the old one or the new one; ``whole``: small enough
         to make in memory first (an object store then takes it in one request)."""
+        if self.fence is not None:
+            self.fence()
         final = self.path(relative)
         if isinstance(self.fs, pafs.LocalFileSystem):
             durable_write(final, write)
