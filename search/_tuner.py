@@ -81,7 +81,8 @@ def callbacks_of(options: LaunchOptions, store: Store, progress: bool | str, con
                  estimate_s: float | None = None) -> list:
     """The retry ledger, the recorder (the store), the live views, the progress display and
     the trackers."""
-    callbacks: list = [ledger, StoreRecorder(options.store, options.name, ledger), NodeWatch(node_wait_s())]
+    recorder = StoreRecorder(options.store, options.name, ledger, store.fence)  # fenced as the driver's store
+    callbacks: list = [ledger, recorder, NodeWatch(node_wait_s())]
     folder = tensorboard_folder(store, options.name) if options.tensorboard else None
     if folder is not None:
         callbacks.append(TensorBoardLogger(folder))
