@@ -34,6 +34,8 @@ def fit(tuner, store: Store, options: LaunchOptions) -> SearchOutcome:
         except KeyboardInterrupt:  # a second signal, or one before Tune could stop gracefully
             received.append(received[0] if received else signal.SIGINT)
         except Exception as error:
+            if store.fence is not None:
+                store.fence()  # a driver whose lease was taken over says so, and records nothing
             reason = crash_reason(error)
             unwritable = storage_failure(error)
             try:

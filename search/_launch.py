@@ -54,6 +54,7 @@ def launch(options: LaunchOptions, progress: bool | str = True, estimate_s: floa
     _refuse_taken_name(store, options)
     with Lease.acquire(store, options.name) as lease:
         lease.start_heartbeat()  # from now on: Ray's start may take longer than a lease stays fresh
+        store = store.fenced(lease.check)  # once taken over, this driver writes nothing more
         _refuse_taken_name(store, options)  # a driver that won a race for the name wrote its record first
         reused = reused_references(store, options)  # trained by another search with the same budget
         options = with_reused_references(options, reused)
@@ -101,6 +102,7 @@ def resume(store_uri: str, name: str, address: str | None = None, progress: bool
     check_inputs(options)  # its files may have gone since
     with Lease.acquire(store, name) as lease:
         lease.start_heartbeat()
+        store = store.fenced(lease.check)
         meta = store.search_meta(name)  # as the last holder left it
         # the reference cells it reuses stay those its first session chose (the record's)
         reused = meta.get("references")

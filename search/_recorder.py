@@ -14,6 +14,7 @@ from __future__ import annotations
 import shlex
 import sys
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 from ray.tune import Callback
@@ -30,8 +31,9 @@ class StoreRecorder(Callback):
     """Writes each trial's ``trials`` row(s) and ``epochs`` rows when the trial ends."""
 
     def __init__(self, store_uri: str, search: str, ledger: RetryLedger | None = None,
-                 budget: AdaptiveBudget | None = None) -> None:
+                 fence: Callable[[], None] | None = None, budget: AdaptiveBudget | None = None) -> None:
         self.store_uri, self.search, self.ledger = store_uri, search, ledger
+        self.fence = fence  # the driver's lease check: a driver whose lease was taken over writes nothing
         self.budget = budget  # ``--budget adaptive``: each stored row is told to it (its looks)
         self._history: dict[str, dict[tuple[int, int, int], dict[str, float]]] = {}
         self._store: Store | None = None
@@ -40,8 +42,8 @@ class StoreRecorder(Callback):
         self._statuses: dict[str, str] | None = None
 
     def __getstate__(self) -> dict[str, Any]:  # Tune pickles callbacks with its state
-        return {"store_uri": self.store_uri, "search": self.search, "ledger": None, "_history": {}, "_store": None,
-                "_statuses": None, "budget": None}
+        return {"store_uri": self.store_uri, "search": self.search, "ledger": None, "fence": None, "_history": {},
+                "_store": None, "_statuses": None, "budget": None}
 
     def setup(self, **info) -> None:
         self._stored_statuses()  # a resumed search's earlier trials: read now, not at its first trial's end
@@ -49,7 +51,7 @@ class StoreRecorder(Callback):
     @property
     def store(self) -> Store:
         if self._store is None:
-            self._store = Store.open(self.store_uri)
+            self._store = Store.open(self.store_uri).fenced(self.fence)
         return self._store
 
     def on_trial_result(self, iteration, trials, trial, result, **info) -> None:

@@ -8,7 +8,7 @@ batch job runs however many times Slurm requeues it or its user resubmits it
 - The record says finished: its outcome, read from the store; no Ray starts, nothing trains.
 - Otherwise (interrupted, crashed, or its driver died): :func:`resume` continues it once the
   previous driver's lease is free. A driver that was killed on another node holds the lease
-  until its heartbeat is stale, so this waits for that (:data:`LEASE_WAIT_S`) instead of
+  until its heartbeat is stale, so this waits for that (:data:`LEASE_WAIT_MARGIN_S` beyond it) instead of
   failing at once; a live driver still holding it after that is refused, as ``--resume`` is.
 """
 
@@ -22,14 +22,15 @@ from orthotune.core import OrthotuneError, SearchState
 from orthotune.search._ending import outcome_from_store
 from orthotune.search._launch import launch, resume
 from orthotune.search._options import LaunchOptions, SearchOutcome
-from orthotune.store import Store, lease_info
+from orthotune.store import Store, lease_info, lease_stale_s
 
 #: Options not compared with the record: where the store is seen from and which cluster runs
 #: the session may change; the data root and download are the first session's, as ``--resume``
 #: keeps them.
 SESSION_OPTIONS = frozenset({"store", "address", "data_root", "download"})
-#: Longer than a lease takes to go stale (60 s without a heartbeat: ``store.Lease``).
-LEASE_WAIT_S = 75.0
+#: Beyond the time a lease takes to go stale (60 s without a heartbeat, or
+#: ``ORTHOTUNE_LEASE_STALE_S``: ``store.Lease``).
+LEASE_WAIT_MARGIN_S = 15.0
 LEASE_POLL_S = 3.0
 
 
@@ -69,8 +70,9 @@ def _refuse_other_options(stored: dict[str, Any], options: LaunchOptions) -> Non
 
 
 def _wait_for_lease(store: Store, name: str) -> None:
-    """Until the lease on ``name`` is free or its holder judged dead, at most :data:`LEASE_WAIT_S`."""
-    deadline = time.monotonic() + LEASE_WAIT_S
+    """Until the lease on ``name`` is free or its holder judged dead: at most the lease's
+    staleness and :data:`LEASE_WAIT_MARGIN_S`."""
+    deadline = time.monotonic() + lease_stale_s() + LEASE_WAIT_MARGIN_S
     while time.monotonic() < deadline:
         held = lease_info(store, name)
         if held is None or not held.alive:

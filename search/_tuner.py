@@ -83,7 +83,7 @@ def callbacks_of(options: LaunchOptions, store: Store, progress: bool | str, con
                  estimate_s: float | None = None, budget: AdaptiveBudget | None = None) -> list:
     """The retry ledger, the recorder (the store; with an adaptive ``budget``, its looks), the
     live views, the progress display (with the budget's stops) and the trackers."""
-    recorder = StoreRecorder(options.store, options.name, ledger, budget)
+    recorder = StoreRecorder(options.store, options.name, ledger, store.fence, budget)  # fenced as the driver's
     callbacks: list = [ledger, recorder, NodeWatch(node_wait_s())]
     folder = tensorboard_folder(store, options.name) if options.tensorboard else None
     if folder is not None:

@@ -19,12 +19,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import pyarrow.fs as pafs
+import pyarrow.parquet as pq
 
 from orthotune.core import one_line
-from orthotune.store._files import READ_ERRORS, held_names, is_compacted, is_trial_file
+from orthotune.store._files import READ_ERRORS, SUFFIX, TRIAL_PREFIX, held_names, is_compacted, is_trial_file
 from orthotune.store._io import TEMPORARY_PREFIX
 from orthotune.store._lease import lease_info
-from orthotune.store._schema import TABLES
+from orthotune.store._schema import CHECKSUMS, TABLES
 from orthotune.store._store import SUMMARIES, now
 
 if TYPE_CHECKING:
@@ -37,6 +38,12 @@ TEMPORARY_GRACE_S = 300.0
 DOCUMENTS = {"searches": False, SUMMARIES: False, "leases": True}
 #: The problem of a summary whose counts are not the rows' (``--quarantine`` rewrites it).
 STALE_SUMMARY = "stale summary"
+#: A summary that counts more trials than the rows hold: some were written and cannot be read
+#: now (a damaged or quarantined file). It is kept as the record of what was written: a
+#: summary is never lowered from rows that could not be read (``Store.write_summary``).
+MISSING_ROWS = "trials missing from the rows"
+#: Trial ids named in full in a damaged file's problem; more are counted.
+SHOWN_IDS = 20
 
 
 @dataclass(frozen=True)
@@ -83,6 +90,8 @@ def quarantine(store: Store, problems: list[Problem]) -> list[tuple[str, str]]:
     stamp = now().strftime("%Y%m%dT%H%M%S.%fZ")
     moved = []
     for problem in problems:
+        if problem.kind == MISSING_ROWS:
+            continue  # the record of trials written: kept (see MISSING_ROWS)
         target = f"{QUARANTINE}/{stamp}/{problem.path}"
         store.fs.create_dir(store.path(target).rsplit("/", 1)[0], recursive=True)
         try:
@@ -92,9 +101,9 @@ def quarantine(store: Store, problems: list[Problem]) -> list[tuple[str, str]]:
         moved.append((problem.path, target))
     for problem in problems:
         folder, _, name = problem.path.partition("/")
-        if folder == SUMMARIES and name.endswith(".json"):
+        if folder == SUMMARIES and name.endswith(".json") and problem.kind != MISSING_ROWS:
             search = name[:-len(".json")]
-            store.write_summary(search, Counter(store.trial_statuses(search).values()))
+            store.write_summary(search, Counter(store.trial_statuses(search).values()), never_lower=True)
     return moved
 
 
@@ -125,7 +134,11 @@ def _check_summaries(store: Store, flagged: set[str]) -> list[Problem]:
         if summary is None or (lease is not None and lease.alive):
             continue
         rows = {k: n for k, n in Counter(store.trial_statuses(name).values()).items() if n}
-        if summary != rows:
+        if sum(summary.values()) > sum(rows.values()):
+            problems.append(Problem(relative, MISSING_ROWS, f"it counts {_counts(summary)}, the readable rows "
+                                    f"{_counts(rows)}: {sum(summary.values()) - sum(rows.values())} trials were "
+                                    f"written and cannot be read now (damaged or quarantined files); it is kept"))
+        elif summary != rows:
             problems.append(Problem(relative, STALE_SUMMARY, f"it counts {_counts(summary)}, the rows "
                                     f"{_counts(rows)}; --quarantine writes it again from the rows"))
     return problems
@@ -147,8 +160,32 @@ def _check_parquet(store: Store, table: str, path: str, relative: str) -> list[P
     try:
         store.read_file(table, path)
     except READ_ERRORS as error:
-        return [Problem(relative, "corrupt parquet", one_line(error))]
+        return [Problem(relative, "corrupt parquet", one_line(error) + _held_trials(store, table, path))]
     return []
+
+
+def _held_trials(store: Store, table: str, path: str) -> str:
+    """What a damaged file of ``table`` held, for its problem's line: a trial file's trial (its
+    name), a compacted part's trials (the ids its twin in the other table holds: a compaction
+    names both tables' parts alike), else the other table's trials this one cannot read."""
+    folder, name = path.rsplit("/", 1)
+    if is_trial_file(path):
+        return f"; it held trial {name[len(TRIAL_PREFIX):-len(SUFFIX)]}"
+    other, partition = "epochs" if table == "trials" else "trials", folder.rsplit("/", 1)[-1]
+    try:
+        with store.fs.open_input_file(store.path(other, partition, name)) as source:
+            ids = set(pq.ParquetFile(source, **CHECKSUMS).read(columns=["trial_id"]).column(0).to_pylist())
+        where = f"{other}/{partition}/{name}"
+    except READ_ERRORS:  # no twin (trials without epochs), or a damaged one too
+        search = partition[len("search="):]
+        ids = set(store.read(other, search=search, columns=["trial_id"])["trial_id"].to_pylist()) - set(
+            store.read(table, search=search, columns=["trial_id"])["trial_id"].to_pylist())
+        where = f"the {other} table's rows whose {table} rows cannot be read"
+    if not ids:
+        return f"; which trials it held is unknown ({where} names none)"
+    shown = sorted(ids)[:SHOWN_IDS]
+    more = f" and {len(ids) - len(shown)} more" if len(ids) > len(shown) else ""
+    return f"; it held {len(ids)} trials: {', '.join(shown)}{more} (from {where})"
 
 
 def _check_json(store: Store, info: pafs.FileInfo, relative: str, young_ok: bool) -> list[Problem]:

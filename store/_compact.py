@@ -9,11 +9,15 @@ table (epochs first, as a trial is written):
 2. a trial file whose trial a compacted file already holds is a copy an interrupted
    compaction left: it is only removed (step 4);
 3. the other trial files are read (a file that cannot be read is left where it is, for
-   ``store check``) and their rows written, sorted by trial, as one new compacted file:
-   under a hidden temporary name, moved into place (a local file fsync'ed, then its
-   folder; on an object store a server-side copy, which appears whole);
+   ``store check``) and their rows written, sorted by trial, as new compacted *parts* of at
+   most :data:`PART_TRIALS` trials each (so a part that rots later takes at most that many
+   trials with it; the two tables' parts of one compaction share their names and trials),
+   every page with its checksum: each under a hidden temporary name, moved into place (a
+   local file fsync'ed, then its folder; on an object store a server-side copy, which
+   appears whole);
 4. once both tables' compacted files are in place, the trial files they hold are removed;
-5. the search's summary (trial counts) is rewritten from the rows.
+5. the search's summary (trial counts) is rewritten from the rows, never lowered
+   (``Store.write_summary``).
 
 Readers prefer a compacted file (``_files``' rule), so a crash at any step leaves every
 trial read once, and compacting again finishes the work. The caller holds the search's
@@ -50,7 +54,7 @@ from orthotune.store._files import (
 from orthotune.store._io import fsync_folder
 from orthotune.store._names import check_search_name
 from orthotune.store._reading import SCAN_FILES
-from orthotune.store._schema import TABLES
+from orthotune.store._schema import CHECKSUMS, TABLES
 from orthotune.store._store import file_table, now
 
 if TYPE_CHECKING:
@@ -63,6 +67,9 @@ READERS = max(2, os.cpu_count() or 1)
 #: Files deleted side by side (each deletion mostly waits: 8 threads unlink about 7 times as
 #: fast as one on a 2-core VM's ext4, where freeing a file's blocks takes milliseconds).
 DELETERS = 8
+#: Trials per compacted part: what one damaged file can take with it (a part's files are
+#: read whole by ``store check``; 2,000 trials' epochs are some 10^5 rows).
+PART_TRIALS = 2_000
 #: Sort order of a compacted file's rows.
 ORDER = {"trials": ["trial_id"], "epochs": ["trial_id", "repeat", "epoch"]}
 #: The steps after which :func:`compact` calls its ``after_step`` (the tests' seam: a process
@@ -95,7 +102,7 @@ def compact(store: Store, search: str, after_step: Callable[[str], None] | None 
     check_search_name(search)
     started = time.perf_counter()
     step = after_step or (lambda name: None)
-    name = f"{COMPACTED_PREFIX}{now().strftime('%Y%m%dT%H%M%SZ')}-{uuid.uuid4().hex[:8]}{SUFFIX}"
+    stem = f"{COMPACTED_PREFIX}{now().strftime('%Y%m%dT%H%M%SZ')}-{uuid.uuid4().hex[:8]}"
     gone: dict[str, list[str]] = {}
     merged, written, left = {}, [], []
     for table in ("epochs", "trials"):
@@ -106,14 +113,19 @@ def compact(store: Store, search: str, after_step: Callable[[str], None] | None 
         copies = [p for p in trial_files if p.rsplit("/", 1)[-1] in held]
         fresh = [p for p in trial_files if p.rsplit("/", 1)[-1] not in held]
         read: list[str] = []
-        if fresh:
-            relative = f"{table}/search={search}/{name}"
-            rows = _write_compacted(store, relative, table, fresh, read)
+        # parts by trial file name: both tables' files of a trial are named alike, so their
+        # parts of one name hold the same trials (``store check`` names a lost part's trials)
+        fresh.sort(key=lambda p: p.rsplit("/", 1)[-1])
+        for number, start in enumerate(range(0, len(fresh), PART_TRIALS), start=1):
+            relative = f"{table}/search={search}/{stem}-{number:05d}{SUFFIX}"
+            part: list[str] = []
+            rows = _write_compacted(store, relative, table, fresh[start:start + PART_TRIALS], part)
+            read += part
             if rows:
                 written.append(relative)
             else:  # no rows (unreadable files, or trials without epochs): no file worth keeping
                 _remove(store, [store.path(relative)])
-            left += [store.relative(p) for p in sorted(set(fresh) - set(read))]
+        left += [store.relative(p) for p in sorted(set(fresh) - set(read))]
         merged[table] = len(read)
         gone[table] = copies + read
         step(f"{table} written")
@@ -121,7 +133,7 @@ def compact(store: Store, search: str, after_step: Callable[[str], None] | None 
     step("removed")
     counts = Counter(store.trial_statuses(search).values())
     if store.summary(search) != {k: n for k, n in counts.items() if n}:
-        store.write_summary(search, counts)
+        store.write_summary(search, counts, never_lower=True)  # a part unreadable now keeps its count
     return Compaction(search, merged, removed, tuple(written), tuple(left), time.perf_counter() - started)
 
 
@@ -145,7 +157,7 @@ def _write_rows(store: Store, table: str, files: list[str], sink, read: list[str
     schema = file_table(table, TABLES[table].empty_table()).schema
     groups = [files[start:start + SCAN_FILES] for start in range(0, len(files), SCAN_FILES)]
     pending, rows, total = [], 0, 0
-    with pq.ParquetWriter(sink, schema) as writer, ThreadPoolExecutor(READERS) as pool:
+    with pq.ParquetWriter(sink, schema, write_page_checksum=True) as writer, ThreadPoolExecutor(READERS) as pool:
         for number, (data, found, unreadable) in enumerate(_read_groups(pool, store, groups, schema), start=1):
             for path, error in unreadable:
                 store.warn_unreadable(path, error)
@@ -202,7 +214,7 @@ def _read_whole(store: Store, path: str) -> pa.Table | BaseException:
     try:
         with store.fs.open_input_file(path) as source:
             data = source.read()
-        return pq.ParquetFile(pa.BufferReader(data)).read(use_threads=False)
+        return pq.ParquetFile(pa.BufferReader(data), **CHECKSUMS).read(use_threads=False)
     except READ_ERRORS as error:
         return error
 

@@ -28,6 +28,8 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from orthotune.store._schema import CHECKSUMS
+
 #: What reading a damaged or foreign Parquet file raises (ArrowInvalid is a ValueError).
 READ_ERRORS = (pa.ArrowException, OSError, ValueError)
 #: A trial's own file, and a compacted file, by name.
@@ -82,7 +84,7 @@ def held_names(fs: pafs.FileSystem, compacted: list[str]) -> set[str]:
     for path in compacted:
         try:
             with fs.open_input_file(path) as source:
-                ids = pq.ParquetFile(source).read(columns=["trial_id"]).column(0)
+                ids = pq.ParquetFile(source, **CHECKSUMS).read(columns=["trial_id"]).column(0)
         except READ_ERRORS:
             continue
         names.update(trial_file_name(i) for i in ids.unique().to_pylist())

@@ -2,7 +2,7 @@
 
 The file is a JSON object::
 
-    {"search": NAME, "host": HOSTNAME, "pid": PID, "token": RANDOM_HEX,
+    {"search": NAME, "host": HOSTNAME, "pid": PID, "token": RANDOM_HEX, "epoch": N,
      "started_at": ISO_UTC, "heartbeat_at": ISO_UTC, "orthotune_version": VERSION}
 
 A driver takes the lease with :meth:`Lease.acquire` before it runs a search, keeps it fresh
@@ -13,7 +13,8 @@ Takeover rule: a lease's holder is **dead** when
 
 * it ran on this same host and its pid is no longer running (``os.kill(pid, 0)`` raises
   ``ProcessLookupError``), or
-* its ``heartbeat_at`` is older than ``stale_after`` seconds (60 by default), wherever it ran.
+* its ``heartbeat_at`` is older than ``stale_after`` seconds (60 by default, or
+  :data:`STALE_ENV` seconds where that is set), wherever it ran.
 
 Otherwise it is alive and :meth:`Lease.acquire` raises :class:`LeaseHeld`. A dead lease is
 taken over atomically: the old file is renamed aside to a hidden name, checked to be the
@@ -21,6 +22,15 @@ very file judged dead (a racer's fresh lease is put back), and the new lease is 
 exclusively; of two drivers racing for one dead lease exactly one wins, the other gets
 :class:`LeaseHeld`. A lease file still being created (empty or partial) counts as alive
 until it is ``stale_after`` seconds old.
+
+Fencing: a driver paused (SIGSTOP, a suspended VM, a long GC) past ``stale_after`` loses its
+lease to the driver that takes it over, and may wake up later still believing it holds it.
+Every lease carries an ``epoch`` (one more than the epoch of the dead lease it took over), and
+a driver's store is *fenced* with :meth:`Lease.check` (``Store.fenced``): before each write
+of a trial row, an epoch row, a summary or a search record, the lease file is read back and
+the write refused with :class:`LeaseLost` unless it still holds this driver's token and epoch.
+The driver then stops with that one line and writes nothing more. What remains is the
+instant between the check and the write: a pause that falls exactly there is not caught.
 
 On a local filesystem exclusivity comes from ``os.open(O_CREAT | O_EXCL)`` (as Optuna's
 ``JournalFileOpenLock``). Object stores (s3://, gs://) have no exclusive create: there the
@@ -45,7 +55,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow.fs as pafs
 
 import orthotune
-from orthotune.core import OrthotuneError
+from orthotune.core import OrthotuneError, SearchCrashed
 from orthotune.store._io import TEMPORARY_PREFIX, durable_write, fsync_folder, make_folder
 from orthotune.store._names import check_search_name
 from orthotune.store._store import now
@@ -54,12 +64,37 @@ if TYPE_CHECKING:
     from orthotune.store._store import Store
 
 LEASES = "leases"
+#: The environment variable that sets how old a heartbeat may be before its lease is judged
+#: dead (seconds; 60 where unset). Shorter: a paused or killed driver is taken over sooner,
+#: but a driver whose heartbeat is slowed that long (an overloaded node) is taken over too.
+STALE_ENV = "ORTHOTUNE_LEASE_STALE_S"
+DEFAULT_STALE_S = 60.0
+#: The heartbeat's period: at most this, and at most a quarter of the staleness.
+HEARTBEAT_S = 10.0
 #: Remote stores: how long to wait before reading a written lease back.
 REMOTE_SETTLE_S = 1.0
 
 
 class LeaseHeld(OrthotuneError):
     """Another live driver holds the search's lease."""
+
+
+class LeaseLost(SearchCrashed):
+    """This driver's lease was taken over (it was judged dead): its writes are refused."""
+
+
+def lease_stale_s() -> float:
+    """Seconds without a heartbeat after which a lease is dead: :data:`STALE_ENV`, or 60."""
+    raw = os.environ.get(STALE_ENV, "").strip()
+    if not raw:
+        return DEFAULT_STALE_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        raise OrthotuneError(f"{STALE_ENV}={raw!r} must be a positive number of seconds")
+    return value
 
 
 @dataclass(frozen=True)
@@ -74,14 +109,15 @@ class LeaseInfo:
     alive: bool
     version: str = ""
     token: str = ""
+    epoch: int = 0
 
     def describe(self) -> str:
         return f"driver pid {self.pid} on {self.host} (heartbeat {self.heartbeat_age:.0f} s ago)"
 
 
-def lease_info(store: Store, name: str, stale_after: float = 60.0) -> LeaseInfo | None:
+def lease_info(store: Store, name: str, stale_after: float | None = None) -> LeaseInfo | None:
     """The lease on search ``name``, or None where there is none. Reads only."""
-    found = _read(store, _relative(name), stale_after)
+    found = _read(store, _relative(name), lease_stale_s() if stale_after is None else stale_after)
     return None if found is None else found[0]
 
 
@@ -98,15 +134,19 @@ class Lease:
     def token(self) -> str:
         return self.document["token"]
 
+    @property
+    def epoch(self) -> int:
+        return int(self.document["epoch"])
+
     @classmethod
-    def acquire(cls, store: Store, search_name: str, stale_after: float = 60.0) -> Lease:
+    def acquire(cls, store: Store, search_name: str, stale_after: float | None = None) -> Lease:
         """Take the lease on ``search_name``; :class:`LeaseHeld` if a live driver holds it."""
         relative = _relative(search_name)
         stamp = now().isoformat(timespec="milliseconds")
         document = {"search": search_name, "host": socket.gethostname(), "pid": os.getpid(),
-                    "token": uuid.uuid4().hex, "started_at": stamp, "heartbeat_at": stamp,
+                    "token": uuid.uuid4().hex, "epoch": 1, "started_at": stamp, "heartbeat_at": stamp,
                     "orthotune_version": orthotune.__version__}
-        lease = cls(store, search_name, document, stale_after)
+        lease = cls(store, search_name, document, lease_stale_s() if stale_after is None else stale_after)
         if _is_local(store):
             lease._acquire_local(store.path(relative))
         else:
@@ -128,6 +168,7 @@ class Lease:
             if holder.alive:
                 raise self._held(holder)
             aside = self._move_dead_aside(path, holder, identity)
+            self.document = {**self.document, "epoch": holder.epoch + 1}
             try:
                 _create_exclusive(path, _encode(self.document))
                 return
@@ -164,6 +205,8 @@ class Lease:
         found = _read(self.store, relative, self.stale_after)
         if found is not None and found[0].alive:
             raise self._held(found[0])
+        if found is not None:
+            self.document = {**self.document, "epoch": found[0].epoch + 1}
         self.store.write_json(relative, self.document)
         time.sleep(REMOTE_SETTLE_S)  # a racer's write lands in this pause; the last one wins
         found = _read(self.store, relative, self.stale_after)
@@ -183,7 +226,7 @@ class Lease:
         """Rewrite ``heartbeat_at``; False (and ``lost``) when the file is no longer ours."""
         relative = _relative(self.name)
         found = _read(self.store, relative, self.stale_after)
-        if found is None or found[0].token != self.token:
+        if found is None or found[0].token != self.token or found[0].epoch != self.epoch:
             self.lost = True
             return False
         self.document = {**self.document, "heartbeat_at": now().isoformat(timespec="milliseconds")}
@@ -194,8 +237,25 @@ class Lease:
             self.store.write_json(relative, self.document)
         return True
 
-    def start_heartbeat(self, every: float = 10.0) -> None:
-        """Heartbeat every ``every`` seconds on a daemon thread until :meth:`release`."""
+    def check(self) -> None:
+        """The fence: :class:`LeaseLost` unless the lease file still holds this lease (its token
+        and epoch). Called before each of the driver's writes to the store (``Store.fenced``)."""
+        found = _read(self.store, _relative(self.name), self.stale_after)
+        holder = None if found is None else found[0]
+        if holder is not None and holder.token == self.token and holder.epoch == self.epoch:
+            return
+        self.lost = True
+        other = (f"{holder.describe()}, lease epoch {holder.epoch}" if holder
+                 else "another driver (its lease since released)")
+        raise LeaseLost(
+            f"search {self.name!r} in store {self.store.uri!r} was lost by this driver (pid {os.getpid()}, lease "
+            f"epoch {self.epoch}) to {other}: its heartbeat went older than {self.stale_after:g} s (paused or cut "
+            f"off) and that driver took the search over; this driver stops and writes nothing more")
+
+    def start_heartbeat(self, every: float | None = None) -> None:
+        """Heartbeat every ``every`` seconds (:data:`HEARTBEAT_S`, or a quarter of the staleness
+        where that is shorter) on a daemon thread until :meth:`release`."""
+        every = min(HEARTBEAT_S, self.stale_after / 4) if every is None else every
         if self._thread is not None:
             return
         self._thread = threading.Thread(target=self._beat, args=(every,), daemon=True,
@@ -295,7 +355,13 @@ def _judge(raw: bytes, written: float, stale_after: float) -> LeaseInfo:
     gone_here = host == socket.gethostname() and not _pid_running(pid)
     return LeaseInfo(host=host, pid=pid, started_at=str(doc.get("started_at", "")), heartbeat_at=beat,
                      heartbeat_age=age, alive=not gone_here and age <= stale_after,
-                     version=str(doc.get("orthotune_version", "")), token=str(doc.get("token", "")))
+                     version=str(doc.get("orthotune_version", "")), token=str(doc.get("token", "")),
+                     epoch=_epoch(doc.get("epoch")))
+
+
+def _epoch(value: Any) -> int:
+    """A lease's epoch; 0 for a lease an older orthotune wrote (none), so a takeover makes 1."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
 def _pid_running(pid: int) -> bool:

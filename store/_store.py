@@ -39,6 +39,7 @@ and quarantines such files.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import operator
@@ -62,7 +63,15 @@ from orthotune.store._io import TEMPORARY_PREFIX, durable_write, filesystem, rem
 from orthotune.store._migrate import MIGRATION_INPUTS, fill_switch_defaults, upgrade_v1, upgrade_v2
 from orthotune.store._names import SEARCH_NAME, check_search_name
 from orthotune.store._reading import TolerantDataset
-from orthotune.store._schema import MARKER, PARTITION, SCHEMA_VERSION, STORE_FORMAT, TABLES, TRIAL_FILE_OPTIONS
+from orthotune.store._schema import (
+    CHECKSUMS,
+    MARKER,
+    PARTITION,
+    SCHEMA_VERSION,
+    STORE_FORMAT,
+    TABLES,
+    TRIAL_FILE_OPTIONS,
+)
 
 #: The folder of the searches' summaries (trial counts by status).
 SUMMARIES = "summaries"
@@ -77,6 +86,9 @@ class Store:
     root: str
     #: Files already warned about through this store (a report reads a table more than once).
     _warned: set[str] = field(default_factory=set, compare=False, repr=False)
+    #: Called before every write (``Lease.check``: raises once the driver's lease was taken
+    #: over); None: writes unfenced (readers, ``store check``, the lease itself).
+    fence: Callable[[], None] | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def open(cls, uri: str, create: bool = False) -> Store:
@@ -107,6 +119,10 @@ class Store:
         fs.create_dir(root, recursive=True)
         store.write_json(MARKER, {"format": STORE_FORMAT, "schema_version": SCHEMA_VERSION})
         return store
+
+    def fenced(self, check: Callable[[], None] | None) -> Store:
+        """This store, with every write preceded by ``check`` (a driver's ``Lease.check``)."""
+        return dataclasses.replace(self, fence=check)
 
     def path(self, *parts: str) -> str:
         return "/".join([self.root, *parts])
@@ -160,6 +176,8 @@ class Store:
     def _atomic_write(self, relative: str, write: Callable[[IO[bytes]], object], whole: bool = True) -> None:
         """Write a file so that readers see the old one or the new one; ``whole``: small enough
         to make in memory first (an object store then takes it in one request)."""
+        if self.fence is not None:
+            self.fence()
         final = self.path(relative)
         if isinstance(self.fs, pafs.LocalFileSystem):
             durable_write(final, write)
@@ -178,7 +196,8 @@ class Store:
 
         if not files:
             return ds.dataset(TABLES[table].empty_table())
-        return ds.dataset(files, schema=TABLES[table], format="parquet", filesystem=self.fs,
+        parquet = ds.ParquetFileFormat(default_fragment_scan_options=ds.ParquetFragmentScanOptions(**CHECKSUMS))
+        return ds.dataset(files, schema=TABLES[table], format=parquet, filesystem=self.fs,
                           partitioning=ds.partitioning(PARTITION, flavor="hive"), partition_base_dir=self.path(table))
 
     def read_file(self, table: str, path: str) -> pa.Table:
@@ -251,11 +270,19 @@ class Store:
             return None
         return counts
 
-    def write_summary(self, search: str, counts: Mapping[str, int]) -> None:
-        """Record ``search``'s trial counts by status (zero counts left out)."""
+    def write_summary(self, search: str, counts: Mapping[str, int], never_lower: bool = False) -> bool:
+        """Record ``search``'s trial counts by status (zero counts left out). ``never_lower``
+        (counts recounted from the rows: ``store compact``, ``store check --quarantine``): False,
+        and the summary kept, where it counts more trials than ``counts``, since rows that cannot
+        be read (a damaged or quarantined file) must not lower the record of what was written.
+        A driver's own writes skip that read (one request per trial less on an object store)."""
+        kept = self.summary(search) if never_lower else None
+        if kept is not None and sum(kept.values()) > sum(n for n in counts.values() if n > 0):
+            return False
         self.write_json(f"{SUMMARIES}/{check_search_name(search)}.json",
                         {"search": search, "counts": {k: int(n) for k, n in sorted(counts.items()) if n},
                          "updated_at": now().isoformat(timespec="milliseconds")})
+        return True
 
     def table_searches(self) -> list[str]:
         """The searches with a folder in the ``trials`` table (listed, no file opened)."""

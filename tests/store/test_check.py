@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 
 from orthotune.store import Store, check_store, quarantine
 from orthotune.store._check import QUARANTINE
@@ -82,10 +83,11 @@ def test_check_finds_a_summary_that_disagrees_with_the_rows_and_quarantine_write
         store.write_trial({**row(f"t{i}"), "status": status}, [])
     store.write_summary("s", {"completed": 2, "failed": 1})
     assert check_store(store) == []
-    store.write_summary("s", {"completed": 5})  # a driver killed between a trial and its summary, say
+    (Path(store.root) / "summaries" / "s.json").unlink()
+    store.write_summary("s", {"completed": 2})  # a driver killed between a trial and its summary, say
     (problem,) = check_store(store)
     assert (problem.path, problem.kind) == ("summaries/s.json", "stale summary")
-    assert "it counts 5 completed, the rows 2 completed, 1 failed" in problem.detail
+    assert "it counts 2 completed, the rows 2 completed, 1 failed" in problem.detail
     ((source, target),) = quarantine(store, [problem])
     assert source == "summaries/s.json" and os.path.exists(store.path(target))  # the old one kept aside
     assert store.summary("s") == {"completed": 2, "failed": 1}

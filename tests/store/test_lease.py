@@ -52,7 +52,7 @@ def test_a_second_acquire_is_refused_naming_the_holder(store):
         assert "60 s" in str(err.value)  # the rule
         document = json.loads(open(lease_file(store)).read())
         assert document["token"] == lease.token and document["pid"] == os.getpid()
-        assert set(document) == {"search", "host", "pid", "token", "started_at", "heartbeat_at",
+        assert set(document) == {"search", "host", "pid", "token", "epoch", "started_at", "heartbeat_at",
                                  "orthotune_version"}
         info = lease_info(store, "s")
         assert info.alive and info.pid == os.getpid() and info.heartbeat_age < 5
