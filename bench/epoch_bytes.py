@@ -88,8 +88,8 @@ def measure(case: str, args: argparse.Namespace) -> dict:
     per-group seconds per epoch from two profiled calls (1 and ``1 + epochs`` epochs: their
     difference over ``epochs``, so the first epoch's extras stay out)."""
     import torch
-
     from epoch_groups import group_seconds
+
     from orthotune.training import DataRoot, TrainOptions, load_node_data, train_node
 
     device = torch.device(args.device)
@@ -140,8 +140,8 @@ def side(args: argparse.Namespace) -> None:
 
 
 def run_side(pythonpath: str, args: argparse.Namespace, case: str) -> dict:
-    command = [sys.executable, str(Path(__file__).resolve()), "--side", "--device", args.device, "--epochs", str(args.epochs),
-               "--threads", str(args.threads), "--cases", case]
+    command = [sys.executable, str(Path(__file__).resolve()), "--side", "--device", args.device,
+               "--epochs", str(args.epochs), "--threads", str(args.threads), "--cases", case]
     env = {**os.environ, "PYTHONPATH": pythonpath}
     done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
     if done.returncode != 0:

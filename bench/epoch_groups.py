@@ -2,8 +2,8 @@
 each group must move per epoch, and the before/after table (``bench/epoch_bytes.py``).
 
 An operator's group is decided, first match wins, by: the trainer's function it runs in
-(its Python callers, which the profiler records as its parents with ``with_stack``: ``finish``, setting up, ``evaluate``, ``keep_best``, the optimiser's
-``step``, ``dropout``); the autograd node it runs for in a backward pass; its own name. The
+(its Python callers, which the profiler records as its parents with ``with_stack``:
+``finish``, setting up, ``evaluate``, ``keep_best``, the optimiser's ``step``, ``dropout``); the autograd node it runs for in a backward pass; its own name. The
 names read exist in the trainer since 9c97c96, so both sides of a ``--baseline`` run are
 grouped alike.
 
@@ -147,8 +147,8 @@ def print_table(figures: dict[str, list[dict]], args) -> None:
         for name, results in sides.items():
             setup = statistics.median(r["setup"] for r in results)
             finish = statistics.median(r["finish"] for r in results)
+            profiled = {part: statistics.median(r["groups"].get(part, 0.0) for r in results) for part in PER_CALL}
             loads = ", ".join(f"{r['load']:.2f}" for r in results)
             print(f"  {name}: copy bandwidth {bandwidth[name] / 1e9:.2f} GB/s; per call: setup {setup:.3f} s, "
-                  f"finish {finish:.3f} s (profiled setup {statistics.median(r['groups'].get('setup', 0) for r in results):.3f} s, "
-                  f"finish {statistics.median(r['groups'].get('finish', 0) for r in results):.3f} s); "
+                  f"finish {finish:.3f} s (profiled: setup {profiled['setup']:.3f} s, finish {profiled['finish']:.3f} s); "
                   f"1-min load {loads}")
