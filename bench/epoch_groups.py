@@ -3,9 +3,9 @@ each group must move per epoch, and the before/after table (``bench/epoch_bytes.
 
 An operator's group is decided, first match wins, by: the trainer's function it runs in
 (its Python callers, which the profiler records as its parents with ``with_stack``:
-``finish``, setting up, ``evaluate``, ``keep_best``, the optimiser's ``step``, ``dropout``); the autograd node it runs for in a backward pass; its own name. The
-names read exist in the trainer since 9c97c96, so both sides of a ``--baseline`` run are
-grouped alike.
+``finish``, setting up, ``evaluate``, ``keep_best``, the optimiser's ``step``, ``dropout``);
+the autograd node it runs for in a backward pass; its own name. The names read exist in the
+trainer since 9c97c96, so both sides of a ``--baseline`` run are grouped alike.
 
 The byte model (per epoch, P runs, N nodes, F input features, C classes, H = 64 hidden, L
 hidden layers of the ``linear`` layout, S = P N H 4 bytes one packed state, nnz the
@@ -150,5 +150,5 @@ def print_table(figures: dict[str, list[dict]], args) -> None:
             profiled = {part: statistics.median(r["groups"].get(part, 0.0) for r in results) for part in PER_CALL}
             loads = ", ".join(f"{r['load']:.2f}" for r in results)
             print(f"  {name}: copy bandwidth {bandwidth[name] / 1e9:.2f} GB/s; per call: setup {setup:.3f} s, "
-                  f"finish {finish:.3f} s (profiled: setup {profiled['setup']:.3f} s, finish {profiled['finish']:.3f} s); "
-                  f"1-min load {loads}")
+                  f"finish {finish:.3f} s (profiled: setup {profiled['setup']:.3f} s, "
+                  f"finish {profiled['finish']:.3f} s); 1-min load {loads}")
