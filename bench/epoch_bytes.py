@@ -4,7 +4,7 @@ For each case the node trainer's packs (built as a search builds them: the defau
 :class:`~orthotune.training.TrainOptions`, so a CPU splits 64 Cora runs into packs of its
 state budget) train ``--epochs`` timed epochs after one warm-up, every slot active. One
 more epoch runs under the torch profiler; each operator's self time goes to the op group
-of its nearest labelled caller (:mod:`bench._epoch_groups`). Beside each group: the bytes
+of its nearest labelled caller (``bench/epoch_groups.py``). Beside each group: the bytes
 its operators must move per epoch (a byte model of the unfused op sequence with every
 tensor read and written once, from the shapes), that over the machine's copy bandwidth
 (``floor``, measured in the same process), and the figure of merit ``time / floor``.
@@ -85,10 +85,10 @@ def configs(case: str, epochs: int):
 def measure(case: str, args: argparse.Namespace) -> dict:
     """One side's figures for one case, through the trainer's public entry point: wall per
     epoch and the call's fixed cost from time stamps after each epoch of an unprofiled call;
-    per-group seconds per epoch from two profiled calls (1 and ``1 + epochs`` epochs: their
-    difference over ``epochs``, so the first epoch's extras stay out)."""
+    per-group seconds per epoch from one profiled call of ``1 + epochs`` epochs (its first
+    epoch's extras, such as the block-diagonal layouts, are spread over its epochs)."""
     import torch
-    from epoch_groups import group_seconds
+    from epoch_groups import PER_CALL_GROUPS, group_seconds
 
     from orthotune.training import DataRoot, TrainOptions, load_node_data, train_node
 
@@ -113,12 +113,10 @@ def measure(case: str, args: argparse.Namespace) -> dict:
     end = time.perf_counter()
     epochs = [b - a for a, b in zip(stamps, stamps[1:])]
     wall = statistics.median(epochs)
-    short = group_seconds(lambda: call(1), device)
-    longer = group_seconds(lambda: call(1 + args.epochs), device)
-    groups = {name: (longer.get(name, 0.0) - short.get(name, 0.0)) / args.epochs
-              for name in set(short) | set(longer)}
-    for name in ("setup", "finish"):  # per call, not per epoch
-        groups[name] = longer.get(name, 0.0)
+    profiled = group_seconds(lambda: call(1 + args.epochs), device)
+    groups = {name: seconds / (1 + args.epochs) for name, seconds in profiled.items()}
+    for name in PER_CALL_GROUPS:  # per call, not per epoch
+        groups[name] = profiled.get(name, 0.0)
     return dict(case=case, wall=wall, epochs=epochs, setup=stamps[0] - start - wall, finish=end - stamps[-1],
                 groups=groups, runs=CASES[case][3], depth=CASES[case][1], nodes=data.num_nodes,
                 features=data.x.shape[1], classes=data.num_classes, x_nnz=int((data.x != 0).sum()),

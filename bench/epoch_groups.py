@@ -21,7 +21,7 @@ import statistics
 
 GROUPS = ("dropout", "bias and activation", "sparse products", "dense matmuls", "optimizer step",
           "keep-best", "evaluation", "other (loss, Newton, bookkeeping)")
-PER_CALL = ("setup", "finish")
+PER_CALL_GROUPS = ("setup", "finish")
 OTHER = GROUPS[-1]
 
 #: The trainer's functions (the innermost of these on an operator's stack decides).
@@ -147,7 +147,8 @@ def print_table(figures: dict[str, list[dict]], args) -> None:
         for name, results in sides.items():
             setup = statistics.median(r["setup"] for r in results)
             finish = statistics.median(r["finish"] for r in results)
-            profiled = {part: statistics.median(r["groups"].get(part, 0.0) for r in results) for part in PER_CALL}
+            profiled = {part: statistics.median(r["groups"].get(part, 0.0) for r in results)
+                        for part in PER_CALL_GROUPS}
             loads = ", ".join(f"{r['load']:.2f}" for r in results)
             print(f"  {name}: copy bandwidth {bandwidth[name] / 1e9:.2f} GB/s; per call: setup {setup:.3f} s, "
                   f"finish {finish:.3f} s (profiled: setup {profiled['setup']:.3f} s, "
