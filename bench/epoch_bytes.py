@@ -84,7 +84,9 @@ def configs(case: str, epochs: int):
 
 def measure(case: str, args: argparse.Namespace) -> dict:
     """One side's figures for one case, through the trainer's public entry point: wall per
-    epoch and the call's fixed cost from time stamps after each epoch of an unprofiled call;
+    epoch and the call's fixed cost from time stamps after each epoch of an unprofiled call (wall
+and this process's CPU time: on a shared machine the CPU time leaves out the time other
+processes held the core);
     per-group seconds per epoch from one profiled call of ``1 + epochs`` epochs (its first
     epoch's extras, such as the block-diagonal layouts, are spread over its epochs)."""
     import torch
@@ -96,28 +98,33 @@ def measure(case: str, args: argparse.Namespace) -> dict:
     data = load_node_data(CASES[case][0], "full", DataRoot.resolve(None)).to(device)
     options = TrainOptions(report_every=1)  # a search's trial reports every epoch
 
-    def call(epochs: int, stamps: list[float] | None = None) -> None:
+    def call(epochs: int, stamps: list[float] | None = None, cpu: list[float] | None = None) -> None:
         def on_epoch(_report) -> None:
             sync(device)
-            if stamps is not None:
+            if stamps is not None and cpu is not None:
                 stamps.append(time.perf_counter())
+                cpu.append(time.process_time())
 
         train_node(configs(case, epochs), data, device, on_epoch, options)
 
     call(1)  # warm-up: the process's allocator pools, kernel choices, layouts
     stamps: list[float] = []
+    cpu: list[float] = []
     sync(device)
-    start = time.perf_counter()
-    call(1 + args.epochs, stamps)
+    start, cpu_start = time.perf_counter(), time.process_time()
+    call(1 + args.epochs, stamps, cpu)
     sync(device)
-    end = time.perf_counter()
+    end, cpu_end = time.perf_counter(), time.process_time()
     epochs = [b - a for a, b in zip(stamps, stamps[1:])]
     wall = statistics.median(epochs)
+    cpu_epochs = [b - a for a, b in zip(cpu, cpu[1:])]
+    cpu_epoch = statistics.median(cpu_epochs)
     profiled = group_seconds(lambda: call(1 + args.epochs), device)
     groups = {name: seconds / (1 + args.epochs) for name, seconds in profiled.items()}
     for name in PER_CALL_GROUPS:  # per call, not per epoch
         groups[name] = profiled.get(name, 0.0)
     return dict(case=case, wall=wall, epochs=epochs, setup=stamps[0] - start - wall, finish=end - stamps[-1],
+                cpu=cpu_epoch, cpu_setup=cpu[0] - cpu_start - cpu_epoch, cpu_finish=cpu_end - cpu[-1],
                 groups=groups, runs=CASES[case][3], depth=CASES[case][1], nodes=data.num_nodes,
                 features=data.x.shape[1], classes=data.num_classes, x_nnz=int((data.x != 0).sum()),
                 adj_nnz=int(data.adj.values().numel()), load=os.getloadavg()[0])

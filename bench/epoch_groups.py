@@ -17,6 +17,7 @@ for the arithmetic: on a CPU the dense matmuls are bound by FLOPs before bytes.
 
 from __future__ import annotations
 
+import math
 import statistics
 
 GROUPS = ("dropout", "bias and activation", "sparse products", "dense matmuls", "optimizer step",
@@ -144,6 +145,14 @@ def print_table(figures: dict[str, list[dict]], args) -> None:
             ms = statistics.median(r["wall"] for r in results) * 1e3
             row += f" | {ms:27.1f} {ms / (total / bandwidth[name] * 1e3):8.2f}"
         print(row)
+        row = f"  {'epoch (unprofiled CPU time)':36s} {total / 1e6:9.1f}"
+        for name, results in sides.items():
+            ms = statistics.median(r.get("cpu", math.nan) for r in results) * 1e3
+            row += f" | {ms:27.1f} {ms / (total / bandwidth[name] * 1e3):8.2f}"
+        print(row)
+        for name, results in sides.items():
+            cpu = {part: statistics.median(r.get(f"cpu_{part}", math.nan) for r in results) for part in PER_CALL_GROUPS}
+            print(f"  {name}: per call in CPU time: setup {cpu['setup']:.3f} s, finish {cpu['finish']:.3f} s")
         for name, results in sides.items():
             setup = statistics.median(r["setup"] for r in results)
             finish = statistics.median(r["finish"] for r in results)
