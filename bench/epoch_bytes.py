@@ -76,8 +76,8 @@ def configs(case: str, epochs: int):
 
     dataset, depth, ortho, runs = CASES[case]
     base = dict(dataset=dataset, setting="full", backbone="gcn", depth=depth, hidden=64, dropout=0.5,
-                layout="linear", ortho=ortho, lr=0.01, weight_decay=5e-4, epochs=epochs + 2,
-                patience=epochs + 2, splits=(0,))
+                layout="linear", ortho=ortho, lr=0.01, weight_decay=5e-4, epochs=epochs,
+                patience=epochs, splits=(0,))
     extra = lambda i: dict(T=1 + i % 6, beta=0.4, lam=5e-4) if ortho else {}  # noqa: E731
     return [TrainConfig(**base, seeds=(i,), **extra(i)) for i in range(runs)]
 
