@@ -21,11 +21,19 @@ import torch
 from filelock import FileLock
 from torch_geometric.data import Data
 
-from orthotune.core import DATASETS, SETTINGS, ConfigError, DatasetInfo, OrthotuneError, Registry, check
+from orthotune.core import (
+    DATASETS,
+    SETTINGS,
+    ConfigError,
+    DatasetInfo,
+    OrthotuneError,
+    Registry,
+    cache_dir,
+    check,
+)
 from orthotune.training._given import build_pyg, file_path, load_pyg, pyg_class, read_graph_file
 
 DATA_ROOT_ENV = "ORTHOTUNE_DATA_ROOT"
-CACHE_ENV = "ORTHOTUNE_CACHE"
 
 
 #: The one-line answer when no data root is set (the CLI's flags are named: it is what users run).
@@ -55,14 +63,6 @@ class DataRoot:
             raise OrthotuneError(f"data root {str(given)!r} is not a directory (create it and add --download to "
                                  f"fetch the datasets into it)")
         return cls(path, download)
-
-
-def cache_dir() -> Path:
-    """orthotune's writable cache (processed datasets): ``ORTHOTUNE_CACHE`` or ~/.cache."""
-    if os.environ.get(CACHE_ENV):
-        return Path(os.environ[CACHE_ENV]).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "orthotune"
 
 
 @dataclass(frozen=True)
