@@ -112,12 +112,13 @@ def default_text(f: dataclasses.Field) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from orthotune.core import cache_dir
+
     config = config_from_args(args)  # bad input fails before torch is imported
     check_memory(config)
     from orthotune.training import (
         DataRoot,
         TrainOptions,
-        cache_dir,
         check_dataset_files,
         choose_device,
         is_prepared,

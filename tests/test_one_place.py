@@ -322,3 +322,30 @@ def test_the_cache_folder_is_one_rule():
                  for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Constant)
                  and node.value in ("ORTHOTUNE_CACHE", "XDG_CACHE_HOME")]
     assert not offenders, offenders
+
+
+def test_a_finite_searcher_is_one_entry(monkeypatch):
+    """A searcher that trains a fixed list of points and keeps no Optuna study is one registry
+    entry: the launch's choices list it, the options give it ``--points``, the budget counts
+    its points and the strategy trains them, in its order, with no per-cell sampler. Nothing
+    else reads a searcher's name."""
+    from orthotune.search import SEARCHERS, Searcher, cell_trials
+    from orthotune.search._strategy import strategy
+
+    def reverse_grid(space, seed):
+        return list(reversed(space.grid()))
+
+    monkeypatch.setitem(SEARCHERS._entries, "reverse-grid",  # the one edit
+                        Searcher(finite=True, points=reverse_grid, size=lambda cell: cell.grid_size()))
+    assert "reverse-grid" in help_of("launch", "searcher")
+    space = parse_space({"datasets": ["cora"], "backbones": ["gcn"], "depths": [2], "original": False,
+                         "ortho": {"T": [2, 4, 6]}})
+    options = LaunchOptions(store="unused", name="finite", space=space, searcher="reverse-grid")
+    assert sum(cell_trials(options).values()) == 3
+    chosen = strategy(options)
+    assert [p["T"] for p in chosen.search_alg.points] == [6, 4, 2] and chosen.configs == 3
+    given = LaunchOptions(store="unused", name="finite", space=space, searcher="reverse-grid",
+                          points=[{**space.grid()[0]}])
+    assert sum(cell_trials(given).values()) == 1
+    with pytest.raises(ValueError, match="explicit points need a searcher that trains given points"):
+        LaunchOptions(store="unused", name="sampled", space=space, searcher="random", points=[space.grid()[0]])

@@ -21,7 +21,6 @@ from torch import Tensor, nn
 
 from orthotune.core import ConfigResult, EpochCallback, TrainConfig
 from orthotune.training._loop import (
-    DEFAULT_OPTIONS,
     LOSS,
     OUTPUT,
     LoopResult,
@@ -30,13 +29,12 @@ from orthotune.training._loop import (
     Rng,
     Run,
     TrainingLoop,
-    TrainOptions,
     adam_groups,
-    execution,
     fault_codes,
     faults_of,
     runs_of,
 )
+from orthotune.training._options import DEFAULT_OPTIONS, TrainOptions, execution
 
 #: Eager epochs a pack trains before its epoch is captured as a CUDA graph
 #: (``TrainOptions.cuda_graph``): Adam's state and cuBLAS's and cuSPARSE's handles and

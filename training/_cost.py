@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 import torch
 
 from orthotune.core import TrainConfig, check
-from orthotune.training._loop import TrainOptions
+from orthotune.training._options import TrainOptions
 from orthotune.training._run import run_configs
 
 #: Epochs between host checks while measuring (a trial's default report cadence).

@@ -29,7 +29,7 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data
 
-from orthotune.core import ConfigError, DatasetInfo, TrainConfig, check
+from orthotune.core import ConfigError, DatasetInfo, TrainConfig, check, one_line
 
 MASKS = ("train_mask", "val_mask", "test_mask")
 #: PyG classes named in the message for an unknown one (the whole list is long).
@@ -131,7 +131,7 @@ def _read_npz(path: Path) -> dict[str, Tensor]:
             return {key: torch.from_numpy(np.ascontiguousarray(archive[key])) for key in archive.files}
     except (ValueError, OSError, EOFError, zipfile.BadZipFile, TypeError) as error:
         raise ConfigError(f"file {str(path)!r} is not a readable .npz of arrays "
-                          f"({_first_line(error)})") from None
+                          f"({one_line(error)})") from None
 
 
 def _read_pt(path: Path) -> dict[str, Any]:
@@ -146,17 +146,12 @@ def _read_pt(path: Path) -> dict[str, Any]:
         value = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as error:  # noqa: BLE001 -- any unreadable file is one line, not a traceback
         raise ConfigError(f"file {str(path)!r} is not a PyG Data or dict of tensors saved by torch.save "
-                          f"(read with weights_only=True: {_first_line(error)})") from None
+                          f"(read with weights_only=True: {one_line(error)})") from None
     if isinstance(value, Data):
         return {key: value[key] for key in value.keys()}
     check(isinstance(value, dict), f"file {str(path)!r} holds a {type(value).__name__}, not a PyG Data or a dict "
                                    f"of tensors")
     return value
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0][:200] if text else type(error).__name__
 
 
 def validate_graph(arrays: dict[str, Any], where: str) -> Data:

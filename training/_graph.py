@@ -54,7 +54,8 @@ from orthotune.models import (
 )
 from orthotune.training._base import BaseTrainer, OneRunPack, first_fault
 from orthotune.training._data import DataRoot, load_dataset
-from orthotune.training._loop import DEFAULT_OPTIONS, Run, Steadiness, TrainOptions
+from orthotune.training._loop import Run, Steadiness
+from orthotune.training._options import DEFAULT_OPTIONS, TrainOptions
 
 NUM_FOLDS = 10
 #: The fixed seed of the fold assignment (not a training seed: changing it changes the folds).

@@ -33,8 +33,9 @@ from orthotune.models import (
     smoothness,
 )
 from orthotune.training._base import BaseTrainer, OneRunPack
-from orthotune.training._data import NodeData
-from orthotune.training._loop import DEFAULT_OPTIONS, Run, Steadiness, TrainOptions
+from orthotune.training._loop import Run, Steadiness
+from orthotune.training._node_data import NodeData
+from orthotune.training._options import DEFAULT_OPTIONS, TrainOptions
 
 
 class _Graph(BaseTrainer):

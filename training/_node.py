@@ -2,7 +2,7 @@
 
 Selection, patience, failure and stopping are the shared loop's (:mod:`._loop`); this
 module supplies the node task's pack: a model whose every parameter has a leading slot
-dimension (nothing is shared between slots; :class:`_PackAdam` checks it), trained on the
+dimension (nothing is shared between slots; :class:`PackAdam` checks it), trained on the
 whole graph each epoch. Packed runs are selected, stopped and failed each on their own,
 so packing does not change any run's result.
 
@@ -13,7 +13,7 @@ patience and selection rule:
 
 - ``T``/``beta``/``lambda`` live in the model (per-matrix Newton steps, per-slot init and
   penalty weight);
-- learning rate and weight decay live in :class:`_PackAdam`. Adam without amsgrad, with
+- learning rate and weight decay live in :class:`PackAdam`. Adam without amsgrad, with
   coupled L2 weight decay (``torch.optim.Adam``'s ``weight_decay``), computes moments
   from the gradient alone, so its update is linear in the learning rate. Each slot's L2
   term ``wd_p * w_p`` is added to its own gradient slice, torch's Adam steps with the
@@ -35,7 +35,8 @@ run's result does not depend on its pack.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from functools import partial
 from typing import NamedTuple
 
@@ -50,7 +51,6 @@ from orthotune.core import (
     OrthotuneError,
     TrainConfig,
     by_group,
-    check,
 )
 from orthotune.models import (
     OrthoGNN,
@@ -65,13 +65,23 @@ from orthotune.models import (
     smoothness,
 )
 from orthotune.training._base import BasePack, BaseTrainer
-from orthotune.training._data import NodeData
-from orthotune.training._loop import DEFAULT_OPTIONS, LoopResult, Run, Steadiness, TrainOptions, decay_groups
+from orthotune.training._loop import LoopResult, Run, Steadiness
 from orthotune.training._memory import pack_capacity
 from orthotune.training._modules import train_modules
+from orthotune.training._node_data import NodeData
+from orthotune.training._options import DEFAULT_OPTIONS, TrainOptions
+from orthotune.training._pack_adam import PackAdam
 
 #: Fields that may differ between the slots of one pack (everything else must agree).
 PER_RUN = frozenset({"selection", "input_T"})
+
+#: Per device type, node features at most this dense take the sparse input path (dropout
+#: on the non-zeros, a block-diagonal sparse product), measured where the two paths cross:
+#: on the 2-core EPYC (one thread, a pack of 5 on [19717, 500] features, forward and
+#: backward of the input layer) the sparse path won at 10% and 15% density in every round,
+#: the two split at 20%, dense won at 25% and 30% (bench/epoch_bytes.py's notes,
+#: docs/benchmarks.md). Devices not measured keep the models' own threshold.
+SPARSE_CROSSOVER = {"cpu": 0.15}
 
 
 def choose_device(requested: str | None = None) -> torch.device:
@@ -127,7 +137,9 @@ class _NodeTask(BaseTrainer):
     def __init__(self, data: NodeData, device: torch.device, options: TrainOptions = DEFAULT_OPTIONS) -> None:
         super().__init__(device, options)
         self.data = data
-        self.x = node_features(data.x)  # sparse bag-of-words: sparse input projection
+        # sparse bag-of-words: sparse input projection (PubMed's 10.02% too, on a CPU)
+        crossover = SPARSE_CROSSOVER.get(device.type)
+        self.x = node_features(data.x) if crossover is None else node_features(data.x, crossover)
         self.x_norms = feature_norms(data.x)  # M_sig's ||h_i(0)|| = ||x_i|| (the paper's H(0) = X)
         self.adj = adjacency(data.adj)
 
@@ -171,7 +183,7 @@ class _NodePack(BasePack):
         members = self.members()
         self.graphing = task.options.cuda_graph and task.device.type == "cuda"
         self.model = task.build(members)
-        self.optimizer = _PackAdam(self.model, members, capturable=self.graphing)
+        self.optimizer = PackAdam(self.model, members, capturable=self.graphing)
         self.masks = task.data.masks([r.split for r in members])
         self.best = {k: v.detach().clone() for k, v in self._packed_state(self.model).items()}
         self.ahead: _Weights | None = None  # effective weights of the current parameters
@@ -249,16 +261,39 @@ class _NodePack(BasePack):
 
     @torch.no_grad()
     def keep_best(self, improved: Tensor) -> None:
-        """Each improved slot's weights become its selected ones (no host sync)."""
+        """Each improved slot's weights become its selected ones, in place (no host sync)."""
         state = self.model.state_dict()
         for key, best in self.best.items():
             value = state[key]
-            best.copy_(torch.where(improved.view(-1, *([1] * (value.dim() - 1))), value, best))
+            torch.where(improved.view(-1, *([1] * (value.dim() - 1))), value, best, out=best)
 
     def finish(self, slots: Sequence[int]) -> list[Steadiness]:
-        """Steadiness metrics of these slots' selected weights, on a model of their own."""
+        """Steadiness metrics of these slots' selected weights. Every slot of the pack: on the
+        pack's own model, its selected weights swapped in and the current ones back after
+        (no model is built); some slots (a compaction): on a model of their own."""
+        if list(slots) == list(range(len(self.runs))):
+            with self._selected_weights():
+                return self._steadiness(self.model, slots)
         model = self.task.build(self.members(slots))
         model.load_state_dict(self._sliced(self.model.state_dict(), self.best, slots, model))
+        return self._steadiness(model, slots)
+
+    @contextmanager
+    def _selected_weights(self) -> Iterator[None]:
+        """The pack's model holds every slot's selected weights inside the block."""
+        state = self.model.state_dict()
+        current = {key: state[key].detach().clone() for key in self.best}
+        with torch.no_grad():
+            for key, best in self.best.items():
+                state[key].copy_(best)
+        try:
+            yield
+        finally:
+            with torch.no_grad():
+                for key, value in current.items():
+                    state[key].copy_(value)
+
+    def _steadiness(self, model: OrthoGNN, slots: Sequence[int]) -> list[Steadiness]:
         model.eval()
         out = model.run(self.task.x, *self.task.adj)
         loss = self.task.losses(out.logits, self.masks[0][:, list(slots)])
@@ -271,7 +306,7 @@ class _NodePack(BasePack):
         """Compact: a model and optimiser of the kept slots, with their state."""
         model = self.task.build(self.members(keep))
         model.load_state_dict(self._sliced(self.model.state_dict(), {}, keep, model))
-        optimizer = _PackAdam(model, self.members(keep), capturable=self.graphing)
+        optimizer = PackAdam(model, self.members(keep), capturable=self.graphing)
         optimizer.take_state(self.optimizer, keep)
         self.best = {k: v[list(keep)] for k, v in self.best.items()}
         self.masks = tuple(m[:, list(keep)] for m in self.masks)
@@ -300,74 +335,6 @@ class _Weights(NamedTuple):
 def _versions(model: nn.Module) -> tuple[int, ...]:
     """Every parameter's version counter (bumped by each in-place change, e.g. Adam's)."""
     return tuple(p._version for p in model.parameters())
-
-
-class _PackAdam:
-    """``torch.optim.Adam`` with a learning rate and three L2 weight decays per slot.
-
-    See the module docstring: per-slot L2 is added to each slot's gradient slice (as
-    Adam's coupled ``weight_decay`` would), and each slot's step is rescaled by
-    ``lr_p / lr_0``, since Adam's update is linear in the learning rate. Where every slot
-    shares a group's decay (or rate), torch's Adam applies it itself.
-    """
-
-    def __init__(self, model: OrthoGNN, runs: Sequence[Run], capturable: bool = False) -> None:
-        self.params = [p for p in model.parameters() if p.requires_grad]
-        for param in self.params:  # per-slot rates need every parameter split by slot
-            check(param.dim() >= 1 and param.shape[0] == len(runs),
-                  f"parameter of shape {tuple(param.shape)} is not split by pack slot")
-        device = self.params[0].device
-        lrs = [r.config.lr for r in runs]
-        groups, self.decay = [], []
-        # the model says which layers are input and output; each takes its own decay
-        for params, decays in decay_groups(model, self.params, [r.config for r in runs]):
-            if not params:
-                continue
-            uniform = len(set(decays)) == 1
-            groups.append({"params": params, "weight_decay": decays[0] if uniform else 0.0})
-            if not uniform:
-                self.decay.append((params, torch.tensor(decays, device=device)))
-        self.scale = None if len(set(lrs)) == 1 else torch.tensor(lrs, device=device) / lrs[0]
-        # fused: one kernel for all parameters on a GPU (its step counter stays there too);
-        # foreach elsewhere: one call per operation for all parameters instead of one per
-        # parameter (torch's CPU default), the same arithmetic
-        cuda = device.type == "cuda"
-        # capturable: a step CUDA graphs can capture (``TrainOptions.cuda_graph``)
-        self.adam = torch.optim.Adam(groups, lr=lrs[0], fused=True if cuda else None, foreach=None if cuda else True,
-                                     capturable=capturable and cuda)
-
-    def zero_grad(self) -> None:
-        self.adam.zero_grad(set_to_none=True)
-
-    @torch.no_grad()
-    def step(self) -> None:
-        for params, decay in self.decay:
-            for param in params:
-                if param.grad is not None:
-                    param.grad.add_(param * _per_slot(decay, param))
-        if self.scale is None:
-            self.adam.step()
-            return
-        before = [p.clone() for p in self.params]
-        self.adam.step()
-        for param, old in zip(self.params, before):  # old + (lr_p / lr_0) * Adam's step
-            param.copy_(old.lerp_(param, _per_slot(self.scale, param)))
-
-    def take_state(self, other: _PackAdam, keep: Sequence[int]) -> None:
-        """Adam's moments of the ``keep`` slots of ``other`` (same parameter order)."""
-        index = torch.tensor(list(keep), device=self.params[0].device)
-        for mine, theirs in zip(self.params, other.params):
-            state = other.adam.state.get(theirs)
-            if state:
-                self.adam.state[mine] = {
-                    k: v.index_select(0, index) if v.dim() >= 1 and v.shape[0] == theirs.shape[0] else v.clone()
-                    for k, v in state.items()
-                }
-
-
-def _per_slot(values: Tensor, like: Tensor) -> Tensor:
-    """``[slots]`` values shaped to broadcast over a ``[slots, ...]`` tensor."""
-    return values.view(-1, *([1] * (like.dim() - 1)))
 
 
 def weight_gradient_norms(weights: Sequence[Tensor], slots: int) -> Tensor:

@@ -15,11 +15,12 @@ from typing import Any
 import torch
 
 from orthotune.core import DATASETS, ConfigResult, EpochCallback, Registry, TrainConfig, check
-from orthotune.training._data import DataRoot, load_node_data, with_random_split
+from orthotune.training._data import DataRoot
 from orthotune.training._given import RandomSplit
 from orthotune.training._graph import load_graph_data, train_graph
-from orthotune.training._loop import DEFAULT_OPTIONS, TrainOptions
 from orthotune.training._node import train_node
+from orthotune.training._node_data import load_node_data, with_random_split
+from orthotune.training._options import DEFAULT_OPTIONS, TrainOptions
 
 
 @dataclass(frozen=True)

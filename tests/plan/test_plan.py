@@ -258,15 +258,16 @@ def test_a_second_plan_reads_one_file_without_torch(tmp_path):
     assert plan("second") == [4, [True, True], []]  # kept anew
 
 
-def test_the_plan_cache_is_trainings_cache_folder(monkeypatch, tmp_path):
+def test_the_plan_cache_is_orthotunes_cache_folder(monkeypatch, tmp_path):
+    """The plan keeps its measurements where the datasets are processed: ``core.cache_dir``,
+    the one rule for the folder (``ORTHOTUNE_CACHE``, else the XDG cache)."""
     from orthotune.plan._cache import plan_cache
-    from orthotune.training import cache_dir
 
     monkeypatch.delenv("ORTHOTUNE_CACHE", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    assert plan_cache() == cache_dir()
+    assert plan_cache() == tmp_path / "orthotune"
     monkeypatch.setenv("ORTHOTUNE_CACHE", str(tmp_path / "elsewhere"))
-    assert plan_cache() == cache_dir()
+    assert plan_cache() == tmp_path / "elsewhere"
 
 
 def test_a_costly_pack_is_measured_on_one_run_and_scaled_by_its_runs(counted, monkeypatch):

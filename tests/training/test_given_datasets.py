@@ -17,8 +17,9 @@ from orthotune.core import DATASETS, ConfigError, TrainConfig
 from orthotune.search import cell_key
 from orthotune.spaces import parse_space
 from orthotune.training import check_dataset_files, load_node_data, run_configs
-from orthotune.training._data import DataRoot, load_dataset, with_random_split
+from orthotune.training._data import DataRoot, load_dataset
 from orthotune.training._graph import load_graph_data
+from orthotune.training._node_data import with_random_split
 
 CPU = torch.device("cpu")
 #: Few epochs, the same training values in every setting (own takes full's defaults, semi its own).

@@ -13,9 +13,10 @@ from trained import per_config
 
 from orthotune.core import ConfigError, TrainConfig
 from orthotune.training import TrainOptions, run_configs, train_node
-from orthotune.training._loop import TrainingLoop, execution
+from orthotune.training._loop import TrainingLoop
 from orthotune.training._memory import capacity, pack_capacity
 from orthotune.training._node import accuracy
+from orthotune.training._options import execution
 
 CPU = torch.device("cpu")
 

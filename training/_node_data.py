@@ -1,0 +1,157 @@
+"""One node-classification graph as tensors: :class:`NodeData` (features, ``A_hat``, labels,
+split masks) loaded through :mod:`._data`'s loaders, and the random setting's split rule."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import torch
+import torch_geometric.transforms as T
+from torch import Tensor
+from torch_geometric.data import Data
+from torch_geometric.nn.conv.gcn_conv import gcn_norm
+from torch_geometric.utils import to_torch_csr_tensor
+
+from orthotune.core import DATASETS, SETTINGS, DatasetInfo, OrthotuneError, TrainConfig, check
+from orthotune.training._data import DataRoot, check_masks, load_dataset
+from orthotune.training._given import RandomSplit
+
+
+@dataclass(frozen=True)
+class NodeData:
+    """One node-classification graph ready for full-batch training.
+
+    ``adj`` is ``A_hat = D^-1/2 (A + I) D^-1/2`` of the (by default undirected) graph as a sparse CSR
+    matrix; masks are ``[N, splits]`` (one column for a single official/public split). In the
+    random setting the masks have no column: ``random`` (set per config by
+    :func:`with_random_split`) draws split ``k`` from seed ``k`` when asked for it.
+    """
+
+    name: str
+    setting: str
+    x: Tensor
+    adj: Tensor
+    y: Tensor
+    train_mask: Tensor
+    val_mask: Tensor
+    test_mask: Tensor
+    num_classes: int
+    num_edges: int  # directed edges of the loaded graph, before symmetrisation
+    random: RandomSplit | None = None
+
+    @property
+    def num_nodes(self) -> int:
+        return self.x.shape[0]
+
+    @property
+    def num_splits(self) -> int:
+        return self.train_mask.shape[1]
+
+    def masks(self, splits: Sequence[int]) -> tuple[Tensor, Tensor, Tensor]:
+        """``[N, len(splits)]`` train/val/test masks for the given split columns."""
+        if SETTINGS.get(self.setting).split == "random":
+            return self._random_masks(splits)
+        for split in splits:
+            if not 0 <= split < self.num_splits:
+                raise OrthotuneError(
+                    f"split={split} must lie in [0, {self.num_splits - 1}] for "
+                    f"{self.name} ({self.setting})"
+                )
+        columns = list(splits)
+        return self.train_mask[:, columns], self.val_mask[:, columns], self.test_mask[:, columns]
+
+    def _random_masks(self, splits: Sequence[int]) -> tuple[Tensor, Tensor, Tensor]:
+        check(self.random is not None, f"{self.name} ({self.setting}) needs the split_* fields of a config")
+        parts = [self.random.masks(self.y, split, self.name) for split in splits]
+        return tuple(torch.stack([part[i] for part in parts], 1).to(self.y.device) for i in range(3))
+
+    def to(self, device: torch.device) -> NodeData:
+        moved = {
+            key: getattr(self, key).to(device)
+            for key in ("x", "adj", "y", "train_mask", "val_mask", "test_mask")
+        }
+        return replace(self, **moved)
+
+
+def load_node_data(
+    name: str, setting: str | None = None, data_root: DataRoot | None = None, directed: bool = False
+) -> NodeData:
+    """The graph ready for full-batch training; ``directed`` keeps its edges as loaded
+    (the authors' WebKB runs), else the graph is symmetrised."""
+    info = DATASETS.get(name)
+    if info.task != "node":
+        raise OrthotuneError(f"dataset {name!r} is a graph-classification dataset")
+    setting = setting or info.default_setting
+    dataset = load_dataset(name, setting, data_root)
+    data: Data = dataset[0]
+    num_edges = data.num_edges
+    split = SETTINGS.get(setting).split
+    check(data.x is not None and data.y is not None, f"dataset {info.name!r} has no node features x or labels y")
+    if split == "official":  # the dataset's own split (OGB's), unnormalised features
+        train, val, test = _official_masks(dataset, data.num_nodes)
+        y = data.y.view(-1)
+    else:
+        data = T.NormalizeFeatures()(data)
+        y = data.y.view(-1) if data.y.dim() == 2 and data.y.shape[1] == 1 else data.y
+        train, val, test = _given_masks(data, info, split)
+    return NodeData(
+        name=info.name,
+        setting=setting,
+        x=data.x.float(),
+        adj=normalised_adjacency(data.edge_index, data.num_nodes, directed),
+        y=y,
+        train_mask=train,
+        val_mask=val,
+        test_mask=test,
+        num_classes=int(y.max()) + 1,
+        num_edges=num_edges,
+    )
+
+
+def normalised_adjacency(edge_index: Tensor, num_nodes: int, directed: bool = False) -> Tensor:
+    """GCN's ``A_hat = D^-1/2 (A + I) D^-1/2`` with ``A[source, target]``.
+
+    Undirected (default): the graph symmetrised by PyG's ``ToUndirected``, then ``GCNNorm``.
+    ``directed``: the edges as loaded, ``D`` the row sums (out-degree + 1), as the authors'
+    ``sys_normalized_adjacency`` does for their directed WebKB graphs; row ``i`` of
+    ``A_hat h`` then aggregates node ``i``'s out-neighbours, as their ``spmm(adj, h)``.
+    """
+    if directed:
+        index, weight = gcn_norm(edge_index, None, num_nodes, add_self_loops=True, flow="target_to_source")
+    else:
+        graph = T.GCNNorm()(T.ToUndirected()(Data(edge_index=edge_index, num_nodes=num_nodes)))
+        index, weight = graph.edge_index, graph.edge_weight
+    with warnings.catch_warnings():  # torch flags sparse CSR as beta on every construction
+        warnings.simplefilter("ignore", UserWarning)
+        return to_torch_csr_tensor(index, weight, (num_nodes, num_nodes))
+
+
+def _given_masks(data: Data, info: DatasetInfo, split: str) -> tuple[Tensor, Tensor, Tensor]:
+    """The dataset's masks as columns; none in the random setting (drawn per split)."""
+    if split == "random":
+        empty = torch.zeros(data.num_nodes, 0, dtype=torch.bool)
+        return empty, empty, empty
+    check_masks(data, info, split)
+    return tuple(_as_columns(data[key]) for key in ("train_mask", "val_mask", "test_mask"))
+
+
+def with_random_split(data: object, config: TrainConfig) -> object:
+    """``data`` with ``config``'s random split rule (node data of the random setting only)."""
+    split = RandomSplit.of(config)
+    return data if split is None or not isinstance(data, NodeData) else replace(data, random=split)
+
+
+def _as_columns(mask: Tensor) -> Tensor:
+    return mask.view(-1, 1) if mask.dim() == 1 else mask
+
+
+def _official_masks(dataset, num_nodes: int) -> tuple[Tensor, Tensor, Tensor]:
+    split = dataset.get_idx_split()
+    masks = []
+    for key in ("train", "valid", "test"):
+        mask = torch.zeros(num_nodes, 1, dtype=torch.bool)
+        mask[split[key], 0] = True
+        masks.append(mask)
+    return tuple(masks)
