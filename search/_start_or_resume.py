@@ -14,6 +14,7 @@ batch job runs however many times Slurm requeues it or its user resubmits it
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from typing import Any
@@ -59,7 +60,13 @@ def _holding(uri: str, name: str) -> Store | None:
 
 
 def _refuse_other_options(stored: dict[str, Any], options: LaunchOptions) -> None:
+    """Refuse to continue a search with options other than its own. An option its record does
+    not hold (a later version added it, as ``--budget``) stands at its default there, as a
+    resumed search reads it."""
     given = json.loads(json.dumps(options.to_meta()))  # as the record holds them (JSON)
+    defaults = json.loads(json.dumps({f.name: f.default for f in dataclasses.fields(LaunchOptions)
+                                      if f.default is not dataclasses.MISSING}, default=str))
+    stored = {**{key: defaults[key] for key in set(given) - set(stored) if key in defaults}, **stored}
     differ = [key for key in sorted((set(given) | set(stored)) - SESSION_OPTIONS) if given.get(key) != stored.get(key)]
     if not differ:
         return

@@ -117,3 +117,21 @@ def test_the_same_command_starts_continues_and_then_reads_the_search(tmp_path):
     assert third.returncode == 0 and out.startswith(f"search again: {TOTAL} trials ({TOTAL} completed)"), err
     assert {t["trial_id"]: t["finished_at"] for t in stored(store, "again")} == \
         {t["trial_id"]: t["finished_at"] for t in trials}
+
+
+def test_a_record_written_before_an_option_existed_is_continued_at_its_default():
+    """A search started by an earlier version holds no ``budget`` (nor its looks) in its record:
+    continuing it with the default budget is the same search; another value is refused."""
+    from orthotune.core import OrthotuneError
+    from orthotune.search import LaunchOptions
+    from orthotune.search._start_or_resume import _refuse_other_options
+    from orthotune.spaces import resolve_space
+
+    options = LaunchOptions(store="s", name="old", space=resolve_space("quick"))
+    stored = json.loads(json.dumps(options.to_meta()))
+    for added in ("budget", "first_look", "look_step", "stopping_rule"):
+        stored.pop(added, None)
+    _refuse_other_options(stored, options)  # no error: the record's missing options are at their defaults
+    stored["seed"] = 7
+    with pytest.raises(OrthotuneError, match="seed: stored 7"):
+        _refuse_other_options(stored, options)

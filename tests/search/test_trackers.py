@@ -51,7 +51,9 @@ def test_nothing_is_imported_unless_asked():
             "from orthotune.spaces import resolve_space\n"
             "from orthotune.store import Store\n"
             "o = LaunchOptions(store='s', name='n', space=resolve_space('quick'), tensorboard=False)\n"
-            "assert len(callbacks_of(o, None, False, 1, RetryLedger(2))) == 3\n"  # ledger, recorder, node watch only
+            "from types import SimpleNamespace\n"
+            "store = SimpleNamespace(fence=None)  # no store opened: callbacks_of reads only its fence here\n"
+            "assert len(callbacks_of(o, store, False, 1, RetryLedger(2))) == 3\n"  # ledger, recorder, node watch only
             "print(sorted(m for m in ('mlflow', 'wandb') if m in sys.modules))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
