@@ -215,7 +215,8 @@ def test_the_quick_search_runs_as_a_batch_job_on_two_nodes_and_best_reads_it(slu
     assert record(store, "quick-slurm")["state"] == "finished"
     best = orthotune(slurm.env, "best", "--store", str(store), "--search", "quick-slurm", "--json")
     assert best.returncode == 0, best.stderr
-    assert len(json.loads(best.stdout)["configs"]) == 4  # one winner per cell
+    # one winner per cell: depths 2 and 4, each original and Ortho, and the graph-free reference
+    assert len(json.loads(best.stdout)["configs"]) == 5
     assert not ray_processes_of(job)
 
 
