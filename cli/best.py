@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from orthotune.cli._common import add_store_argument
 from orthotune.core import (
@@ -97,13 +97,17 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def answer_dict(answer: BestAnswer) -> dict[str, list]:
+def answer_dict(answer: BestAnswer) -> dict[str, Any]:
     """``--json``/``--yaml``: the configs (as ``train --config`` reads them), the pairs'
-    :data:`PAIR_FIELDS` and the curves, as plain values."""
+    :data:`PAIR_FIELDS` and the curves, as plain values; with named arms also ``arms``,
+    ``target`` and ``comparisons`` (each with its tuning curve)."""
     from orthotune.reports import config_dict
 
-    return {"configs": [config_dict(row) for _, row in answer.winners.iterrows()],
-            "pairs": pair_rows(answer.pairs), "curves": [curve.to_dict() for curve in answer.curves]}
+    out = {"configs": [config_dict(row) for _, row in answer.winners.iterrows()],
+           "pairs": pair_rows(answer.pairs), "curves": [curve.to_dict() for curve in answer.curves]}
+    if not answer.arms.empty:  # a space's named arms: the arms, and each comparison with its curve
+        out.update(answer.arms.to_dict())
+    return out
 
 
 def format_curve(curve: PairCurve) -> str:

@@ -32,6 +32,7 @@ from orthotune.core._cells import (
     ARMS,
     REFERENCE,
     REFERENCE_DEPTH,
+    RESERVED_ARM_NAMES,
     Arm,
     Cell,
     CellAxis,
@@ -42,6 +43,8 @@ from orthotune.core._cells import (
     cell_names,
     cell_report_order,
     cell_source,
+    check_arm_name,
+    named_arm,
 )
 from orthotune.core._config import (
     PROFILES,
@@ -100,6 +103,7 @@ __all__ = [
     "REFERENCE",
     "REFERENCE_BACKBONES",
     "REFERENCE_DEPTH",
+    "RESERVED_ARM_NAMES",
     "RESULT_COLUMNS",
     "SETTINGS",
     "SPLIT_FIELDS",
@@ -134,6 +138,8 @@ __all__ = [
     "TrainConfig",
     "all_backbones",
     "arm_of",
+    "check_arm_name",
+    "named_arm",
     "backbone_info",
     "backbone_name",
     "by_group",

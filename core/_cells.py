@@ -5,9 +5,11 @@ depth, a variant, in one arm. Each coordinate is a field of :class:`Cell` made b
 :func:`coordinate`, which says which config field (store column) it is read from, its
 documentation and its role; the rest derives from these declarations: the search's cell key
 (:attr:`Cell.key`: it names Optuna studies, stored searchers and ASHA brackets), the report's
-group keys, sort orders, paper tables and headers, and ``best``'s table. The arms are
-declared once in :data:`ARMS`, and the structure-agnostic reference beside them once in
-:data:`REFERENCE` (a cell of a reference backbone is the reference's).
+group keys, sort orders, paper tables and headers, and ``best``'s table. The default arms
+(the original backbone and its Ortho-GConv form, which ``ortho`` selects) are declared once
+in :data:`ARMS`; a space that declares named arms (``arms``) sets the config's ``arm`` field,
+whose name is then the cell's arm (:func:`arm_of`, :func:`named_arm`); and the
+structure-agnostic reference beside them once in :data:`REFERENCE` (a cell of a reference backbone is the reference's).
 
 Roles (:class:`CellRole`): the *place* coordinates (dataset, setting, backbone, depth) say where
 two arms are compared; the *variant* (a profile or an ablation label; the report tells
@@ -21,12 +23,14 @@ value (depth; the report expects every depth it has seen for every row).
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
 from orthotune.core._backbones import is_reference_backbone, reference_backbone
+from orthotune.core._errors import check
 
 
 @dataclass(frozen=True)
@@ -59,8 +63,32 @@ REFERENCE = Arm("structure-agnostic", key="reference", prefix="ref", ortho=False
 REFERENCE_DEPTH = 2
 
 
-def arm_of(ortho: object) -> Arm:
-    """The arm a config's ``ortho`` value selects (missing: the original backbone)."""
+#: A named arm (a space's ``arms``): letters, digits, ``-``, ``_``, ``+`` and ``.``, starting with
+#: a letter; it is the arm's part of a cell key, so it never takes a default arm's or the
+#: reference's key.
+ARM_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.+-]*")
+RESERVED_ARM_NAMES = (*(arm.key for arm in ARMS), REFERENCE.key)
+
+
+def check_arm_name(name: object) -> str:
+    """``name`` if it may name an arm (:data:`ARM_NAME`, none of :data:`RESERVED_ARM_NAMES`)."""
+    check(isinstance(name, str) and ARM_NAME.fullmatch(name) is not None,
+          f"arm name {name!r} must start with a letter and hold only letters, digits and _ . + -")
+    check(name not in RESERVED_ARM_NAMES,
+          f"arm name {name!r} is taken (reserved: {', '.join(RESERVED_ARM_NAMES)}); name the arm otherwise")
+    return name
+
+
+def named_arm(name: str, ortho: object) -> Arm:
+    """The arm a space's ``arms`` names: shown, keyed and prefixed by its name."""
+    return Arm(name, key=name, prefix=name, ortho=bool(ortho))
+
+
+def arm_of(ortho: object, name: object = None) -> Arm:
+    """The arm of a config: its named arm (``arm``, where a space declares arms), else the
+    default arm its ``ortho`` value selects (missing: the original backbone)."""
+    if isinstance(name, str) and name:
+        return named_arm(name, ortho)
     return next(arm for arm in ARMS if arm.ortho == bool(ortho))
 
 
@@ -82,19 +110,20 @@ class CellAxis(StrEnum):
 
 def coordinate(doc: str, role: CellRole = CellRole.PLACE, *, axis: CellAxis | None = None,
                source: str | None = None, kind: Callable[[Any], Any] = str, in_key: bool = True,
-               implicit: Any = None, label: str = "{}") -> Any:
+               implicit: Any = None, label: str = "{}", named_by: str | None = None) -> Any:
     """A field of :class:`Cell`.
 
     ``source``: the config field (and store column) it is read from, by default its own name;
     ``kind``: its values' type; ``in_key``: part of the search's cell key; ``implicit``: the
     value of a config that leaves it unset, which the key leaves out; ``label``: how a
     verdict line names a value (``depth {}``); ``axis``: for a place coordinate, where the
-    paper tables put it (default: a row).
+    paper tables put it (default: a row); ``named_by``: a config field whose non-empty value
+    names the coordinate's value instead (the arm: ``arm``, else ``ortho`` selects it).
     """
     if axis is None and role is CellRole.PLACE:
         axis = CellAxis.ROW
     metadata = {"doc": doc, "role": role, "axis": axis, "source": source, "kind": kind, "in_key": in_key,
-                "implicit": implicit, "label": label}
+                "implicit": implicit, "label": label, "named_by": named_by}
     return dataclasses.field(metadata=metadata)
 
 
@@ -110,7 +139,8 @@ class Cell:
                             label="depth {}")
     variant: str = coordinate("the variant label (a profile or an ablation); the report also keeps apart "
                               "cells whose variant switches differ", CellRole.VARIANT, implicit="default")
-    arm: Arm = coordinate("the original backbone or its Ortho-GConv form", CellRole.ARM, source="ortho", kind=arm_of)
+    arm: Arm = coordinate("the original backbone or its Ortho-GConv form, or the named arm of a space's arms",
+                          CellRole.ARM, source="ortho", kind=arm_of, named_by="arm")
 
     @classmethod
     def of(cls, values: Mapping[str, Any]) -> Cell:
@@ -174,6 +204,8 @@ def cell_label(name: str, value: Any) -> str:
 def _read(f: dataclasses.Field, values: Mapping[str, Any]) -> Any:
     """A coordinate's value in ``values`` as its kind (the arm of a missing ``ortho`` too)."""
     value = values.get(f.metadata["source"] or f.name)
+    if f.metadata["named_by"]:
+        return f.metadata["kind"](value, values.get(f.metadata["named_by"]))
     implicit = f.metadata["implicit"]
     if implicit is not None and not value:
         return implicit

@@ -24,6 +24,7 @@ from orthotune.core._backbones import (
     readers,
 )
 from orthotune.core._catalogue import DATASETS, SETTINGS, defaults_for
+from orthotune.core._cells import check_arm_name
 from orthotune.core._errors import ConfigError, check
 from orthotune.core._fields import Group, Rule, by_group, declared, option, validate_fields
 
@@ -138,6 +139,11 @@ class TrainConfig(_OrthoFields):
                                 "(linear) or all its layers (standard), K propagations follow; a factory: its "
                                 "own; gunet: pooling levels", _C)
     ortho: bool = option(True, Rule("bool"), "Ortho-GConv arm (true) or the original backbone (false)", _C)
+    # the named arm of a space that declares ``arms`` (its name is the arm's key); unset (null in
+    # the store): the default pair, whose arm ``ortho`` selects, as every row before named arms
+    arm: str | None = option(None, Rule("str", optional=True),
+                             "the named arm of a space's arms (a backbone and its treatments); unset: the "
+                             "original or Ortho-GConv arm that ortho selects", _C)
     variant: str = option("default", Rule("str"),
                            "label of the variant (profile or ablation); part of the report's cell key", _V)
     # a training value, not a variant switch: arms that differ in it pair on depth (propagations),
@@ -245,6 +251,8 @@ class TrainConfig(_OrthoFields):
         for key in ("splits", "seeds"):
             set_(self, key, _as_tuple(key, getattr(self, key)))
         validate_fields(self)
+        if self.arm:
+            check_arm_name(self.arm)
         check(len(self.splits) == len(self.seeds) or 1 in (len(self.splits), len(self.seeds)),
               f"splits={self.splits} and seeds={self.seeds} must have equal lengths, or one of length 1")
         check(self.hidden % self.norm_groups == 0,

@@ -7,6 +7,7 @@ import base64
 import html
 
 from orthotune.reports import _text
+from orthotune.reports._arms import arms_table, table_note
 from orthotune.reports._report import Report
 from orthotune.reports._text import Links
 
@@ -89,6 +90,26 @@ def _html_accuracy(report: Report, setting: str, variant: str | None, title: str
     return [f"<h2>{html.escape(title)}</h2>", _html_table(_text.paper_header(depths), body, "paper")]
 
 
+#: The table's marks (``_arms.MARKS``) in HTML.
+MARKS_HTML = {"better": "▲", "worse": "▼", "not different": "=", "no test": "?"}
+
+
+def _html_methods(report: Report) -> list[str]:
+    """The comparisons' verdict lines and the paper's table of the named arms."""
+    parts = []
+    if report.verdicts.comparisons:
+        items = "".join(f"<li>{html.escape(line)}</li>" for line in report.verdicts.comparisons)
+        parts += ["<h2>Comparisons</h2>", f'<ul class="verdicts">{items}</ul>']
+    for title, datasets, rows in arms_table(report.arms):
+        body = [[_td(name, True), *(_td(t + (f" {MARKS_HTML[m]}" if m else ""), bold=best) for t, best, m in cells)]
+                for name, cells in rows]
+        heading = f"Methods against {report.arms.target or 'their baselines'}: {title}"
+        parts += [f"<h2>{html.escape(heading)}</h2>",
+                  _html_table(["method", *datasets], body, "paper"),
+                  f'<p class="note">{html.escape(table_note(report.arms, MARKS_HTML))}</p>']
+    return parts
+
+
 def _html_pairs(report: Report) -> list[str]:
     rows = [[_td(c, i < _text.PAIR_NAMES or i in _text.PAIR_WORDS) for i, c in enumerate(row)]
             for row in _text.pair_rows(report)]
@@ -124,8 +145,9 @@ def render_html(report: Report, links: Links) -> str:
              "<title>orthotune report</title>", f"<style>{_CSS}</style>",
              f"<script>{_SCRIPT}</script></head><body>", "<h1>orthotune report</h1>",
              *(f"<p>{html.escape(line)}</p>" for line in _text.heading(report)), *_html_summary(report)]
-    if report.summary.empty:
+    if report.summary.empty and report.arms.empty:
         parts.append("<p>No trials match: nothing to report.</p>")
+    parts += _html_methods(report)
     for setting, variant, title in _text.sections(report):
         parts += _html_accuracy(report, setting, variant, title)
     if not report.summary.empty:

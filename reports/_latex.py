@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from orthotune.core import ARMS, cell_label
 from orthotune.reports import _text
+from orthotune.reports._arms import arms_table, table_note
 from orthotune.reports._load import ROWS
 from orthotune.reports._report import Report
 from orthotune.reports._text import Links
@@ -17,7 +18,7 @@ if TYPE_CHECKING:
 
 _TEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
         "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
-        "−": "$-$", "Δ": r"$\Delta$", "—": "--", "±": r"$\pm$"}
+        "−": "$-$", "Δ": r"$\Delta$", "α": r"$\alpha$", "—": "--", "±": r"$\pm$"}
 
 
 def tex(text: object) -> str:
@@ -51,6 +52,28 @@ def _latex_accuracy(report: Report, setting: str, variant: str | None) -> list[s
     return out + ["\\bottomrule", "\\end{tabular}", "\\end{table}", ""]
 
 
+#: The table's marks (``_arms.MARKS``) in LaTeX.
+MARKS_TEX = {"better": "$\\uparrow$", "worse": "$\\downarrow$", "not different": "$=$", "no test": "?"}
+
+
+def _latex_methods(report: Report, title: str, datasets: list[str], rows: list) -> list[str]:
+    """The paper's table of the named arms: a row per method, a column per dataset."""
+    # the marks go in as placeholders tex() leaves alone, then become their symbols
+    placeholders = {mark: f"MARK{i}X" for i, mark in enumerate(MARKS_TEX)}
+    caption = tex(f"Methods against {report.arms.target or 'their baselines'}, {title}. "
+                  + table_note(report.arms, placeholders))
+    for mark, placeholder in placeholders.items():
+        caption = caption.replace(placeholder, MARKS_TEX[mark])
+    out = ["\begin{table}[t]", "\centering", "\small", f"\caption{{{caption}}}",
+           "\begin{tabular}{l" + "c" * len(datasets) + "}", "\toprule",
+           " & ".join(["Method", *(tex(d) for d in datasets)]) + " \\", "\midrule"]
+    for name, cells in rows:
+        texts = [(f"\textbf{{{tex(t)}}}" if best else tex(t)) + (f" {MARKS_TEX[m]}" if m else "")
+                 for t, best, m in cells]
+        out.append(" & ".join([tex(name), *texts]) + " \\")
+    return out + ["\bottomrule", "\end{tabular}", "\end{table}", ""]
+
+
 def _latex_figure(figure: Figure, link: str) -> list[str]:
     return ["\\begin{figure}[t]", "\\centering", f"\\includegraphics[width=\\linewidth]{{{link}}}",
             f"\\caption{{{tex(figure.title)}. {tex(figure.caption)}}}", "\\end{figure}", ""]
@@ -61,6 +84,9 @@ def render_latex(report: Report, links: Links) -> str:
            *(f"% {line}" for line in _text.heading(report)), "",
            *(f"% verdict: {line}" for line in report.verdicts.lines),
            *(f"% warning: {w}" for w in report.verdicts.warnings), ""]
+    out += [*(f"% comparison: {line}" for line in report.verdicts.comparisons)]
+    for title, datasets, rows in arms_table(report.arms):
+        out += _latex_methods(report, title, datasets, rows)
     for setting, variant, _title in _text.sections(report):
         out += _latex_accuracy(report, setting, variant)
     if not report.summary.empty:

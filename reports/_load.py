@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -51,6 +51,9 @@ COLUMNS = cell_names(axes=(CellAxis.COLUMN,))
 #: ``variant_name``, the arm by its name), and the column the arm is read from (``ortho``).
 (VARIANT,), (ARM,) = cell_names(CellRole.VARIANT), cell_names(CellRole.ARM)
 ARM_COLUMN = cell_source(ARM)
+#: The column of a space's named arm (``core.named_arm``; empty or null: the default pair's
+#: arm, which ``ortho`` selects). Its rows are the comparisons stage's (``_arms``), not the pairs'.
+NAMED_ARM = next(f.metadata["named_by"] for f in cell_coordinates(CellRole.ARM))
 #: Each coordinate's type (depth: int), to which values pandas turned into floats go back;
 #: the integer place coordinates stay integers in every table.
 KINDS = {f.name: f.metadata["kind"] for f in cell_coordinates()}
@@ -77,7 +80,7 @@ ROW = (*LEAD, VARIANT)
 ORIGINAL, ORTHO = (arm.name for arm in ARMS)
 #: The columns :func:`load_trials` reads whatever it is asked for: the trial's identity, the
 #: filters' columns and what the cell's keys and the arm derive from.
-_KEYS = ("search", "trial_id", *BASE, "variant", *SWITCHES, *SPLIT_FIELDS)
+_KEYS = ("search", "trial_id", *BASE, NAMED_ARM, "variant", *SWITCHES, *SPLIT_FIELDS)
 
 
 @dataclass(frozen=True)
@@ -125,13 +128,15 @@ def open_store(store: Store | str) -> Store:
 @dataclass(frozen=True)
 class Loaded:
     """The load stage's product: the store it read, the filters, the arms' trials and the
-    structure-agnostic reference's (:func:`split_reference`) and the searches' records."""
+    structure-agnostic reference's (:func:`split_reference`), the searches' records and the
+    rows of a space's named arms (:func:`split_named`)."""
 
     store: Store
     filters: Filters
     trials: pd.DataFrame
     reference: pd.DataFrame
     records: dict
+    named: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @property
     def arms(self) -> tuple[bool, ...]:
@@ -144,7 +149,8 @@ def load(store: Store | str, filters: Filters | None = None, columns: Sequence[s
     apart, and the records (which searches ran a smoke-test space)."""
     store, filters = open_store(store), filters or Filters()
     trials, reference = split_reference(load_trials(store, filters, columns))
-    return Loaded(store, filters, trials, reference, store.searches())
+    trials, named = split_named(trials)
+    return Loaded(store, filters, trials, reference, store.searches(), named)
 
 
 #: The ``trials`` columns that are lists (per repeat, per layer): decoding them for every trial
@@ -194,8 +200,11 @@ def load_trials(store: Store | str, filters: Filters | None = None,
     if filters.ortho is not None:
         arms &= frame["ortho"] == filters.ortho
     frame = frame[keep & (arms | reference)].reset_index(drop=True)
+    named = frame[NAMED_ARM].fillna("").astype(str) if NAMED_ARM in frame else pd.Series("", index=frame.index)
     frame[ARM] = frame[ARM_COLUMN].map({arm.ortho: arm.name for arm in ARMS}).where(~is_reference(frame),
                                                                                        REFERENCE.name)
+    frame[ARM] = frame[ARM].where(named == "", named)  # a named arm is shown by its name
+    frame[NAMED_ARM_KEY] = named
     frame[SPLIT_RULE] = _per_combination(frame, list(SPLIT_FIELDS), _split_rule)
     return add_variant_keys(frame)
 
@@ -208,6 +217,17 @@ SPLIT_RULE = "split_rule"
 def is_reference(frame: pd.DataFrame) -> pd.Series:
     """The rows of the structure-agnostic reference (``core.REFERENCE``): its backbones'."""
     return frame["backbone"].isin(REFERENCE_BACKBONES)
+
+
+#: The column :func:`load_trials` keeps a row's named arm in ("" for the default pair's rows,
+#: old rows among them), since the ``arm`` column then shows every arm's name.
+NAMED_ARM_KEY = "named_arm"
+
+
+def split_named(trials: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``trials`` as the default pair's rows and the named arms' rows."""
+    named = trials[NAMED_ARM_KEY] != "" if NAMED_ARM_KEY in trials else pd.Series(False, index=trials.index)
+    return trials[~named].reset_index(drop=True), trials[named].reset_index(drop=True)
 
 
 def split_reference(trials: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -233,7 +253,9 @@ def _split_rule(values: dict) -> str:
 def add_variant_keys(frame: pd.DataFrame) -> pd.DataFrame:
     """Add ``switches``, ``shared`` and ``variant_name`` (see :func:`load_trials`)."""
     frame = frame.copy()
-    codes, combos = _combinations(frame, [*SWITCHES, "ortho"])
+    if NAMED_ARM_KEY not in frame:
+        frame[NAMED_ARM_KEY] = ""
+    codes, combos = _combinations(frame, [*SWITCHES, "ortho", NAMED_ARM_KEY])
     combos = [_switch_values(row) for row in combos]
     for name, values in (("switches", [_encode(c) for c in combos]),
                          ("shared", [_encode({k: v for k, v in c.items() if k in SHARED}) for c in combos]),
@@ -267,7 +289,8 @@ def _per_combination(frame: pd.DataFrame, columns: list[str], value) -> np.ndarr
 def _switch_values(row: dict) -> dict:
     # the original arm never reads the Ortho-only switches: they must not split its cells
     keep = SWITCHES if row["ortho"] else SHARED
-    return {k: _scalar(row[k]) for k in keep if _scalar(row[k]) is not None}
+    named = {NAMED_ARM: row[NAMED_ARM_KEY]} if row.get(NAMED_ARM_KEY) else {}  # named arms never share a cell
+    return {**{k: _scalar(row[k]) for k in keep if _scalar(row[k]) is not None}, **named}
 
 
 def _scalar(value: object) -> object:
@@ -289,7 +312,7 @@ def _variant_names(combos: list[dict]) -> list[str]:
     names = []
     for combo in combos:
         label = str(combo.get("variant"))
-        differ = [f"{k}={v}" for k, v in combo.items() if k != "variant" and len(seen[label][k]) > 1]
+        differ = [f"{k}={v}" for k, v in combo.items() if k not in ("variant", NAMED_ARM) and len(seen[label][k]) > 1]
         names.append(f"{label} ({', '.join(differ)})" if differ else label)
     return names
 

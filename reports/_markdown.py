@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from orthotune.reports import _text
+from orthotune.reports._arms import arms_table, table_note
 from orthotune.reports._report import Report
 from orthotune.reports._text import Links
 
@@ -15,12 +16,27 @@ def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
     return [line(header), "|" + "---|" * len(header), *(line(r) for r in rows)]
 
 
+#: The table's marks (``_arms.MARKS``) in Markdown.
+MARKS_MD = {"better": "▲", "worse": "▼", "not different": "=", "no test": "?"}
+
+
+def _md_cell(text: str, best: bool, mark: str) -> str:
+    shown = f"**{text}**" if best else text
+    return f"{shown} {MARKS_MD[mark]}" if mark else shown
+
+
 def render_md(report: Report, links: Links) -> str:
     out = ["# orthotune report", "", *(f"{line}  " for line in _text.heading(report)), ""]
     out += ["## Summary", "", *(f"- {line}" for line in report.verdicts.lines), ""] if report.verdicts.lines else []
     out += [*(f"> **Warning:** {w}  " for w in report.verdicts.warnings), ""] if report.verdicts.warnings else []
-    if report.summary.empty:
+    out += ["## Comparisons", "", *(f"- {line}" for line in report.verdicts.comparisons), ""] \
+        if report.verdicts.comparisons else []
+    if report.summary.empty and report.arms.empty:
         out += ["No trials match: nothing to report.", ""]
+    for title, datasets, rows in arms_table(report.arms):
+        body = [[name, *(_md_cell(text, best, mark) for text, best, mark in cells)] for name, cells in rows]
+        out += [f"## Methods against {report.arms.target or 'their baselines'}: {title}", "",
+                *_md_table(["method", *datasets], body), "", table_note(report.arms, MARKS_MD), ""]
     for setting, variant, title in _text.sections(report):
         depths, rows = _text.paper_grid(report, setting, variant)
         body = [[*names] + [(f"**{t}**" if better else t) if t else "—" for t, better in cells]

@@ -23,11 +23,12 @@ import contextlib
 import multiprocessing
 import os
 from concurrent.futures import Executor, ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 import pandas as pd
 
+from orthotune.reports._arms import ArmComparisons, compare_arms
 from orthotune.reports._curve import Curves, PairCurve, trace_curves
 from orthotune.reports._curve_plot import curve_figures
 from orthotune.reports._hyperparameters import start_importance, t_effect, winners_table
@@ -70,6 +71,7 @@ class Report:
     references: pd.DataFrame = field(default_factory=pd.DataFrame)  # the structure-agnostic reference's
     verdicts: Verdicts = Verdicts((), ())  # the summary the report opens with
     curves: list[PairCurve | None] = field(default_factory=list)  # per summary row, its tuning curve
+    arms: ArmComparisons = ArmComparisons()  # a space's named arms: their comparisons and table
 
     selection_rule: str = TIE_RULE_TEXT
     test_name: str = TEST_NAME
@@ -99,6 +101,7 @@ class BestAnswer:
     verdicts: Verdicts
     pairs: pd.DataFrame
     curves: tuple[PairCurve, ...]
+    arms: ArmComparisons = ArmComparisons()
 
 
 def best_answer(store: Store | str, filters: Filters | None = None) -> BestAnswer:
@@ -107,19 +110,20 @@ def best_answer(store: Store | str, filters: Filters | None = None) -> BestAnswe
     loaded = load(store, filters, CURVE_COLUMNS)
     selection = select(loaded)
     curves = with_stops(loaded, selection, trace_curves(selection, pair_and_test(selection)))
-    verdicts = judge(loaded, selection, curves)
+    arms = compare_arms(loaded, selection.reference_winners)
+    verdicts = replace(judge(loaded, selection, curves), comparisons=arms.lines())
     pairs = curves.summary.assign(reference=[reference_words(row) for _, row in curves.summary.iterrows()])
-    return BestAnswer(_every_winner(selection), verdicts, pairs,
-                      tuple(curve for curve in curves.curves if curve is not None))
+    return BestAnswer(_every_winner(selection, arms), verdicts, pairs,
+                      tuple(curve for curve in curves.curves if curve is not None), arms)
 
 
-def _every_winner(selection: Selection) -> pd.DataFrame:
-    """The arms' winners and the reference's, in cell order: their cells are apart, so these
-    are :func:`select_best`'s winners of the whole frame, not selected again."""
-    winners, reference = selection.winners, selection.reference_winners
-    if reference.empty:
-        return winners
-    return pd.concat([winners, reference]).sort_values(list(CELL), kind="stable").reset_index(drop=True)
+def _every_winner(selection: Selection, arms: ArmComparisons) -> pd.DataFrame:
+    """The arms' winners (the named arms' too) and the reference's, in cell order: their cells
+    are apart, so these are :func:`select_best`'s winners of the whole frame, not selected again."""
+    frames = [f for f in (selection.winners, arms.winners, selection.reference_winners) if not f.empty]
+    if len(frames) <= 1:
+        return frames[0] if frames else selection.winners
+    return pd.concat(frames).sort_values(list(CELL), kind="stable").reset_index(drop=True)
 
 
 def tuning_curves(store: Store | str, filters: Filters | None = None) -> list[PairCurve]:
@@ -137,7 +141,8 @@ def build_report(store: Store | str, filters: Filters | None = None, plots: bool
     selection = select(loaded)
     pairs = pair_and_test(selection)
     curves = with_stops(loaded, selection, trace_curves(selection, pairs))
-    verdicts = judge(loaded, selection, curves)
+    arms = compare_arms(loaded, selection.reference_winners)
+    verdicts = replace(judge(loaded, selection, curves), comparisons=arms.lines())
     trials, winners = selection.trials, selection.winners
     effect = t_effect(trials)
     with _workers() as pool:  # the importance's forests fitted while the figures are drawn
@@ -146,11 +151,11 @@ def build_report(store: Store | str, filters: Filters | None = None, plots: bool
         shares = fitted()
     return Report(
         store=loaded.store.uri,
-        searches=sorted(trials["search"].unique()),
+        searches=sorted({*trials["search"].unique(), *loaded.named.get("search", pd.Series(dtype=str)).unique()}),
         filters=loaded.filters,
         generated_at=datetime.now(UTC),
-        trials=len(trials),
-        failed=int((trials["status"] == "failed").sum()),
+        trials=len(trials) + len(loaded.named),
+        failed=int((trials["status"] == "failed").sum()) + int((loaded.named.get("status") == "failed").sum()),
         winners=winners,
         summary=curves.summary,
         missing=selection.missing,
@@ -162,6 +167,7 @@ def build_report(store: Store | str, filters: Filters | None = None, plots: bool
         verdicts=verdicts,
         curves=curves.curves,
         references=pairs.references,
+        arms=arms,
     )
 
 

@@ -272,9 +272,27 @@ IMPORTANCE_NOTE = ("Optuna's fANOVA importance (optuna.importance, 32 trees, see
                    "of them TPE's random start-up proposals.")
 
 
+COMPARISON_HEADER = ["setting", "dataset", "variant", "arm", "baseline", "arm test %", "baseline test %", "n",
+                     "Δ mean (pts)", "95% CI (pts)", "p", "p (Holm)", "verdict", "tuning curve"]
+COMPARISON_NOTE = ("One paired test per comparison the search declares and dataset (arm − baseline test accuracy, "
+                   "matched repeat by repeat, each arm's winner selected on validation); Holm over every comparison.")
+
+
+def _comparison_rows(report: Report) -> list[list[str]]:
+    def acc(mean: object, std: object) -> str:
+        return f"{_pct(mean)} ± {_pct(std)}" if _finite(mean) else "—"
+
+    return [[r["setting"], r["dataset"], r["variant_name"], r["arm"], r["baseline"],
+             acc(r["arm_test_acc"], r["arm_test_acc_std"]), acc(r["base_test_acc"], r["base_test_acc_std"]),
+             number(r["n_pairs"]), _signed(r["diff_mean"]), _ci(r), _p(r["p"]), _p(r["p_holm"]), r["verdict"],
+             r.get("settled") or ""] for _, r in report.arms.comparisons.iterrows()]
+
+
 def extra_tables(report: Report) -> list[tuple[str, list[str], list[list[str]], str]]:
     """The tables after the paired comparison: ``(title, header, rows, note)``, non-empty only."""
     out = []
+    if len(report.arms.comparisons):
+        out.append(("Comparisons of the named arms", COMPARISON_HEADER, _comparison_rows(report), COMPARISON_NOTE))
     columns, rows = _winner_rows(report)
     if rows:
         out.append(("Winners: hyperparameters", columns, rows, WINNERS_NOTE))

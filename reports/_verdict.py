@@ -45,11 +45,15 @@ class Verdicts:
 
     lines: tuple[str, ...]
     warnings: tuple[str, ...]
+    comparisons: tuple[str, ...] = ()  # one line per comparison of named arms (``_arms``)
 
     def text(self) -> str:
         """The lines and the warnings as the terminal shows them."""
         out = ["verdict per pair (Ortho-GConv − original test accuracy, selected on validation):",
-               *(f"  {line}" for line in self.lines)]
+               *(f"  {line}" for line in self.lines)] if self.lines or not self.comparisons else []
+        if self.comparisons:
+            out += ["verdict per comparison (arm − baseline test accuracy, selected on validation; Holm over "
+                    "every comparison):", *(f"  {line}" for line in self.comparisons)]
         out += [f"warning: {w}" for w in self.warnings]
         return "\n".join(out)
 

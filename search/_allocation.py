@@ -1,6 +1,7 @@
 """An adaptive budget inside one search: how many trainings each cell may be given now.
 
-Each pair (a place's original and Ortho-GConv cells) starts with its first look's trials per
+Each pair (a place's original and Ortho-GConv cells; with a space's named arms, the group of
+every arm's cell on one dataset and variant) starts with its first look's trials per
 arm; when both arms' first k trials have ended, the stopping rule (``_stopping``) reads them:
 the pair stops at k, or both arms may go on to the next look. A pair at a look waits (its
 cells propose nothing) until both arms' first k have ended, so the arms stay in lockstep. A
@@ -21,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from orthotune.core import ARMS, OBJECTIVE, Status, Summary, result_column_name
+from orthotune.core import ARMS, OBJECTIVE, RESERVED_ARM_NAMES, Status, Summary, result_column_name
 from orthotune.search._stopping import ArmTrials, Looks, Stop, StoppingRule, stop_of
 
 #: The stored objective's std over the repeats (the rule's standard error is it over their root).
@@ -32,24 +33,24 @@ STOP_READS = ("search", "trial_id", "status", OBJECTIVE, OBJECTIVE_STD, "repeat_
 
 @dataclass
 class _Pair:
-    original: str
-    ortho: str
+    cells: tuple[str, ...]  # its arms' cells (the default pair: original, then Ortho-GConv)
     look: int  # the look the pair is at (or stopped at)
     stop: Stop | None = None
 
 
 @dataclass
 class AdaptiveBudget:
-    """``pairs``: pair name -> (original cell, Ortho-GConv cell); ``references``: reference
-    cell -> the names of its dataset's pairs."""
+    """``pairs``: pair name -> its arms' cells (original, Ortho-GConv; or a group of named
+    arms, which move in lockstep alike); ``references``: reference cell -> the names of its
+    dataset's pairs."""
 
     rule: StoppingRule
     looks: Looks
-    pairs: Mapping[str, tuple[str, str]]
+    pairs: Mapping[str, tuple[str, ...]]
     references: Mapping[str, Iterable[str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self._pairs = {name: _Pair(*cells, self.looks.first) for name, cells in self.pairs.items()}
+        self._pairs = {name: _Pair(tuple(cells), self.looks.first) for name, cells in self.pairs.items()}
         self._of = {cell: name for name, cells in self.pairs.items() for cell in cells}
         self._references = {cell: tuple(names) for cell, names in self.references.items()}
         # per cell: trial id -> (start-order key, validation mean, std, repeats)
@@ -96,7 +97,7 @@ class AdaptiveBudget:
     def _advance(self, name: str) -> list[tuple[str, Stop]]:
         pair = self._pairs[name]
         while pair.stop is None:
-            ended = [self._ended(cell) for cell in (pair.original, pair.ortho)]
+            ended = [self._ended(cell) for cell in pair.cells]
             if min(arm.n for arm in ended) < pair.look:
                 return []
             stop = stop_of(self.rule, self.looks, *(_prefix(arm, pair.look) for arm in ended))
@@ -131,15 +132,23 @@ def start_key(row: Mapping[str, Any]) -> tuple:
 
 def budget_of(cells: Iterable[str], rule: StoppingRule, looks: Looks) -> AdaptiveBudget:
     """The adaptive budget of a search's cells (their keys, ``dataset/backbone/depth[/variant]/
-    arm``): each place and variant with both arms is a pair, named by that place; every other
-    cell (a reference, an arm without its partner) follows its dataset's furthest pair."""
+    arm``): each place and variant with both default arms is a pair, named by that place; the
+    named arms (``core.named_arm``) of a dataset and variant are one group, named by the
+    dataset and variant, whose cells all move in lockstep; every other cell (a reference, an
+    arm without its partner) follows its dataset's furthest pair."""
     cells = list(cells)
     arms: dict[str, dict[str, str]] = {}
+    named: dict[str, list[str]] = {}
     for key in cells:
         place, _, arm = key.rpartition("/")
-        arms.setdefault(place, {})[arm] = key
+        if arm in RESERVED_ARM_NAMES:
+            arms.setdefault(place, {})[arm] = key
+        else:  # dataset/backbone/depth[/variant]/arm: grouped by dataset and variant
+            dataset, _, _, *variant = place.split("/")
+            named.setdefault("/".join([dataset, *variant, "arms"]), []).append(key)
     both = [arm.key for arm in ARMS]  # original, then Ortho-GConv
     pairs = {place: (keys[both[0]], keys[both[1]]) for place, keys in arms.items() if set(both) <= set(keys)}
+    pairs.update({name: tuple(keys) for name, keys in named.items() if len(keys) >= 2})
     paired = {key for keys in pairs.values() for key in keys}
     followers = {key: tuple(name for name in pairs if name.split("/")[0] == key.split("/")[0])
                  for key in cells if key not in paired}

@@ -174,16 +174,18 @@ class Stop:
     next_look: int | None = None
 
 
-def stop_of(rule: StoppingRule, looks: Looks, original: ArmTrials, ortho: ArmTrials) -> Stop:
-    """The stop of one pair whose arms hold ``original.n`` and ``ortho.n`` ended trials so far
-    (1-d arrays): its first look where both arms are settled, the maximum, or still open."""
-    ended = min(original.n, ortho.n)  # lockstep: a look at k waits for both arms' first k
+def stop_of(rule: StoppingRule, looks: Looks, *arms: ArmTrials) -> Stop:
+    """The stop of one pair (or group of arms: a space's named arms on one dataset) whose
+    arms hold ``arm.n`` ended trials so far (1-d arrays): its first look where every arm is
+    settled, the maximum, or still open."""
+    check(len(arms) >= 2, f"stop_of compares two arms or more, got {len(arms)}")
+    ended = min(arm.n for arm in arms)  # lockstep: a look at k waits for every arm's first k
     for k in looks.at():
         if k > ended:
             return Stop(None, f"open: next look at {k} trials per arm", k)
         if k == looks.maximum:
             return Stop(k, "the maximum reached")
-        if bool(rule.settled(original, k)) and bool(rule.settled(ortho, k)):
+        if all(bool(rule.settled(arm, k)) for arm in arms):
             return Stop(k, rule.reason(k))
     raise AssertionError("unreachable: the last look is the maximum")  # pragma: no cover
 

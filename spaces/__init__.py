@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from orthotune.core import Registry
+from orthotune.spaces._arms import ArmSpec, Comparisons, comparisons_of
 from orthotune.spaces._default_config import default_config
 from orthotune.spaces._parse import is_smoke_test, load_space_file, parse_space
 from orthotune.spaces._space import SearchSpace
@@ -24,4 +25,5 @@ def resolve_space(name_or_path: str) -> SearchSpace:
     return load_space_file(PRESETS.get(name_or_path))
 
 
-__all__ = ["PRESETS", "SearchSpace", "default_config", "is_smoke_test", "parse_space", "resolve_space"]
+__all__ = ["ArmSpec", "Comparisons", "PRESETS", "SearchSpace", "comparisons_of", "default_config", "is_smoke_test",
+           "parse_space", "resolve_space"]

@@ -49,6 +49,7 @@ with one line naming the key and the rule.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -67,11 +68,15 @@ from orthotune.core import (
     by_group,
     is_factory,
 )
+from orthotune.spaces._arms import ORTHO_KEYS, parse_arms, parse_compare
 from orthotune.spaces._dimension import Dimension
-from orthotune.spaces._space import ARM_KEYS, ORTHO_KEYS, SearchSpace, Variant, _names, _profile
+from orthotune.spaces._names import registry_names
+from orthotune.spaces._space import ARM_KEYS, SearchSpace, Variant, _profile
 
 TOP_KEYS = {"name", "datasets", "setting", "repeats", "split", "backbones", "depths", "original", "ortho",
-            "train", "asha", "samples", "variants", "smoke_test", "reference"}
+            "train", "asha", "samples", "variants", "smoke_test", "reference", "arms", "compare"}
+#: The keys that name cells in a space without arms; with ``arms`` each arm names its own.
+CELL_KEYS = ("backbones", "depths", "original", "variants")
 #: Keys of ``split``: the config's split fields (``split_train``, ...) without their prefix.
 SPLIT_KEYS = {name.removeprefix("split_") for name in SPLIT_FIELDS}
 #: Keys of ``train``: every training field or switch but the Ortho-GConv ones (under ``ortho``).
@@ -86,6 +91,10 @@ def parse_space(values: Any, default_name: str = "space") -> SearchSpace:
     if not isinstance(values, dict):
         raise ConfigError(f"space: expected a mapping of keys, got {type(values).__name__}")
     _known("space", values, TOP_KEYS)
+    if "arms" in values:
+        return _with_arms(values, default_name)
+    if "compare" in values:
+        raise ConfigError("space: compare applies to a space with arms; declare arms, or leave compare out")
     for key in ("datasets", "backbones", "depths"):
         if key not in values:
             raise ConfigError(f"space: key {key!r} is required")
@@ -101,7 +110,7 @@ def parse_space(values: Any, default_name: str = "space") -> SearchSpace:
         raise ConfigError(f"space: variants must be a list of mappings, got {type(variants).__name__}")
     space = SearchSpace(
         name=str(values.get("name", default_name)),
-        datasets=_names("datasets", values["datasets"], DATASETS),
+        datasets=registry_names("datasets", values["datasets"], DATASETS),
         backbones=_backbones("backbones", values["backbones"]),
         depths=tuple(_ints("depths", values["depths"], minimum=1)),
         setting=_setting(values.get("setting")),
@@ -121,6 +130,31 @@ def parse_space(values: Any, default_name: str = "space") -> SearchSpace:
         raise ConfigError(f"space: split applies to datasets in the random setting; none of "
                           f"{', '.join(space.datasets)} is (set setting: random)")
     return space
+
+
+def _with_arms(values: dict, default_name: str) -> SearchSpace:
+    """A space with named arms (``spaces._arms``): each arm names its backbone and depth, so the
+    space names neither (nor ``original`` or ``variants``)."""
+    given = [key for key in CELL_KEYS if key in values]
+    if given:
+        raise ConfigError(f"space: {given[0]} does not go with arms (each arm names its backbone and depth); "
+                          f"leave out {', '.join(given)}")
+    if "datasets" not in values:
+        raise ConfigError("space: key 'datasets' is required")
+    datasets = registry_names("datasets", values["datasets"], DATASETS)
+    arms = parse_arms(values["arms"], datasets, ORTHO_KEYS | TRAIN_KEYS - {"variant"}, _backbones, _dimensions)
+    # the space's own values parsed as a plain space's (of the first arm), then its arms in place
+    # of its cells: building them validates each arm's configs with the values it reads
+    base = {k: v for k, v in values.items() if k not in ("arms", "compare", "ortho")}
+    space = parse_space({**base, "backbones": [arms[0].backbone], "depths": [arms[0].depth(datasets[0])]},
+                        default_name)
+    ortho = values.get("ortho")
+    if ortho is not None:
+        _known("ortho", ortho, ORTHO_KEYS)
+    return replace(space, ortho=None if ortho is None else _dimensions("ortho", ortho),
+                   backbones=tuple(dict.fromkeys(a.backbone for a in arms)), original=False,
+                   depths=tuple(sorted({d for arm in arms for d in arm.depths.values()})), arms=arms,
+                   compare=parse_compare(values.get("compare")))
 
 
 def is_smoke_test(values: Any) -> bool:
@@ -155,7 +189,7 @@ def _variant(index: int, values: Any) -> Variant:
         raise ConfigError(f"space: {where}.name is required (a non-empty string)")
     arms = values.get("arms")
     if arms is not None:
-        arms = _names(f"{where}.arms", arms, ARM_KEYS)
+        arms = registry_names(f"{where}.arms", arms, ARM_KEYS)
     profile = values.get("profile")
     if profile is not None:
         _profile(profile)
@@ -165,7 +199,7 @@ def _variant(index: int, values: Any) -> Variant:
         values=_dimensions(where, specs),
         arms=arms,
         profile=profile,
-        datasets=_names(f"{where}.datasets", values["datasets"], DATASETS) if "datasets" in values else None,
+        datasets=registry_names(f"{where}.datasets", values["datasets"], DATASETS) if "datasets" in values else None,
         backbones=_backbones(f"{where}.backbones", values["backbones"]) if "backbones" in values else None,
         depths=tuple(_ints(f"{where}.depths", values["depths"], minimum=1)) if "depths" in values else None,
     )

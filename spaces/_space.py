@@ -16,21 +16,18 @@ from orthotune.core import (
     Cell,
     ConfigError,
     Group,
-    OrthoSettings,
     OrthotuneError,
     TrainConfig,
     by_group,
     defaults_for,
-    is_dynamic,
     profile_values,
     reads,
     standard_form,
 )
+from orthotune.spaces._arms import ORTHO_KEYS, ArmSpec, Comparisons, arm_parts
 from orthotune.spaces._dimension import Dimension, grid_count, grid_product, pick
+from orthotune.spaces._names import registry_names
 
-#: Keys of the ``ortho`` arm and of ``train``, derived from the config's declarations: the
-#: Ortho-GConv fields go under ``ortho``, every other training field or switch under ``train``.
-ORTHO_KEYS = {f.name for f in by_group(OrthoSettings, Group.ORTHO, Group.VARIANT)}
 #: The arms a variant may name (``arms: [original, ortho]``): the cell's arm keys.
 ARM_KEYS = tuple(arm.key for arm in ARMS)
 
@@ -80,6 +77,9 @@ class SearchSpace:
     variants: tuple[Variant, ...] = ()
     smoke_test: bool = False
     reference: bool = False
+    # named arms (``spaces._arms``): each searched as its own cells; ``compare`` what they test
+    arms: tuple[ArmSpec, ...] = ()
+    compare: Comparisons | None = None
     # reference cells (their keys) whose rows another search of the store trained with the same
     # budget, each with that search's name: :meth:`cells` leaves them out. Set by the search
     # layer for one session, never part of the space file (:meth:`to_dict`).
@@ -89,6 +89,9 @@ class SearchSpace:
         for cell in self.reference_cells():
             for values in cell._corner_configs(cell.datasets[0], cell.backbones[0], cell.depths[0]):
                 _validate(values)
+        if self.arms:
+            self.parts(), self.comparisons()  # building the parts validates them
+            return
         if self.variants:
             self._check_variants()
             return
@@ -115,14 +118,24 @@ class SearchSpace:
             train = {n: d for n, d in self.train.items() if n != "variant" and reads(n, cell.backbone)}
             cells.append(replace(self, name=f"{self.name}/{cell.key}", datasets=(dataset,),
                                  backbones=(cell.backbone,), depths=(cell.depth,), original=True, ortho=None,
-                                 train=train, variants=(), reference=False, reused={}))
+                                 train=train, variants=(), reference=False, reused={}, arms=(), compare=None))
         return cells
 
     # -- variants --------------------------------------------------------------------------
 
     def parts(self) -> list[SearchSpace]:
-        """The space as plain spaces, one per variant (itself when it has no variants)."""
+        """The space as plain spaces, one per variant, or per arm and depth (``_arms.arm_parts``);
+        itself when it has neither."""
+        if self.arms:
+            return arm_parts(self)
         return [self._part(v) for v in self.variants] if self.variants else [self]
+
+    def comparisons(self) -> list[tuple[str, str]]:
+        """What the space tests, as ``(arm, baseline)`` arm keys: its ``compare`` over its
+        arms, or (no arms) the default pair, Ortho-GConv against the original backbone."""
+        if self.arms:
+            return (self.compare or Comparisons()).pairs(self.arms)
+        return [(ARM_KEYS[1], ARM_KEYS[0])]
 
     def _part(self, variant: Variant) -> SearchSpace:
         """The plain space of one variant: its label and values fixed, its arms and cells."""
@@ -156,6 +169,11 @@ class SearchSpace:
         with variants picks one (``variant``, a categorical) first; entries sharing a name must
         be searched per cell (:meth:`cells`).
         """
+        if self.arms:
+            parts = self.parts()
+            if len(parts) != 1:
+                raise ConfigError(f"space {self.name}: a space with arms is searched per cell (cells())")
+            return parts[0].define_by_run(trial)
         if self.variants:
             return self._variant_define_by_run(trial)
         fixed: dict[str, Any] = {}
@@ -186,7 +204,7 @@ class SearchSpace:
     def grid(self) -> list[dict[str, Any]]:
         """Every config of the space (ranges need a step): the grid searcher's points."""
         references = [point for cell in self.reference_cells() if cell.key not in self.reused for point in cell.grid()]
-        if self.variants:
+        if self.variants or self.arms:
             return [point for part in self.parts() for point in replace(part, reference=False).grid()] + references
         train = grid_product(self.train.values())
         arms = ([grid_product(self.ortho.values(), ortho=True)] if self.ortho is not None else [])
@@ -202,7 +220,7 @@ class SearchSpace:
         """``len(self.grid())``, counted without building the points (a plan counts every
         cell's; ``paper-full``'s 114 grids took 3.3 s to build); raises as :meth:`grid` does."""
         references = sum(cell.grid_size() for cell in self.reference_cells() if cell.key not in self.reused)
-        if self.variants:
+        if self.variants or self.arms:
             return sum(replace(part, reference=False).grid_size() for part in self.parts()) + references
         arms = (grid_count(self.ortho.values()) if self.ortho is not None else 0) + (1 if self.original else 0)
         cells = len(self.datasets) * len(self.backbones) * len(self.depths)
@@ -217,7 +235,7 @@ class SearchSpace:
 
     def max_epochs(self) -> int:
         """The longest a trial can train (ASHA's ``max_t``)."""
-        if self.variants:
+        if self.variants or self.arms:
             return max(part.max_epochs() for part in self.parts())
         epochs = self.train.get("epochs")
         if epochs is not None:
@@ -232,7 +250,7 @@ class SearchSpace:
         else orthotune's defaults. So a search never ends below the defaults, an original
         arm never below the baseline the literature reports, and both arms start from their
         own (equal budgets: one trial)."""
-        if len(self.datasets) != 1 or self.variants:
+        if len(self.datasets) != 1 or self.variants or self.arms:
             return {}
         dataset = self.datasets[0]
         setting = self.protocol(dataset)["setting"]
@@ -256,6 +274,9 @@ class SearchSpace:
 
     def arm_cells(self) -> list[SearchSpace]:
         """:meth:`cells` without the reference's: the arms' cells."""
+        if self.arms:
+            cells = [cell for part in self.parts() for cell in replace(part, reference=False).arm_cells()]
+            return [replace(c, name=f"{self.name}/{c.key}") for c in cells]
         if self.variants:
             cells = [cell for part in self.parts() for cell in replace(part, reference=False).arm_cells()]
             return [replace(c, name=_variant_cell_name(c)) for c in cells]
@@ -273,9 +294,9 @@ class SearchSpace:
         """The cell of a one-cell space (one of :meth:`cells`); its variant is the fixed
         ``variant`` value of its training values, if any: ``core.Cell.key``, the search's cell
         key of each of its configs."""
-        variant = self.train.get("variant")
+        variant, arm = self.train.get("variant"), self.train.get("arm")
         return Cell.of({"dataset": self.datasets[0], "backbone": self.backbones[0], "depth": self.depths[0],
-                        "ortho": self.ortho is not None,
+                        "ortho": self.ortho is not None, "arm": arm.values[0] if arm is not None else None,
                         "variant": variant.values[0] if variant is not None else None}).key
 
     def largest_configs(self) -> list[TrainConfig]:
@@ -295,7 +316,7 @@ class SearchSpace:
 
     def with_datasets(self, datasets: Sequence[str]) -> SearchSpace:
         """The space on ``datasets`` only; variants that cover none of them are dropped."""
-        chosen = _names("datasets", list(datasets), DATASETS)
+        chosen = registry_names("datasets", list(datasets), DATASETS)
         if not self.variants:
             return replace(self, datasets=chosen)
         kept = []
@@ -320,6 +341,10 @@ class SearchSpace:
             "asha": {"grace_period": self.grace_period, "reduction_factor": self.reduction_factor},
             "samples": self.samples,
         }
+        if self.arms:  # each arm names its backbone and depth
+            out = {k: v for k, v in out.items() if k not in ("backbones", "depths", "original")}
+            out["arms"] = {arm.name: arm.to_dict() for arm in self.arms}
+            out["compare"] = (self.compare or Comparisons()).to_yaml()
         if self.smoke_test:
             out["smoke_test"] = True
         if self.reference:
@@ -367,18 +392,3 @@ def _validate(values: dict[str, Any]) -> None:
         TrainConfig.from_dict(values)
     except OrthotuneError as error:
         raise ConfigError(f"space: {error}") from None
-
-
-def _names(key: str, values: Any, *registries: Any) -> tuple[str, ...]:
-    if isinstance(values, str):
-        values = [values]
-    if not isinstance(values, list) or not values:
-        raise ConfigError(f"space: {key} must be a non-empty list, got {values!r}")
-    names = []
-    for value in values:
-        if not any(value in registry for registry in registries):
-            valid = sorted({n for registry in registries for n in registry})
-            raise ConfigError(f"space: unknown {key[:-1]} {value!r} in {key}; valid: {', '.join(valid)}")
-        # a pyg:/file: name keeps its spelling (class names and paths are case-sensitive)
-        names.append(DATASETS.get(value).name if is_dynamic(value) else str(value).lower())
-    return tuple(dict.fromkeys(names))

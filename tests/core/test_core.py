@@ -109,8 +109,9 @@ def test_a_cell_is_read_from_declared_config_fields_and_names_every_cell_field()
     the variant label are each read by one."""
     fields = {f.name: f for f in declared(TrainConfig)}
     sources = [cell_source(f.name) for f in cell_coordinates()]
-    assert all(s in fields for s in sources) and len(set(sources)) == len(sources)
-    assert {f.name for f in by_group(TrainConfig, Group.CELL)} | {"variant"} == set(sources)
+    named_by = [f.metadata["named_by"] for f in cell_coordinates() if f.metadata["named_by"]]
+    assert all(s in fields for s in sources + named_by) and len(set(sources + named_by)) == len(sources + named_by)
+    assert {f.name for f in by_group(TrainConfig, Group.CELL)} | {"variant"} == set(sources + named_by)
     assert all(f.metadata["doc"] for f in cell_coordinates())
     assert [f.name for f in cell_coordinates(CellRole.ARM)] == ["arm"]
 
