@@ -189,7 +189,8 @@ def verdict_line(row: Mapping[str, Any]) -> str:
                  if ref is not None and math.isfinite(float(ref)) else
                  f"no {REFERENCE.name} baseline for {row['dataset']} in the store")
     settled = f"; tuning curve: {row['settled']}" if row.get("settled") else ""
-    mine, base = _acc(row["arm_test_acc"], row["arm_test_acc_std"]), _acc(row["base_test_acc"], row["base_test_acc_std"])
+    mine = _acc(row["arm_test_acc"], row["arm_test_acc_std"])
+    base = _acc(row["base_test_acc"], row["base_test_acc_std"])
     return (f"{comparison_label(row)}: {row['verdict']}; {row['arm']} {mine} vs {row['baseline']} {base} test %; "
             f"{reference}{settled}")
 
