@@ -64,14 +64,14 @@ def _latex_methods(report: Report, title: str, datasets: list[str], rows: list) 
                   + table_note(report.arms, placeholders))
     for mark, placeholder in placeholders.items():
         caption = caption.replace(placeholder, MARKS_TEX[mark])
-    out = ["\begin{table}[t]", "\centering", "\small", f"\caption{{{caption}}}",
-           "\begin{tabular}{l" + "c" * len(datasets) + "}", "\toprule",
-           " & ".join(["Method", *(tex(d) for d in datasets)]) + " \\", "\midrule"]
+    out = ["\\begin{table}[t]", "\\centering", "\\small", f"\\caption{{{caption}}}",
+           "\\begin{tabular}{l" + "c" * len(datasets) + "}", "\\toprule",
+           " & ".join(["Method", *(tex(d) for d in datasets)]) + " \\\\", "\\midrule"]
     for name, cells in rows:
-        texts = [(f"\textbf{{{tex(t)}}}" if best else tex(t)) + (f" {MARKS_TEX[m]}" if m else "")
+        texts = [(f"\\textbf{{{tex(t)}}}" if best else tex(t)) + (f" {MARKS_TEX[m]}" if m else "")
                  for t, best, m in cells]
-        out.append(" & ".join([tex(name), *texts]) + " \\")
-    return out + ["\bottomrule", "\end{tabular}", "\end{table}", ""]
+        out.append(" & ".join([tex(name), *texts]) + " \\\\")
+    return out + ["\\bottomrule", "\\end{tabular}", "\\end{table}", ""]
 
 
 def _latex_figure(figure: Figure, link: str) -> list[str]:

@@ -33,6 +33,8 @@ from orthotune.reports._load import (
     CELL,
     COLUMNS,
     KINDS,
+    NAMED_ARM,
+    NAMED_ARM_KEY,
     PLACE,
     SECTIONS,
     VARIANT,
@@ -192,7 +194,11 @@ def row_to_config(row: Mapping[str, Any] | pd.Series) -> TrainConfig:
     values: dict[str, Any] = {}
     for f in _CONFIG_FIELDS:
         column = column_name(f)
-        value = _python(row[column], TRIALS_SCHEMA.field(column).type)
+        # a loaded frame's ``arm`` column shows every arm's name; the stored one is kept apart
+        if column == NAMED_ARM and NAMED_ARM_KEY in row:
+            value = row[NAMED_ARM_KEY] or None
+        else:
+            value = _python(row[column], TRIALS_SCHEMA.field(column).type)
         if value is None:  # the original arm's Ortho-GConv values; unset optional values
             continue
         values[f.name] = value

@@ -7,9 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from orthotune.core import Registry
-from orthotune.spaces._arms import ArmSpec, Comparisons, comparisons_of
+from orthotune.spaces._arms import ArmSpec, Comparisons
 from orthotune.spaces._default_config import default_config
-from orthotune.spaces._parse import is_smoke_test, load_space_file, parse_space
+from orthotune.spaces._parse import comparisons_of, is_smoke_test, load_space_file, parse_space
 from orthotune.spaces._space import SearchSpace
 
 PRESET_DIR = Path(__file__).parent / "presets"

@@ -209,18 +209,3 @@ def arm_parts(space: Any) -> list[Any]:
                           backbones=(arm.backbone,), depths=(depth,), original=not arm.ortho, ortho=ortho, train=train)
                   for depth, datasets in by_depth.items()]
     return parts
-
-
-def comparisons_of(space: Any) -> tuple[list[str], list[tuple[str, str]]]:
-    """The arms (in declaration order) and comparisons (``(arm, baseline)`` names) of a space
-    as a search's record holds it (``SearchSpace.to_dict``); none for a space without arms or
-    one this version cannot read."""
-    from orthotune.spaces._parse import parse_space
-
-    if not isinstance(space, Mapping) or "arms" not in space:
-        return [], []
-    try:
-        parsed = parse_space(dict(space))
-    except OrthotuneError:
-        return [], []
-    return [arm.name for arm in parsed.arms], parsed.comparisons()

@@ -280,3 +280,16 @@ def _bool(key: str, value: Any) -> bool:
     if not isinstance(value, bool):
         raise ConfigError(f"space: {key}={value!r} must be true or false")
     return value
+
+
+def comparisons_of(space: Any) -> tuple[list[str], list[tuple[str, str]]]:
+    """The arms (in declaration order) and comparisons (``(arm, baseline)`` names) of a space
+    as a search's record holds it (``SearchSpace.to_dict``); none for a space without arms or
+    one this version cannot read."""
+    if not isinstance(space, Mapping) or "arms" not in space:
+        return [], []
+    try:
+        parsed = parse_space(dict(space))
+    except OrthotuneError:
+        return [], []
+    return [arm.name for arm in parsed.arms], parsed.comparisons()
