@@ -23,7 +23,7 @@ import pandas as pd
 from orthotune.core import OBJECTIVE, REFERENCE
 from orthotune.reports._curve import PairCurve, pair_curves
 from orthotune.reports._load import LEAD, NAMED_ARM_KEY, VARIANT, Loaded
-from orthotune.reports._pair import REFERENCE_COLUMNS, REFERENCE_PLACE, reference_table
+from orthotune.reports._pair import REFERENCE_COLUMNS, REFERENCE_PLACE, arm_columns, reference_table
 from orthotune.reports._select import TIE_RULE, complete_rows, plain_records, select_best
 from orthotune.reports._stats import ALPHA, Paired, paired, sample_std, with_holm
 
@@ -116,15 +116,6 @@ def _best_per_arm(group: pd.DataFrame) -> dict[str, pd.Series]:
     return {str(arm): rows.iloc[0] for arm, rows in ordered.groupby(NAMED_ARM_KEY, sort=False)}
 
 
-def _winner(prefix: str, row: pd.Series | None) -> dict[str, Any]:
-    if row is None:
-        return {f"{prefix}_{f}": None for f in _WINNER}
-    values = {f: row[f] for f in _WINNER[:-2]}
-    values["test_acc_std"] = sample_std(row["repeat_test_acc"], row["repeat_status"])
-    values["repeats"] = len(row["repeat_test_acc"])
-    return {f"{prefix}_{k}": v for k, v in values.items()}
-
-
 def mark(test: Paired) -> str:
     """The comparison in one word (:data:`MARKS`): significant after Holm, or not, or untested."""
     if not math.isfinite(test.p):
@@ -141,7 +132,8 @@ def _row(place: dict, arm: str, baseline: str, mine: pd.Series | None, base: pd.
     if not references.empty:
         found = references[(references["setting"] == place["setting"]) & (references["dataset"] == place["dataset"])]
         ref = ref if found.empty else {c: found.iloc[0][c] for c in _REF}
-    return {**place, "arm": arm, "baseline": baseline, **_winner("arm", mine), **_winner("base", base),
+    return {**place, "arm": arm, "baseline": baseline,
+            **arm_columns("arm", mine, _WINNER), **arm_columns("base", base, _WINNER),
             **{f: getattr(test, f) for f in ("n_pairs", "diff_mean", "ci_low", "ci_high", "t", "p", "p_holm", "note")},
             "mark": mark(test), "verdict": test.verdict("better", "worse"), "settled": "", **ref}
 

@@ -161,8 +161,8 @@ def _summary_row(cell: pd.Series, original: pd.Series | None, ortho: pd.Series |
         **{c: cell[c] for c in LEAD},
         VARIANT: cell["variant_name"], "switches": cell["switches"],
         "repeat_kind": repeat_noun(cell["setting"]),
-        **_arm_columns(ARMS[0].prefix, original),
-        **_arm_columns(ARMS[1].prefix, ortho),
+        **arm_columns(ARMS[0].prefix, original),
+        **arm_columns(ARMS[1].prefix, ortho),
         "better": _better(original, ortho),
         **vars(test),
         "verdict": test.verdict(),
@@ -176,10 +176,12 @@ SUMMARY_COLUMNS = [*ROW, "switches", "repeat_kind",
                    "note", *REFERENCE_COLUMNS[len(REFERENCE_PLACE):]]
 
 
-def _arm_columns(prefix: str, row: pd.Series | None) -> dict:
+def arm_columns(prefix: str, row: pd.Series | None, fields: tuple[str, ...] = _ARM_FIELDS) -> dict:
+    """A winner's ``fields`` as ``PREFIX_field`` columns, its test std (ddof = 1) and repeats
+    recomputed from its repeats (``fields`` end with ``test_acc_std`` and ``repeats``)."""
     if row is None:
-        return {f"{prefix}_{f}": None for f in _ARM_FIELDS}
-    values = {f: row[f] for f in _ARM_FIELDS[:-1]}
+        return {f"{prefix}_{f}": None for f in fields}
+    values = {f: row[f] for f in fields[:-2]}
     values["test_acc_std"] = sample_std(row["repeat_test_acc"], row["repeat_status"])
     values["repeats"] = len(row["repeat_test_acc"])
     return {f"{prefix}_{k}": v for k, v in values.items()}
