@@ -156,8 +156,9 @@ def _curves(named: pd.DataFrame, frame: pd.DataFrame) -> list[PairCurve | None]:
             out.append(None)
             continue
         sizes = list(curve.trials_per_arm.values())
-        out.append(replace(curve, label=comparison_label(row), trials_per_arm=dict(zip((row["baseline"], row["arm"]),
-                                                                                            sizes)), late={}))
+        out.append(replace(curve, pair={**curve.pair, "arm": row["arm"], "baseline": row["baseline"]},
+                           label=comparison_label(row), trials_per_arm=dict(zip((row["baseline"], row["arm"]), sizes)),
+                           late={}))
     return out
 
 

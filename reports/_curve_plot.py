@@ -43,11 +43,13 @@ def _figure(curve: PairCurve, stop: int | None = None) -> Figure:
     _gain(gain, points["k"], points)
     if stop is not None:  # where the adaptive budget stopped the pair
         gain.axvline(stop, color="tab:red", linewidth=1.0, linestyle="--", label=f"stopped at k = {stop}")
-    gain.set(xlabel="trials per arm (first k)", ylabel="gain (pts)", title="Ortho-GConv − original")
+    # a pair's arms, or a comparison's baseline and arm (in the pair's two places, in that order)
+    names = list(curve.trials_per_arm) if len(curve.trials_per_arm) == len(ARMS) else [a.name for a in ARMS]
+    gain.set(xlabel="trials per arm (first k)", ylabel="gain (pts)", title=f"{names[1]} − {names[0]}")
     _legend(gain)
-    for arm in ARMS:
+    for arm, name in zip(ARMS, names):
         values = 100 * pd.to_numeric(points[f"{arm.prefix}_test_acc"], errors="coerce")
-        accuracy.step(points["k"], values, where="post", label=f"{arm.name} winner", color=STYLE[arm.name]["color"])
+        accuracy.step(points["k"], values, where="post", label=f"{name} winner", color=STYLE[arm.name]["color"])
     accuracy.set(xlabel="trials per arm (first k)", ylabel="test accuracy (%)", title="winners")
     accuracy.legend(fontsize="x-small", loc="best")  # inside: three panels leave no room beside
     _gain(compute, curve.epochs["epochs"], curve.epochs)

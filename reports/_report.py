@@ -147,7 +147,7 @@ def build_report(store: Store | str, filters: Filters | None = None, plots: bool
     effect = t_effect(trials)
     with _workers() as pool:  # the importance's forests fitted while the figures are drawn
         fitted = start_importance(trials, pool)
-        drawings = _figures(loaded, selection, curves, effect) if plots and not winners.empty else []
+        drawings = _figures(loaded, selection, curves, effect, arms) if plots else []
         shares = fitted()
     return Report(
         store=loaded.store.uri,
@@ -171,11 +171,14 @@ def build_report(store: Store | str, filters: Filters | None = None, plots: bool
     )
 
 
-def _figures(loaded: Loaded, selection: Selection, curves: Curves, effect: pd.DataFrame) -> list[Figure]:
-    """Per (dataset, setting) the report's plots, then each pair's tuning curve."""
+def _figures(loaded: Loaded, selection: Selection, curves: Curves, effect: pd.DataFrame,
+             arms: ArmComparisons) -> list[Figure]:
+    """Per (dataset, setting) the report's plots, then each pair's tuning curve, then each
+    comparison's of named arms."""
     winners = selection.winners
-    return [*figures(curves.summary, winners, effect, selection.trials, epoch_grad_norms(loaded.store, winners)),
-            *curve_figures(curves.curves, list(curves.summary["stop"]))]
+    pairs = [*figures(curves.summary, winners, effect, selection.trials, epoch_grad_norms(loaded.store, winners)),
+             *curve_figures(curves.curves, list(curves.summary["stop"]))] if not winners.empty else []
+    return [*pairs, *curve_figures(list(arms.curves))]
 
 
 def _workers() -> contextlib.AbstractContextManager[Executor | None]:
