@@ -38,7 +38,7 @@ from orthotune.reports._plots import Figure, epoch_grad_norms, figures
 from orthotune.reports._select import TIE_RULE_TEXT, Selection, complete_rows, select, select_best
 from orthotune.reports._stats import ALPHA, TEST_NAME
 from orthotune.reports._stops import with_stops
-from orthotune.reports._verdict import Verdicts, judge, reference_words
+from orthotune.reports._verdict import Verdicts, judge, reference_words, smoke_searches, warnings
 from orthotune.store import Store
 
 #: The most worker processes a report forks (each fits cells' importance forests).
@@ -111,10 +111,21 @@ def best_answer(store: Store | str, filters: Filters | None = None) -> BestAnswe
     selection = select(loaded)
     curves = with_stops(loaded, selection, trace_curves(selection, pair_and_test(selection)))
     arms = compare_arms(loaded, selection.reference_winners)
-    verdicts = replace(judge(loaded, selection, curves), comparisons=arms.lines())
+    verdicts = _with_arms(judge(loaded, selection, curves), loaded, arms)
     pairs = curves.summary.assign(reference=[reference_words(row) for _, row in curves.summary.iterrows()])
     return BestAnswer(_every_winner(selection, arms), verdicts, pairs,
                       tuple(curve for curve in curves.curves if curve is not None), arms)
+
+
+def _with_arms(verdicts: Verdicts, loaded: Loaded, arms: ArmComparisons) -> Verdicts:
+    """The pairs' verdicts with the comparisons' lines, and the warnings on the named arms'
+    winners (few trials, the epoch cap) and their searches (a smoke-test space)."""
+    if arms.empty:
+        return verdicts
+    searched = sorted(arms.winners["search"].unique())
+    extra = warnings(arms.winners, arms.winners.iloc[:0], smoke_searches(loaded.records, searched))
+    return replace(verdicts, comparisons=arms.lines(),
+                   warnings=(*verdicts.warnings, *(w for w in extra if w not in verdicts.warnings)))
 
 
 def _every_winner(selection: Selection, arms: ArmComparisons) -> pd.DataFrame:
@@ -142,7 +153,7 @@ def build_report(store: Store | str, filters: Filters | None = None, plots: bool
     pairs = pair_and_test(selection)
     curves = with_stops(loaded, selection, trace_curves(selection, pairs))
     arms = compare_arms(loaded, selection.reference_winners)
-    verdicts = replace(judge(loaded, selection, curves), comparisons=arms.lines())
+    verdicts = _with_arms(judge(loaded, selection, curves), loaded, arms)
     trials, winners = selection.trials, selection.winners
     effect = t_effect(trials)
     with _workers() as pool:  # the importance's forests fitted while the figures are drawn
