@@ -88,6 +88,7 @@ from orthotune.core._results import (
     std,
 )
 from orthotune.core._standard import STANDARD_FORMS, StandardForm, standard_form
+from orthotune.core._treatments import treatment_function
 
 __all__ = [
     "lazy_attributes",
@@ -172,4 +173,5 @@ __all__ = [
     "result_column_name",
     "standard_form",
     "std",
+    "treatment_function",
 ]

@@ -37,8 +37,11 @@ class BackboneInfo:
     #: orthotune's packed family (``models.OrthoGNN``: a pack of models trains as one); it alone
     #: has the ``official`` layout, ``feature_transform`` and the one-off ``input_T``
     packed: bool = False
-    #: an Ortho-GConv arm; false for a structure-agnostic reference
+    #: an Ortho-GConv arm (``models.orthogonalise`` applies); false for a structure-agnostic
+    #: reference and for a backbone without a square hidden weight to orthogonalise
     ortho_arm: bool = True
+    #: ``layout`` places its convolutions; false: one form only (``layout`` is not read)
+    layouts: bool = True
     #: the structure-agnostic reference of its task: it never reads an edge, and it is the
     #: baseline every verdict names (``core.REFERENCE``)
     reference: bool = False
@@ -57,11 +60,13 @@ class BackboneInfo:
 
 BACKBONE_INFO: Registry[BackboneInfo] = Registry("backbone")
 #: Node backbones: orthotune's packed GCN, JKNet and GCNII, then PyG's own GAT, GraphSAGE, GIN
-#: (``torch_geometric.nn.models``) and APPNP (an MLP, then PyG's APPNP propagation), which
-#: train one run per model. The structure-agnostic references never read an edge: ``mlp``, an
-#: MLP on the node features alone; ``sum-mlp``, node features summed per graph, then an MLP
-#: (Errica et al.'s structure-agnostic baseline for the chemical datasets D&D and PROTEINS).
-#: ``depth`` counts their linear layers. A node config may also name a user's factory
+#: (``torch_geometric.nn.models``), APPNP (an MLP, then PyG's APPNP propagation), SGC (PyG's
+#: ``SGConv``) and DAGNN (``models``' own module), which train one run per model (``packed``
+#: false: the packed multi-config trainer cannot pack them). SGC and DAGNN have no square hidden
+#: weight, so no Ortho-GConv arm (``ortho_arm`` false). The structure-agnostic references
+#: never read an edge: ``mlp``, an MLP on the node features alone; ``sum-mlp``, node features
+#: summed per graph, then an MLP (Errica et al.'s structure-agnostic baseline for the chemical
+#: datasets D&D and PROTEINS). ``depth`` counts their linear layers. A node config may also name a user's factory
 #: (:data:`FACTORY`). The first backbone of a task is its default.
 for _info in (
     BackboneInfo("gcn", "node", "Kipf & Welling, ICLR 2017", packed=True, conv_bias="switch", batch_norm=True),
@@ -72,6 +77,10 @@ for _info in (
                  batch_norm=True),
     BackboneInfo("gin", "node", "PyG's GIN (Xu et al., ICLR 2019)", conv_bias="fixed", batch_norm=True),
     BackboneInfo("appnp", "node", "an MLP, then PyG's APPNP propagation (Gasteiger et al., ICLR 2019)"),
+    BackboneInfo("sgc", "node", "PyG's SGConv: depth propagations, then one linear layer (Wu et al., ICML 2019)",
+                 ortho_arm=False, layouts=False),
+    BackboneInfo("dagnn", "node", "a 2-layer MLP, then depth propagations weighed by a learned retention score "
+                 "(Liu et al., KDD 2020)", ortho_arm=False, layouts=False),
     BackboneInfo("mlp", "node", "an MLP on the node features (H2GCN's baseline, Zhu et al., NeurIPS 2020)",
                  ortho_arm=False, reference=True),
     BackboneInfo("gunet", "graph", "Graph U-Nets (Gao & Ji, ICML 2019)"),

@@ -27,6 +27,7 @@ from orthotune.core._catalogue import DATASETS, SETTINGS, defaults_for
 from orthotune.core._cells import check_arm_name
 from orthotune.core._errors import ConfigError, check
 from orthotune.core._fields import Group, Rule, by_group, declared, option, validate_fields
+from orthotune.core._treatments import NO_TREATMENT, TREATMENT_SYNTAX, treatment_function
 
 _O, _V, _C, _T, _R = Group.ORTHO, Group.VARIANT, Group.CELL, Group.TRAIN, Group.REPEATS
 #: Static caps of depth and hidden width (see the fields' declarations).
@@ -43,8 +44,12 @@ SPLIT_FIELDS = ("split_train", "split_val", "split_stratify", "split_per_class")
 #: dropout)``), and its Ortho-GConv arm the Ortho-GConv values; graph backbones (Graph U-Nets)
 #: their own arguments and the mini-batch size.
 _PACKED = readers(packed=True)
-#: node models with graph convolutions: built by orthotune, not a structure-agnostic reference
-_NODE_GRAPH = readers(task="node", reference=False)
+#: node models whose ``layout`` places their graph convolutions (not SGC's or DAGNN's one form)
+_NODE_GRAPH = readers(task="node", reference=False, layouts=True)
+#: node models that read edges (a factory's included): the graph's direction and DropEdge
+_EDGES = readers(task="node", reference=False, factories=True)
+#: node models trained one model per run (a factory's included): a user's treatment takes one
+_TREATABLE = readers(task="node", reference=False, packed=False, factories=True)
 #: every backbone with an Ortho-GConv arm (a factory's included): its switches and values
 _ORTHO_ARM = readers(ortho_arm=True, factories=True)
 
@@ -173,7 +178,11 @@ class TrainConfig(_OrthoFields):
     self_loop: bool = option(False, Rule("bool"), "JKNet: a separate self-loop weight per convolution (--withloop)", _V,
                              backbones=readers("jknet"))
     directed: bool = option(False, Rule("bool"), "keep the graph directed (the authors' WebKB runs)", _V,
-                            backbones=readers(task="node", reference=False, factories=True))
+                            backbones=_EDGES)
+    treatment: str = option(NO_TREATMENT, Rule("str"),
+                            f"a user's treatment, {TREATMENT_SYNTAX}: called as function(model, config) on the "
+                            f"built model, it returns the treated torch.nn.Module (empty: none; node backbones "
+                            f"trained one model per run)", _V, backbones=_TREATABLE)
     selection: str = option("val_acc", Rule("str", choices=("val_acc", "val_loss")),
                              "the epoch that gives a repeat's result: highest validation accuracy, or "
                              "lowest validation loss (the authors' code); test is only read there", _V)
@@ -188,6 +197,10 @@ class TrainConfig(_OrthoFields):
                                                 "weight_decay_io; 0: as Kipf & Welling's GCN, which decays "
                                                 "its first layer only)", _T, backbones=readers())
     dropout: float | None = option(None, Rule("float", 0.0, 1.0, high_open=True), "dropout probability", _T)
+    drop_edge: float = option(0.0, Rule("float", 0.0, 1.0, high_open=True),
+                              "DropEdge (Rong et al., ICLR 2020): share of the graph's edges each training epoch "
+                              "removes at random, drawn from the run's own seed and split (0: off; evaluation "
+                              "reads the whole graph)", _T, backbones=_EDGES)
     input_dropout: float | None = option(None, Rule("float", 0.0, 1.0, high_open=True, optional=True),
                                           "dropout on the raw input features (node backbones; default: "
                                           "dropout; 0: none, as the authors' JKNet)", _T,
@@ -260,6 +273,7 @@ class TrainConfig(_OrthoFields):
         check(not reads("heads", self.backbone) or self.hidden % self.heads == 0,
               f"heads={self.heads} must divide hidden={self.hidden} ({self.backbone} concatenates its heads)")
         self._check_capabilities(info.task)
+        self._check_treatments()
         # only the node backbones read these: refuse them rather than ignore them
         check(info.task == "node" or self.input_dropout is None,
               f"input_dropout={self.input_dropout!r} applies to node backbones only, not {self.backbone}")
@@ -294,6 +308,16 @@ class TrainConfig(_OrthoFields):
         packed = ", ".join(n for n in BACKBONE_INFO if BACKBONE_INFO.get(n).packed)
         check(self.layout != "official", f"layout='official' applies to {packed}, not {self.backbone}")
         check(self.feature_transform, f"feature_transform=False applies to {packed}, not {self.backbone}")
+
+    def _check_treatments(self) -> None:
+        """DropEdge and a user's treatment are refused, not ignored, where the backbone cannot
+        take them; a treatment's function must exist (imported here: before any work)."""
+        for name in ("drop_edge", "treatment"):
+            check(not getattr(self, name) or reads(name, self.backbone),
+                  f"{name}={getattr(self, name)!r} does not apply to {self.backbone}; it applies to "
+                  f"{', '.join(option_readers(name))}")
+        if self.treatment:
+            treatment_function(self.treatment)
 
     def ortho_settings(self) -> OrthoSettings | None:
         """The Ortho-GConv settings of this config, or None for the original arm."""
@@ -343,6 +367,11 @@ def reads(name: str, backbone: str) -> bool:
     """Does ``backbone`` (a catalogue name or a user's factory) read config field ``name``?"""
     backbones = next(f.metadata["backbones"] for f in declared(TrainConfig) if f.name == name)
     return backbones is None or backbone in backbones
+
+
+def option_readers(name: str) -> list[str]:
+    """The backbones that read config field ``name`` (a user's factory as ``package.module:factory``)."""
+    return list(next(f.metadata["backbones"] for f in declared(TrainConfig) if f.name == name))
 
 
 def profile_values(name: str) -> dict[str, Any]:

@@ -15,16 +15,21 @@ from orthotune.models._parametrize import (
     orthogonality_regulariser,
     square_conv_weights,
 )
+from orthotune.models._propagation import AdaptiveAggregation
+from orthotune.models._treatment import TreatmentFailed, apply_treatment
 
 __all__ = [
+    "AdaptiveAggregation",
     "BACKBONES",
     "GRAPH_BACKBONES",
     "MODULE_BACKBONES",
     "NodeModule",
     "OrthoGConvWeight",
     "OrthoGNN",
+    "TreatmentFailed",
     "OrthoGraphNet",
     "adjacency",
+    "apply_treatment",
     "build_module_model",
     "build_node_model",
     "feature_norms",

@@ -305,8 +305,11 @@ class OrthoGNN(nn.Module):
         return logits
 
     def propagate(self, h: Tensor, edge_index: Adj, edge_weight: OptTensor) -> Tensor:
-        """``A_hat h`` for ``[packs, N, d]`` states, one sparse product for all packs."""
+        """``A_hat h`` for ``[packs, N, d]`` states, one sparse product for all packs; a
+        ``packs * N`` square ``edge_index`` holds each pack's own ``A_hat`` (DropEdge's) already."""
         if isinstance(edge_index, EdgeIndex):  # SimpleConv would scatter edge by edge
+            if edge_index.sparse_size(0) != h.shape[1]:
+                return edge_index.matmul(h.reshape(-1, h.shape[-1]), edge_weight).view_as(h)
             if self.packs == 1:
                 return edge_index.matmul(h[0], edge_weight).unsqueeze(0)
             blocks, weight = self._block_adjacency(edge_index, edge_weight)

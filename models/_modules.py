@@ -50,6 +50,7 @@ from torch_geometric.nn.models.basic_gnn import BasicGNN
 from orthotune.core import TASKS, ConfigError, Registry, TrainConfig, check, is_factory, one_line
 from orthotune.models._layers import nonzero_dropout
 from orthotune.models._parametrize import Selector, orthogonalise, square_conv_weights
+from orthotune.models._treatment import apply_treatment
 
 
 class NodeModule(nn.Module):
@@ -123,10 +124,10 @@ def _gnn_model(gnn_class: type[BasicGNN], config: TrainConfig, features: int, cl
         gnn = gnn_class(config.hidden, config.hidden, config.depth, **common)
         body = _Linear(gnn, features, config.hidden, classes, config.dropout, config.io_bias)
         return NodeModule(body, config.hidden, inputs=body.input, output=body.output,
-                          input_dropout=_input_dropout(config))
+                          input_dropout=input_dropout_of(config))
     gnn = gnn_class(features, config.hidden, config.depth, out_channels=classes, **common)
     return NodeModule(gnn, config.hidden, inputs=gnn.convs[0], output=gnn.convs[-1],
-                      input_dropout=_input_dropout(config))
+                      input_dropout=input_dropout_of(config))
 
 
 def _appnp_model(config: TrainConfig, features: int, classes: int) -> NodeModule:
@@ -141,7 +142,7 @@ def _appnp_model(config: TrainConfig, features: int, classes: int) -> NodeModule
 
     lins = body.mlp.lins
     return NodeModule(body, config.hidden, select=select, inputs=lins[0], output=lins[-1],
-                      input_dropout=_input_dropout(config))
+                      input_dropout=input_dropout_of(config))
 
 
 class _FeatureMLP(nn.Module):
@@ -161,7 +162,7 @@ def _mlp_model(config: TrainConfig, features: int, classes: int) -> NodeModule:
     features (``input_dropout``) and after each hidden layer."""
     body = _FeatureMLP([features, *[config.hidden] * (config.depth - 1), classes], config.dropout, config.io_bias)
     lins = body.mlp.lins
-    return NodeModule(body, config.hidden, inputs=lins[0], output=lins[-1], input_dropout=_input_dropout(config))
+    return NodeModule(body, config.hidden, inputs=lins[0], output=lins[-1], input_dropout=input_dropout_of(config))
 
 
 #: ``(config, features, classes) -> NodeModule`` per catalogue name.
@@ -188,6 +189,8 @@ def build_module_model(config: TrainConfig, features: int, classes: int, seed: i
                                           config.dropout), config.hidden, input_dropout=0.0)
         else:
             model = MODULE_BACKBONES.get(config.backbone)(config, features, classes)
+        if config.treatment:  # before Ortho-GConv: what the treatment adds is orthogonalised too
+            model = _treated(model, config)
         if config.ortho:
             generator = torch.Generator().manual_seed(seed)
             try:
@@ -195,6 +198,16 @@ def build_module_model(config: TrainConfig, features: int, classes: int, seed: i
             except ConfigError as error:  # say which backbone: a factory's name is the user's clue
                 raise ConfigError(f"backbone {config.backbone!r} (Ortho-GConv arm): {error}") from None
     return model
+
+
+def _treated(model: NodeModule, config: TrainConfig) -> NodeModule:
+    """``model`` after ``config``'s treatment; a new module around it keeps the model's input,
+    output and Ortho-GConv selector (its input dropout is the wrapped model's own)."""
+    out = apply_treatment(model, config)
+    if isinstance(out, NodeModule):
+        return out
+    return NodeModule(out, model.hidden_channels, select=model.select, inputs=model._inputs[0],
+                      output=model.output_layer)
 
 
 def user_model(name: str, in_size: int, hidden: int, out_size: int, depth: int, dropout: float) -> nn.Module:
@@ -239,6 +252,7 @@ def _check_shape(name: str, model: nn.Module, in_size: int, out_size: int) -> No
     model.train()
 
 
-def _input_dropout(config: TrainConfig) -> float:
+def input_dropout_of(config: TrainConfig) -> float:
+    """The dropout on a module's input features: ``input_dropout``, else ``dropout``."""
     return config.dropout if config.input_dropout is None else config.input_dropout
 

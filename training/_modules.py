@@ -33,6 +33,7 @@ from orthotune.models import (
     smoothness,
 )
 from orthotune.training._base import BaseTrainer, OneRunPack
+from orthotune.training._drop_edge import edge_stream, kept_edges
 from orthotune.training._loop import Run, Steadiness
 from orthotune.training._node_data import NodeData
 from orthotune.training._options import DEFAULT_OPTIONS, TrainOptions
@@ -66,13 +67,20 @@ class _ModulePack(OneRunPack):
         self.optimizer = self.adam(config)
         self.train_mask, self.val_mask, self.test_mask = (m[:, 0].bool() for m in graph.data.masks([run.split]))
         self.best = self.snapshot()
+        self.edge_stream = edge_stream(run) if config.drop_edge else None
+
+    def training_edges(self) -> Tensor:
+        """This epoch's edges: the whole graph's, or DropEdge's kept share (the run's own stream)."""
+        if self.edge_stream is None:
+            return self.graph.edge_index
+        return kept_edges(self.graph.edge_index, self.config.drop_edge, self.edge_stream)
 
     def train_step(self, active: Tensor, record_grads: bool) -> tuple[Tensor, Tensor, None]:
         """One training step (per-epoch gradient norms: packed backbones only)."""
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
         with parametrize.cached():  # each W computed once for the pass and the regulariser
-            logits = self.model(self.graph.x, self.graph.edge_index)
+            logits = self.model(self.graph.x, self.training_edges())
             loss = F.cross_entropy(logits[self.train_mask], self.graph.data.y[self.train_mask])
             if self.config.ortho:
                 loss = loss + orthogonality_regulariser(self.model)

@@ -43,6 +43,7 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch_geometric.utils import remove_self_loops, to_edge_index
 
 from orthotune.core import (
     ConfigResult,
@@ -65,6 +66,7 @@ from orthotune.models import (
     smoothness,
 )
 from orthotune.training._base import BasePack, BaseTrainer
+from orthotune.training._drop_edge import edge_stream, slot_adjacency
 from orthotune.training._loop import LoopResult, Run, Steadiness
 from orthotune.training._memory import pack_capacity
 from orthotune.training._modules import train_modules
@@ -142,6 +144,7 @@ class _NodeTask(BaseTrainer):
         self.x = node_features(data.x) if crossover is None else node_features(data.x, crossover)
         self.x_norms = feature_norms(data.x)  # M_sig's ||h_i(0)|| = ||x_i|| (the paper's H(0) = X)
         self.adj = adjacency(data.adj)
+        self.edges = remove_self_loops(to_edge_index(data.adj)[0])[0]  # what DropEdge draws from
 
     def build(self, runs: Sequence[Run]) -> OrthoGNN:
         first = runs[0].config
@@ -181,7 +184,10 @@ class _NodePack(BasePack):
         super().__init__(runs, all_runs[runs[0]].seed, task.device)
         self.task, self.all_runs = task, all_runs
         members = self.members()
-        self.graphing = task.options.cuda_graph and task.device.type == "cuda"
+        self.drop_rates = [r.config.drop_edge for r in members]
+        self.edge_streams = [edge_stream(r) for r in members]
+        # a captured epoch replays one adjacency; DropEdge draws a new one every epoch
+        self.graphing = task.options.cuda_graph and task.device.type == "cuda" and not any(self.drop_rates)
         self.model = task.build(members)
         self.optimizer = PackAdam(self.model, members, capturable=self.graphing)
         self.masks = task.data.masks([r.split for r in members])
@@ -206,7 +212,7 @@ class _NodePack(BasePack):
     def train_step(self, active: Tensor, record_grads: bool) -> tuple[Tensor, Tensor, Tensor | None]:
         self.model.train()
         self.optimizer.zero_grad()
-        out = self.model.run(self.task.x, *self.task.adj, weights=self._weights_ahead())
+        out = self.model.run(self.task.x, *self.training_adjacency(), weights=self._weights_ahead())
         loss = self.task.losses(out.logits, self.masks[0]) + out.penalty
         finite = torch.isfinite(loss)
         fault = self.loss_fault(~finite, out.weights)
@@ -221,6 +227,13 @@ class _NodePack(BasePack):
                 param.grad.nan_to_num_(0.0, 0.0, 0.0)
         self.optimizer.step()
         return loss.detach(), fault, grads
+
+    def training_adjacency(self) -> tuple:
+        """This epoch's ``A_hat``: the whole graph's, or with DropEdge each slot's own (the
+        ``training._drop_edge`` module's), drawn from its run's stream."""
+        if not any(self.drop_rates):
+            return self.task.adj
+        return slot_adjacency(self.task.edges, self.task.data.num_nodes, self.drop_rates, self.edge_streams)
 
     @torch.no_grad()
     def evaluate(self, ahead: bool = True) -> tuple[Tensor, Tensor, Tensor, Tensor]:
@@ -310,6 +323,8 @@ class _NodePack(BasePack):
         optimizer.take_state(self.optimizer, keep)
         self.best = {k: v[list(keep)] for k, v in self.best.items()}
         self.masks = tuple(m[:, list(keep)] for m in self.masks)
+        self.drop_rates = [self.drop_rates[s] for s in keep]
+        self.edge_streams = [self.edge_streams[s] for s in keep]
         self.model, self.optimizer, self.ahead = model, optimizer, None
         self.forget_graph()  # the new model is captured afresh
 

@@ -17,17 +17,18 @@ from pathlib import Path
 import pytest
 import torch
 
-from orthotune.core import ANY_FACTORY, ConfigError, TrainConfig, all_backbones, declared, reads
+from orthotune.core import ANY_FACTORY, ConfigError, TrainConfig, all_backbones, backbone_info, declared, reads
 from orthotune.training import run_configs
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "models"))  # the test factories
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "models"))  # the test factories and treatments
 FACTORY = "factories_for_tests:small_gcn"
-NODE_BACKBONES = ["gcn", "jknet", "gcnii", "gat", "sage", "gin", "appnp", FACTORY]
+NODE_BACKBONES = ["gcn", "jknet", "gcnii", "gat", "sage", "gin", "appnp", "sgc", "dagnn", FACTORY]
 #: Another valid value of each field that only some backbones read.
 OTHER = {"input_T": 2, "layout": "standard", "conv_bias": False, "io_bias": False, "batch_norm": True,
          "feature_transform": False, "jk": "max", "gcnii_variant": True, "self_loop": True, "directed": True,
          "weight_decay_io": 0.5, "weight_decay_output": 0.5, "input_dropout": 0.9, "alpha": 0.9, "theta": 2.0,
-         "heads": 2, "aggr": "max", "K": 2, "batch_size": 4,
+         "heads": 2, "aggr": "max", "K": 2, "batch_size": 4, "drop_edge": 0.5,
+         "treatment": "treatments_for_tests:wrapped",
          # Ortho-GConv's values and switches: read by every backbone with an Ortho-GConv arm
          "T": 3, "beta": 0.5, "lam": 1e-3, "bound": "frobenius", "transform": "none", "hybrid": "reparam",
          "target": "ones", "target_trainable": False, "squared_norm": True, "centre_rows": True, "norm_groups": 2}
@@ -36,13 +37,13 @@ OTHER = {"input_T": 2, "layout": "standard", "conv_bias": False, "io_bias": Fals
 READER = {"input_T": "gcn", "layout": "gcn", "conv_bias": "sage", "io_bias": "appnp", "batch_norm": "gin",
           "jk": "jknet", "gcnii_variant": "gcnii", "self_loop": "jknet", "directed": FACTORY,
           "weight_decay_io": "gat", "weight_decay_output": "gcn", "input_dropout": "appnp", "alpha": "gcnii",
-          "theta": "gcnii", "heads": "gat", "aggr": "sage", "K": "appnp"}
+          "theta": "gcnii", "heads": "gat", "aggr": "sage", "K": "appnp", "drop_edge": "gcn", "treatment": "sgc"}
 RESTRICTED = [f.name for f in declared(TrainConfig) if f.metadata["backbones"] is not None]
 
 
 def config(backbone: str, **values) -> TrainConfig:
     return TrainConfig(dataset="texas", backbone=backbone, depth=2, hidden=8, epochs=3, patience=3, splits=(0,),
-                       ortho=True, T=2, **values)
+                       ortho=backbone_info(backbone).ortho_arm, **{"T": 2, **values})
 
 
 def trained(config: TrainConfig) -> list[tuple]:
