@@ -38,9 +38,9 @@ TRIALS = [
     ("norm_groups", INT), ("input_T", INT), ("dataset", STR, REQUIRED), ("setting", STR, REQUIRED),
     ("backbone", STR, REQUIRED), ("depth", INT), ("ortho", BOOL), ("arm", STR), ("variant", STR), ("layout", STR),
     ("conv_bias", BOOL), ("io_bias", BOOL), ("batch_norm", BOOL), ("feature_transform", BOOL), ("jk", STR),
-    ("gcnii_variant", BOOL), ("self_loop", BOOL), ("directed", BOOL), ("selection", STR), ("hidden", INT),
+    ("gcnii_variant", BOOL), ("self_loop", BOOL), ("directed", BOOL), ("treatment", STR), ("selection", STR), ("hidden", INT),
     ("lr", FLOAT), ("weight_decay", FLOAT), ("weight_decay_io", FLOAT), ("weight_decay_output", FLOAT),
-    ("dropout", FLOAT), ("input_dropout", FLOAT), ("max_epochs", INT), ("patience", INT), ("alpha", FLOAT),
+    ("dropout", FLOAT), ("drop_edge", FLOAT), ("input_dropout", FLOAT), ("max_epochs", INT), ("patience", INT), ("alpha", FLOAT),
     ("theta", FLOAT), ("heads", INT), ("aggr", STR), ("K", INT), ("batch_size", INT), ("splits", INTS),
     ("seeds", INTS), ("split_train", FLOAT), ("split_val", FLOAT), ("split_stratify", BOOL),
     ("split_per_class", INT), ("val_acc", FLOAT), ("val_acc_std", FLOAT), ("test_acc", FLOAT),
@@ -108,8 +108,9 @@ def test_the_row_builders_write_what_they_wrote_then(tmp_path):
     stamped = ("finished_at", "orthotune_version", "torch_version", "pyg_version", "ray_version", "optuna_version")
     (row,) = store.read("trials").to_pylist()
     (old,) = [r for r in expected["trials"] if r["trial_id"] == "ortho"]
+    # a row written now holds DropEdge's rate, 0 (off), where one written before holds null
     assert _plain({k: v for k, v in row.items() if k not in stamped}) == \
-        _plain({k: v for k, v in old.items() if k not in stamped})
+        _plain({k: v for k, v in {**old, "drop_edge": 0.0}.items() if k not in stamped})
     epochs = sorted(store.read("epochs").to_pylist(), key=lambda r: (r["repeat"], r["epoch"]))
     assert [_plain(r) for r in epochs] == [_plain(r) for r in expected["epochs"] if r["trial_id"] == "ortho"]
 
@@ -129,15 +130,19 @@ def _plain(row: dict) -> dict:
 
 
 def _with_arm(expected: dict) -> dict:
-    """The fixture's rows as today's schema reads them: every column as then, and the ``arm``
-    column (added with named arms, after ``ortho``) null, as a default pair's row writes it
-    (a row's arm derives from ``ortho`` where ``arm`` is null)."""
+    """The fixture's rows as today's schema reads them: every column as then, and the columns
+    added since, each after the one it follows: ``arm`` (named arms) null, as a default pair's
+    row writes it (its arm derives from ``ortho``); the ``treatment`` switch at its declared
+    default, the empty string (``_migrate.fill_switch_defaults``); ``drop_edge`` null (a run
+    before DropEdge dropped no edge)."""
+    after = {"ortho": ("arm", None), "directed": ("treatment", ""), "dropout": ("drop_edge", None)}
+
     def row(r: dict) -> dict:
         out = {}
         for key, value in r.items():
             out[key] = value
-            if key == "ortho":
-                out["arm"] = None
+            if key in after:
+                out[after[key][0]] = after[key][1]
         return out
 
     return {**expected, "trials": [row(r) for r in expected["trials"]]}
