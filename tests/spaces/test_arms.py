@@ -66,11 +66,14 @@ def test_the_comparisons_of_each_form():
 
 def test_a_treatment_is_any_config_field_and_its_value_may_be_searched():
     arms = {"JKNet": {"backbone": "jknet", "depth": 4},
-            "JKNet+wd": {"backbone": "jknet", "depth": 4, "treatments": {"weight_decay_io": [0.0, 5.0e-4]}}}
+            "JKNet+DropEdge": {"backbone": "jknet", "depth": 4, "treatments": {"drop_edge": [0.1, 0.3]}},
+            "JKNet+wd": {"backbone": "jknet", "depth": 4, "treatments": {"weight_decay_io": 0.0}}}
     parsed = parse_space(space(arms=arms, compare="treatments"))
-    assert parsed.comparisons() == [("JKNet+wd", "JKNet")]
-    treated = next(c for c in parsed.arm_cells() if c.key.endswith("JKNet+wd"))
-    assert treated.train["weight_decay_io"].values == (0.0, 5.0e-4)
+    assert parsed.comparisons() == [("JKNet+DropEdge", "JKNet"), ("JKNet+wd", "JKNet")]
+    treated = next(c for c in parsed.arm_cells() if c.key.endswith("JKNet+DropEdge"))
+    assert treated.train["drop_edge"].values == (0.1, 0.3) and "drop_edge" not in parsed.arm_cells()[0].train
+    config = TrainConfig.from_dict(default_config(treated))
+    assert (config.arm, config.drop_edge) == ("JKNet+DropEdge", 0.1)
 
 
 @pytest.mark.parametrize(("changes", "words"), [
