@@ -35,7 +35,8 @@ def declare(monkeypatch):
 
 
 def test_the_tasks_and_valid_names_derive_from_the_declarations():
-    assert TASKS.get("node").backbones == ("gcn", "jknet", "gcnii", "gat", "sage", "gin", "appnp", "mlp")
+    assert TASKS.get("node").backbones == ("gcn", "jknet", "gcnii", "gat", "sage", "gin", "appnp", "sgc", "dagnn",
+                                             "mlp")
     assert TASKS.get("graph").backbones == ("gunet", "sum-mlp")
     assert all_backbones() == [*TASKS.get("node").backbones, *TASKS.get("graph").backbones]
     assert (TASKS.get("node").reference, TASKS.get("graph").reference) == REFERENCE_BACKBONES == ("mlp", "sum-mlp")
