@@ -93,7 +93,7 @@ def _refused(capsys, *args: str) -> str:
 
 def test_an_unknown_search_is_one_line(confirmed, capsys):
     err = _refused(capsys, "--store", confirmed.uri, "--search", "nope")
-    assert f"no search 'nope'" in err and REAL_SEARCH in err
+    assert "no search 'nope'" in err and REAL_SEARCH in err
 
 
 def test_an_unknown_design_is_one_line_listing_the_valid_ones(tmp_path, capsys):
