@@ -223,7 +223,8 @@ def verdict_of(pair: dict[str, Any]) -> str:
                                   for k in ("gain", "p", "ci_low", "ci_high", "p_holm"))
     note = "identical differences on every repeat" if pair.get("p") is None else ""
     test = Paired(len(pair["repeats"]), gain, nan, nan, p, note, low, high, p_holm)
-    return test.verdict()
+    # the p is the design's sequential p-value over the looks taken, not one look's t-test
+    return test.verdict().replace(", p = ", ", sequential p = ")
 
 
 def confirmation_text(document: dict[str, Any]) -> str:
