@@ -122,3 +122,14 @@ def test_repeats_the_search_used_or_too_few_for_the_looks_are_refused(confirmed,
     assert "do not exist" in err and "splits 0-9" in err
     assert read_confirmation(confirmed, REAL_SEARCH) == before  # nothing trained, nothing written
     assert not math.isnan(before["pairs"][0]["gain"])
+
+
+def test_store_check_reads_the_confirmations_and_flags_a_damaged_one(tmp_path, capsys):
+    store = hand_store(tmp_path / "store", [hand_row("t0")])
+    code, out, _ = run_cli(capsys, "store", "check", "--store", store.uri)
+    assert code == 0
+    (tmp_path / "store" / "confirmations").mkdir()
+    (tmp_path / "store" / "confirmations" / "hand.json").write_text("{not json")
+    code, out, err = run_cli(capsys, "store", "check", "--store", store.uri)
+    assert code != 0 and "confirmations/hand.json: unreadable json" in out + err
+    assert read_confirmation(store, "hand") is None  # a reader warns and goes on without it
