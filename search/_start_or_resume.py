@@ -5,7 +5,8 @@ batch job runs however many times Slurm requeues it or its user resubmits it
 - The store holds no record of the search: :func:`launch` starts it.
 - The record was made with other options: refused in one line (continuing would silently
   run the stored options, not the given ones).
-- The record says finished: its outcome, read from the store; no Ray starts, nothing trains.
+- The record says finished (checked again once the lease is taken: another driver may have
+  finished it meanwhile): its outcome, read from the store; no Ray starts, nothing trains.
 - Otherwise (interrupted, crashed, or its driver died): :func:`resume` continues it once the
   previous driver's lease is free. A driver that was killed on another node holds the lease
   until its heartbeat is stale, so this waits for that (:data:`LEASE_WAIT_MARGIN_S` beyond it) instead of
@@ -21,7 +22,7 @@ from typing import Any
 
 from orthotune.core import OrthotuneError, SearchState
 from orthotune.search._ending import outcome_from_store
-from orthotune.search._launch import launch, resume
+from orthotune.search._launch import SearchFinished, launch, resume
 from orthotune.search._options import LaunchOptions, SearchOutcome
 from orthotune.store import Store, lease_info, lease_stale_s
 
@@ -46,7 +47,10 @@ def start_or_resume(options: LaunchOptions, progress: bool | str = True) -> Sear
     if meta.get("state") == SearchState.FINISHED:
         return outcome_from_store(store, options.name)
     _wait_for_lease(store, options.name)
-    return resume(options.store, options.name, options.address, progress=progress)
+    try:
+        return resume(options.store, options.name, options.address, progress=progress)
+    except SearchFinished:  # another driver finished it while this one waited (issue 51)
+        return outcome_from_store(store, options.name)
 
 
 def _holding(uri: str, name: str) -> Store | None:

@@ -135,3 +135,35 @@ def test_a_record_written_before_an_option_existed_is_continued_at_its_default()
     stored["seed"] = 7
     with pytest.raises(OrthotuneError, match="seed: stored 7"):
         _refuse_other_options(stored, options)
+
+
+def test_a_search_another_driver_finished_while_this_one_waited_is_read_not_resumed(tmp_path, capsys, no_ray,
+                                                                                    monkeypatch):
+    """Issue 51's nemesis: a driver paused before it took the lease found the search finished
+    by its successor when it continued, and said ``nothing to resume`` (exit 2)."""
+    from orthotune.search import _launch, _start_or_resume
+
+    recorded(tmp_path / "s", "interrupted")
+
+    def finished_meanwhile(store, name):
+        Store.open(str(tmp_path / "s")).save_search_meta("q", {**store.search_meta("q"), "state": "finished"})
+
+    monkeypatch.setattr(_start_or_resume, "_wait_for_lease", finished_meanwhile)
+    assert main(words(tmp_path / "s")) == 1  # its outcome: no trial succeeded (it holds none)
+    out, err = capsys.readouterr()
+    assert out.startswith("search q: 0 trials") and "nothing to resume" not in err, (out, err)
+
+    recorded(tmp_path / "s", "interrupted")  # and finished just before this driver took the lease
+    taking = _launch.Lease.acquire
+
+    def acquire(store, name, *args, **kwargs):
+        finished_meanwhile(store, name)
+        return taking(store, name, *args, **kwargs)
+
+    monkeypatch.setattr(_start_or_resume, "_wait_for_lease", lambda store, name: None)
+    monkeypatch.setattr(_launch.Lease, "acquire", acquire)
+    assert main(words(tmp_path / "s")) == 1
+    out, err = capsys.readouterr()
+    assert out.startswith("search q: 0 trials") and "nothing to resume" not in err, (out, err)
+    assert Store.open(str(tmp_path / "s")).search_meta("q")["state"] == "finished"  # not rewritten
+    assert not (tmp_path / "s" / "leases" / "q.json").exists()
