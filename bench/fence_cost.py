@@ -78,6 +78,8 @@ def main() -> int:
                 s3.switch.burst("s3_latency", 1e9, delay_s=latency / 1000)
             else:
                 s3.switch.calm()
+            for label, target in (("unfenced", store), ("fenced", fenced)):  # warm: connections, first writes
+                measure(target, 5, f"{latency:g}-warm-{label}", requests)
             runs = {"unfenced": [], "fenced": []}
             for block in range(args.blocks):
                 for label, target in (("unfenced", store), ("fenced", fenced)):

@@ -10,7 +10,8 @@ are tests/nemesis.py's; this runs many and sums them up:
 then each anomaly with its seed; ``--seeds 17`` replays schedule 17 exactly (its faults and
 their moments; the machine's timing aside). Exit 1 when any schedule found an anomaly.
 
-    python bench/nemesis.py --seeds 0-49 --work /tmp/nemesis [--json FILE]
+    python bench/nemesis.py --seeds 0-49 --work /tmp/nemesis [--log FILE.jsonl]
+    python bench/nemesis.py --summarize A.jsonl B.jsonl    (a run split over processes)
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ import json
 import re
 import sys
 import tempfile
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -39,21 +39,44 @@ def seeds(text: str) -> list[int]:
     return found
 
 
-def tally(outcomes: list[nemesis.Outcome]) -> dict:
-    faults = sum((o.injected for o in outcomes), Counter())
-    problems = [p for o in outcomes for p in o.problems]
+def record(outcome: nemesis.Outcome) -> dict:
+    """One schedule's figures, as a line of the JSON-lines log."""
+    plan = outcome.schedule
+    return {"seed": plan.seed, "store": plan.store, "faults": [f.kind for f in plan.faults],
+            "injected": dict(outcome.injected), "trials": outcome.trials, "drivers": outcome.drivers,
+            "problems": outcome.problems, "seconds": round(outcome.seconds, 1)}
 
-    def count(pattern: str) -> int:
-        return sum(int(m.group(1)) for p in problems if (m := re.search(pattern, p)))
 
-    return {"schedules": len(outcomes), "faults": sum(faults.values()), "by_kind": dict(sorted(faults.items())),
-            "trials": sum(o.trials for o in outcomes), "drivers": sum(o.drivers for o in outcomes),
-            "lost": count(r": (\d+) lost$"),
-            "duplicated": count(r"stored twice: \[(\d+)") + count(r"(\d+) config\(s\)"),
-            "over_budget": count(r"^(\d+) trials stored, over"),
-            "anomalies": [{"seed": o.schedule.seed, "store": o.schedule.store, "problem": p}
-                          for o in outcomes for p in o.problems],
-            "seconds": [round(o.seconds, 1) for o in outcomes]}
+def tally(records: list[dict]) -> dict:
+    """The run's figures from its schedules' records."""
+    faults = sum((Counter(r["injected"]) for r in records), Counter())
+    problems = [p for r in records for p in r["problems"]]
+
+    def total(pattern: str, size=lambda m: int(m.group(1))) -> int:
+        return sum(size(m) for p in problems if (m := re.search(pattern, p)))
+
+    return {"schedules": len(records), "faults": sum(faults.values()), "by_kind": dict(sorted(faults.items())),
+            "trials": sum(r["trials"] for r in records), "drivers": sum(r["drivers"] for r in records),
+            "lost": total(r": (\d+) lost$"),
+            "duplicated": total(r"^trial ids stored twice: (\[.*\])$", lambda m: m.group(1).count(",") + 1)
+            + total(r"^(\d+) config\(s\) trained twice"),
+            "over_budget": total(r"^(\d+) trials stored, over the budget of (\d+)",
+                                 lambda m: int(m.group(1)) - int(m.group(2))),
+            "anomalies": [{"seed": r["seed"], "store": r["store"], "problem": p}
+                          for r in records for p in r["problems"]],
+            "seconds": sum(r["seconds"] for r in records)}
+
+
+def summary(records: list[dict]) -> str:
+    figures = tally(records)
+    kinds = ", ".join(f"{kind} {n}" for kind, n in figures["by_kind"].items())
+    lines = [f"{figures['schedules']} schedules, {figures['faults']} faults ({kinds}), {figures['trials']} trials "
+             f"checked, {figures['lost']} lost, {figures['duplicated']} duplicated, {figures['over_budget']} over "
+             f"budget; {len(figures['anomalies'])} anomalies; {figures['drivers']} driver sessions; "
+             f"{figures['seconds']:.0f} s of schedules"]
+    lines += [f"anomaly, seed {a['seed']} ({a['store']}): {a['problem']} (replay: python bench/nemesis.py --seeds "
+              f"{a['seed']})" for a in figures["anomalies"]]
+    return "\n".join(lines)
 
 
 def main() -> int:
@@ -61,39 +84,38 @@ def main() -> int:
     parser.add_argument("--seeds", type=seeds, default=seeds("0-49"),
                         help="schedules to play: 0-49, 3,7 (default 0-49)")
     parser.add_argument("--work", type=Path, default=None, help="where the schedules' stores go (default: a temp dir)")
-    parser.add_argument("--json", type=Path, default=None, help="also write the figures to this JSON file")
+    parser.add_argument("--log", type=Path, default=None,
+                        help="append each schedule's figures to this JSON-lines file (default: WORK/schedules.jsonl)")
+    parser.add_argument("--summarize", type=Path, nargs="+", default=None,
+                        help="play nothing: sum up these JSON-lines logs (runs split over several processes)")
     args = parser.parse_args()
+    if args.summarize:
+        records = [json.loads(line) for path in args.summarize for line in path.read_text().splitlines() if line]
+        print(summary(records))
+        return 1 if tally(records)["anomalies"] else 0
     work = args.work or Path(tempfile.mkdtemp(prefix="nemesis-"))
     work.mkdir(parents=True, exist_ok=True)
+    log = args.log or work / "schedules.jsonl"
     world = World()
     if world.disk_reason:
         print(f"disk_full faults left out: {world.disk_reason}", flush=True)
-    outcomes = []
-    started = time.monotonic()
+    records = []
     try:
         for seed in args.seeds:
-            outcome = nemesis.play(world, seed, work)
-            outcomes.append(outcome)
-            kinds = ", ".join(f.kind for f in outcome.schedule.faults)
-            verdict = "ok" if not outcome.problems else f"{len(outcome.problems)} ANOMALIES"
-            print(f"seed {seed} ({outcome.schedule.store}; {kinds}): {dict(outcome.injected)} struck, "
-                  f"{outcome.trials} trials, {outcome.drivers} drivers, {outcome.seconds:.0f} s: {verdict}", flush=True)
-            for problem in outcome.problems:
-                print(f"  seed {seed}: {problem} (replay: python bench/nemesis.py --seeds {seed})", flush=True)
+            found = record(nemesis.play(world, seed, work))
+            records.append(found)
+            with open(log, "a") as sink:
+                print(json.dumps(found), file=sink)
+            verdict = "ok" if not found["problems"] else f"{len(found['problems'])} ANOMALIES"
+            print(f"seed {seed} ({found['store']}; {', '.join(found['faults'])}): {found['injected']} struck, "
+                  f"{found['trials']} trials, {found['drivers']} drivers, {found['seconds']:.0f} s: {verdict}",
+                  flush=True)
+            for problem in found["problems"]:
+                print(f"  seed {seed}: {problem}", flush=True)
     finally:
         world.shutdown()
-    figures = tally(outcomes)
-    figures["wall_s"] = round(time.monotonic() - started, 1)
-    kinds = ", ".join(f"{kind} {n}" for kind, n in figures["by_kind"].items())
-    print(f"{figures['schedules']} schedules, {figures['faults']} faults ({kinds}), "
-          f"{figures['trials']} trials checked, "
-          f"{figures['lost']} lost, {figures['duplicated']} duplicated, {figures['over_budget']} over budget; "
-          f"{len(figures['anomalies'])} anomalies; {figures['drivers']} driver sessions; {figures['wall_s']:.0f} s")
-    for anomaly in figures["anomalies"]:
-        print(f"anomaly, seed {anomaly['seed']} ({anomaly['store']}): {anomaly['problem']}")
-    if args.json:
-        args.json.write_text(json.dumps(figures, indent=2))
-    return 1 if figures["anomalies"] else 0
+    print(summary(records))
+    return 1 if tally(records)["anomalies"] else 0
 
 
 if __name__ == "__main__":

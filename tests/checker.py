@@ -65,8 +65,9 @@ def _verdict_anomalies(store: Store, name: str, trials: int, pairs: int | None) 
     except Exception as error:  # noqa: BLE001  (any failure of the pipeline is the anomaly)
         return [f"the report pipeline failed: {type(error).__name__}: {error}"]
     found = [] if report.trials == trials else [f"the report counts {report.trials} trials of {trials} stored"]
-    if pairs is not None and len(verdicts.lines) != pairs:
-        found.append(f"{len(verdicts.lines)} verdicts computed for {pairs} pairs: {list(verdicts.lines)}")
+    judged = [line for line in verdicts.lines if "mean gain" in line]  # both arms have a winner
+    if pairs is not None and len(judged) != pairs:
+        found.append(f"{len(judged)} of {pairs} pairs judged (both arms' winners, their gain): {list(verdicts.lines)}")
     return found
 
 

@@ -231,8 +231,11 @@ class Run:
         elif kind == "pause":
             return self._pause(running)
         elif kind == "worker_kill":
-            workers = []
-            self._wait(lambda: bool(workers.extend(self.world.trial_workers()) or workers), running, 20)
+            deadline = time.monotonic() + 20  # a trial may be starting, or the search ending
+            while not (workers := self.world.trial_workers()) and running.poll() is None:
+                if time.monotonic() > deadline:
+                    return running  # no trial trained meanwhile: nothing struck
+                time.sleep(0.3)
             if not workers:
                 return running
             self.rng.choice(workers).kill()
