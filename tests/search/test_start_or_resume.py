@@ -167,3 +167,33 @@ def test_a_search_another_driver_finished_while_this_one_waited_is_read_not_resu
     assert out.startswith("search q: 0 trials") and "nothing to resume" not in err, (out, err)
     assert Store.open(str(tmp_path / "s")).search_meta("q")["state"] == "finished"  # not rewritten
     assert not (tmp_path / "s" / "leases" / "q.json").exists()
+
+
+def test_a_finished_search_whose_driver_died_before_its_end_is_tidied(tmp_path, capsys, no_ray, monkeypatch):
+    """Issue 51's nemesis: a driver SIGKILLed after it recorded the search finished left its
+    lease held, its trial files uncompacted and Ray Tune's scratch folder behind; the next
+    ``--start-or-resume`` gave the outcome and left all three."""
+    import socket
+    import tempfile
+
+    from orthotune.core import ConfigResult, RunResult, TrainConfig
+    from orthotune.store import Lease, trial_row
+
+    recorded(tmp_path / "s", "finished")
+    store = Store.open(str(tmp_path / "s"))
+    config = TrainConfig(dataset="cora", depth=2, ortho=False, splits=(0,))
+    result = ConfigResult(config, [RunResult(split, seed, val_acc=0.5, test_acc=0.5) for split, seed in config.runs()])
+    store.write_trial(trial_row("q", "t1", result, "completed"), [])
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    Lease.acquire(store, "q")  # never released: its driver died holding it
+    lease = tmp_path / "s" / "leases" / "q.json"
+    lease.write_text(json.dumps({**json.loads(lease.read_text()), "pid": dead.pid}))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    scratch = tmp_path / f"orthotune-tune-{dead.pid}-{socket.gethostname()}-x"
+    scratch.mkdir()
+    assert main(words(tmp_path / "s")) == 0
+    assert capsys.readouterr().out.startswith("search q: 1 trials (1 completed)")
+    assert not lease.exists() and not scratch.exists()
+    names = [p.name for p in (tmp_path / "s" / "trials" / "search=q").iterdir()]
+    assert len(names) == 1 and names[0].startswith("compacted-"), names
