@@ -34,6 +34,7 @@ import yaml
 from checker import anomalies, leftovers
 from nemesis_world import SmallDisk, World, corrupt, stop_group
 
+from orthotune.core import OrthotuneError
 from orthotune.store import Store, check_store, lease_info, quarantine
 
 DATA = Path(os.environ.get("ORTHOTUNE_DATA_ROOT", "../shared/data")).resolve()
@@ -261,7 +262,10 @@ class Run:
         """Tear or rot one stored trial file of the search; False when none is stored yet."""
         import pyarrow.fs as pafs
 
-        store = Store.open(self.uri)
+        try:
+            store = Store.open(self.uri)
+        except OrthotuneError:  # killed before it created the store: nothing to rot
+            return False
         if not store.exists(f"searches/{NAME}.json") or store.search_meta(NAME).get("state") == "finished":
             return False  # rot in a finished search is bounded loss (tests/store/test_bounded_loss.py)
         folder = store.path("trials", f"search={NAME}")
@@ -316,10 +320,11 @@ class Run:
 
 def play(world: World, seed: int, work: Path, **drawn) -> Outcome:
     """Schedule ``seed`` against ``world`` in ``work/seed-SEED``."""
-    plan = schedule(seed, **drawn)
+    plan, run = schedule(seed, **drawn), None
     try:
-        return Run(world, plan, work / f"seed-{seed}").play()
+        run = Run(world, plan, work / f"seed-{seed}")
+        return run.play()
     except Exception as error:  # noqa: BLE001  (the nemesis itself failed: reported with its seed)
-        failed = Outcome(plan)
-        failed.problems.append(f"the nemesis failed: {type(error).__name__}: {error}")
-        return failed
+        outcome = run.outcome if run else Outcome(plan)
+        outcome.problems.append(f"the nemesis failed: {type(error).__name__}: {error}")
+        return outcome
