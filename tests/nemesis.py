@@ -30,6 +30,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import drivers
 import yaml
 from checker import anomalies, leftovers
 from nemesis_world import SmallDisk, World, corrupt, stop_group
@@ -38,11 +39,9 @@ from orthotune.core import OrthotuneError
 from orthotune.store import Store, check_store, lease_info, quarantine
 
 DATA = Path(os.environ.get("ORTHOTUNE_DATA_ROOT", "../shared/data")).resolve()
-#: The tiny search: Cora, GCN-2, both arms, two configs each, 20 epochs a trial.
-SPACE = {"name": "nemesis", "datasets": ["cora"], "repeats": [0], "backbones": ["gcn"], "depths": [2],
-         "original": True, "ortho": {"T": [2, 6], "beta": 1.0, "lam": 5.0e-4},
-         "train": {"lr": [0.1, 0.03, 0.01, 0.003], "dropout": 0.0, "epochs": 20, "patience": 20, "hidden": 16},
-         "samples": 2}
+#: The tiny search: the fault tests' (Cora, GCN-2, both arms), two configs each, 20 epochs a trial.
+SPACE = {**drivers.SPACE, "name": "nemesis", "samples": 2,
+         "train": {**drivers.SPACE["train"], "epochs": 20, "patience": 20}}
 BUDGET = 2 * SPACE["samples"]
 GRID = {"lr": SPACE["train"]["lr"], "T": [None, *SPACE["ortho"]["T"]]}
 NAME = "n"
