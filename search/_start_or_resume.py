@@ -68,8 +68,8 @@ def _finished(store: Store, name: str) -> SearchOutcome:
         try:
             with Lease.acquire(store, name) as lease:
                 compact_finished(store.fenced(lease.check), name)
-        except LeaseHeld:  # another driver took it over first: it completes the end
-            pass
+        except (LeaseHeld, OSError):  # another driver took it first (it completes the end), or
+            pass  # the store cannot be written now (read-only): the outcome all the same
     return outcome_from_store(store, name)
 
 
