@@ -7,7 +7,8 @@ Each stage is one module that takes the previous stages' products and returns it
 3. pair and test (``_pair.pair_and_test``): the pairs, their references and tests, the
    ablations: ``Pairs``;
 4. curve (``_curve.trace_curves``): each pair's tuning curve and settled word: ``Curves``;
-   with it each pair's budget and, for an adaptive search, its stop (``_stops.with_stops``);
+   with it each pair's budget and, for an adaptive search, its stop (``_stops.with_stops``),
+   and its confirmation on fresh repeats where ``orthotune confirm`` stored one (``_confirmed``);
 5. verdict (``_verdict.judge``): one line per pair and the warnings: ``Verdicts``;
 6. lay out (``_formats.write_report``): the :class:`Report` as md, csv, latex or html.
 
@@ -29,6 +30,7 @@ from datetime import UTC, datetime
 import pandas as pd
 
 from orthotune.reports._arms import ArmComparisons, compare_arms
+from orthotune.reports._confirmed import with_confirmations
 from orthotune.reports._curve import Curves, PairCurve, trace_curves
 from orthotune.reports._curve_plot import curve_figures
 from orthotune.reports._hyperparameters import start_importance, t_effect, winners_table
@@ -109,12 +111,17 @@ def best_answer(store: Store | str, filters: Filters | None = None) -> BestAnswe
     stages 1 to 5."""
     loaded = load(store, filters, CURVE_COLUMNS)
     selection = select(loaded)
-    curves = with_stops(loaded, selection, trace_curves(selection, pair_and_test(selection)))
+    curves = _confirmed(loaded, with_stops(loaded, selection, trace_curves(selection, pair_and_test(selection))))
     arms = compare_arms(loaded, selection.reference_winners)
     verdicts = _with_arms(judge(loaded, selection, curves), loaded, arms)
     pairs = curves.summary.assign(reference=[reference_words(row) for _, row in curves.summary.iterrows()])
     return BestAnswer(_every_winner(selection, arms), verdicts, pairs,
                       tuple(curve for curve in curves.curves if curve is not None), arms)
+
+
+def _confirmed(loaded: Loaded, curves: Curves) -> Curves:
+    """The curves' summary with each pair's confirmation on fresh repeats, where the store has one."""
+    return replace(curves, summary=with_confirmations(curves.summary, loaded.store))
 
 
 def _with_arms(verdicts: Verdicts, loaded: Loaded, arms: ArmComparisons) -> Verdicts:
@@ -151,7 +158,7 @@ def build_report(store: Store | str, filters: Filters | None = None, plots: bool
     loaded = load(store, filters, REPORT_COLUMNS)
     selection = select(loaded)
     pairs = pair_and_test(selection)
-    curves = with_stops(loaded, selection, trace_curves(selection, pairs))
+    curves = _confirmed(loaded, with_stops(loaded, selection, trace_curves(selection, pairs)))
     arms = compare_arms(loaded, selection.reference_winners)
     verdicts = _with_arms(judge(loaded, selection, curves), loaded, arms)
     trials, winners = selection.trials, selection.winners

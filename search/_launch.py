@@ -81,12 +81,16 @@ def _refuse_taken_name(store: Store, options: LaunchOptions) -> None:
                              f"resume it with --resume {options.name} or pick another --name")
 
 
+class SearchFinished(OrthotuneError):
+    """The search to resume is finished (perhaps by another driver while this one waited)."""
+
+
 def _resumable(store: Store, name: str) -> dict[str, Any]:
     """The options search ``name`` was launched with, as its record holds them. A search that
     finished, or whose record another orthotune version wrote, is refused."""
     meta = store.search_meta(name)
     if meta.get("state") == SearchState.FINISHED:
-        raise OrthotuneError(f"search {name!r} finished with {counts_text(stored_counts(store, name))}; "
+        raise SearchFinished(f"search {name!r} finished with {counts_text(stored_counts(store, name))}; "
                              f"nothing to resume")
     LaunchOptions.check_meta(meta["options"])
     return meta["options"]
@@ -103,7 +107,10 @@ def resume(store_uri: str, name: str, address: str | None = None, progress: bool
     with Lease.acquire(store, name) as lease:
         lease.start_heartbeat()
         store = store.fenced(lease.check)
-        meta = store.search_meta(name)  # as the last holder left it
+        # as the last holder left it: it may have finished the search while this driver
+        # waited for the lease (issue 51's nemesis: a driver paused before it took the lease)
+        _resumable(store, name)
+        meta = store.search_meta(name)
         # the reference cells it reuses stay those its first session chose (the record's)
         reused = meta.get("references")
         options = with_reused_references(options, reused if isinstance(reused, dict) else

@@ -5,7 +5,10 @@ batch job runs however many times Slurm requeues it or its user resubmits it
 - The store holds no record of the search: :func:`launch` starts it.
 - The record was made with other options: refused in one line (continuing would silently
   run the stored options, not the given ones).
-- The record says finished: its outcome, read from the store; no Ray starts, nothing trains.
+- The record says finished (checked again once the lease is taken: another driver may have
+  finished it meanwhile): its outcome, read from the store; no Ray starts, nothing trains.
+  A driver killed after it recorded the search finished left its end undone: its dead lease
+  is taken over, the trial files compacted, the lease released.
 - Otherwise (interrupted, crashed, or its driver died): :func:`resume` continues it once the
   previous driver's lease is free. A driver that was killed on another node holds the lease
   until its heartbeat is stale, so this waits for that (:data:`LEASE_WAIT_MARGIN_S` beyond it) instead of
@@ -21,9 +24,11 @@ from typing import Any
 
 from orthotune.core import OrthotuneError, SearchState
 from orthotune.search._ending import outcome_from_store
-from orthotune.search._launch import launch, resume
+from orthotune.search._launch import SearchFinished, launch, resume
 from orthotune.search._options import LaunchOptions, SearchOutcome
-from orthotune.store import Store, lease_info, lease_stale_s
+from orthotune.search._recorder import compact_finished
+from orthotune.search._tuner import sweep_dead_scratch
+from orthotune.store import Lease, LeaseHeld, Store, lease_info, lease_stale_s
 
 #: Options not compared with the record: where the store is seen from and which cluster runs
 #: the session may change; the data root and download are the first session's, as ``--resume``
@@ -44,9 +49,28 @@ def start_or_resume(options: LaunchOptions, progress: bool | str = True) -> Sear
     LaunchOptions.check_meta(meta.get("options", {}))
     _refuse_other_options(meta["options"], options)
     if meta.get("state") == SearchState.FINISHED:
-        return outcome_from_store(store, options.name)
+        return _finished(store, options.name)
     _wait_for_lease(store, options.name)
-    return resume(options.store, options.name, options.address, progress=progress)
+    try:
+        return resume(options.store, options.name, options.address, progress=progress)
+    except SearchFinished:  # another driver finished it while this one waited (issue 51)
+        return _finished(store, options.name)
+
+
+def _finished(store: Store, name: str) -> SearchOutcome:
+    """A finished search's outcome, its end completed first where its driver died after it
+    recorded the search finished (issue 51's nemesis: a SIGKILL there left the dead driver's
+    lease held, the trial files uncompacted and Ray Tune's scratch folder behind): the dead
+    lease is taken over, the files compacted and the lease given back."""
+    sweep_dead_scratch()
+    held = lease_info(store, name)
+    if held is not None and not held.alive:
+        try:
+            with Lease.acquire(store, name) as lease:
+                compact_finished(store.fenced(lease.check), name)
+        except (LeaseHeld, OSError):  # another driver took it first (it completes the end), or
+            pass  # the store cannot be written now (read-only): the outcome all the same
+    return outcome_from_store(store, name)
 
 
 def _holding(uri: str, name: str) -> Store | None:

@@ -141,7 +141,7 @@ def _scratch_folder() -> str:
     pickles its trials and searchers there, and orthotune resumes from rows), and deleted
     when the driver exits. A killed driver cannot delete its own: the next session on the
     host deletes the folders whose driver is gone (their pid is in the name)."""
-    _sweep_dead_scratch()
+    sweep_dead_scratch()
     folder = tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-{socket.gethostname()}-")
     if not _SCRATCH:
         import atexit
@@ -151,7 +151,8 @@ def _scratch_folder() -> str:
     return folder
 
 
-def _sweep_dead_scratch() -> None:
+def sweep_dead_scratch() -> None:
+    """Delete the scratch folders of this host's drivers that are gone (killed)."""
     import psutil
 
     host = socket.gethostname()

@@ -328,16 +328,22 @@ def _read(store: Store, relative: str, stale_after: float) -> tuple[LeaseInfo, A
                 stat = os.fstat(file.fileno())
                 raw = file.read()
             identity, written = (stat.st_dev, stat.st_ino), stat.st_mtime
-        else:
-            info = store.fs.get_file_info(path)
-            if info.type == pafs.FileType.NotFound:
-                return None
+        else:  # one HEAD and one GET (the stream's metadata holds the object's Last-Modified)
             with store.fs.open_input_stream(path) as stream:
                 raw = stream.read()
-            identity, written = None, info.mtime.timestamp() if info.mtime else time.time()
+                modified = stream.metadata().get("Last-Modified", b"").decode()
+            identity, written = None, _timestamp(modified)
     except FileNotFoundError:
         return None
     return _judge(raw, written, stale_after), identity
+
+
+def _timestamp(modified: str) -> float:
+    """An object's ``Last-Modified`` (ISO 8601, as pyarrow gives it) in seconds; now if absent."""
+    try:
+        return datetime.fromisoformat(modified).timestamp()
+    except ValueError:
+        return time.time()
 
 
 def _judge(raw: bytes, written: float, stale_after: float) -> LeaseInfo:

@@ -24,14 +24,22 @@ STALE_S = 5
 NAME = "p"
 
 
-def driver(tmp_path: Path, *extra: str) -> subprocess.Popen:
+#: ``python -c`` of a driver whose store is never fenced (as before issue 51): only to show
+#: that the checker catches what such a driver writes after it lost its lease.
+UNFENCED = ("import sys; from orthotune.store import Store; Store.fenced = lambda self, check: self; "
+            "from orthotune.cli import main; sys.exit(main(sys.argv[1:]))")
+
+
+def driver(tmp_path: Path, *extra: str, fenced: bool = True) -> subprocess.Popen:
     """A driver of search :data:`NAME` in ``tmp_path/store`` (``--start-or-resume`` in ``extra``
-    continues it), in a session of its own (a process group: its local Ray with it)."""
+    continues it), in a session of its own (a process group: its local Ray with it);
+    ``fenced=False``: its writes skip the lease's fence (:data:`UNFENCED`)."""
     space = tmp_path / "space.yaml"
     space.write_text(yaml.safe_dump(SPACE))
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "ORTHOTUNE_DATA_ROOT": str(DATA),
            "ORTHOTUNE_LEASE_STALE_S": str(STALE_S)}
-    return subprocess.Popen([sys.executable, "-m", "orthotune.cli", "launch", "--space", str(space), "--name", NAME,
+    entry = ["-m", "orthotune.cli"] if fenced else ["-c", UNFENCED]
+    return subprocess.Popen([sys.executable, *entry, "launch", "--space", str(space), "--name", NAME,
                              "--store", str(tmp_path / "store"), "--concurrency", "1", "--scheduler", "fifo",
                              "--report-every", "5", "--progress", "plain", *extra],
                             env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)

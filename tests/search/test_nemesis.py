@@ -1,81 +1,50 @@
-"""A small seeded nemesis (issue 51): schedules of combined driver faults against one tiny real
-search on a local store, each fault followed by ``launch --start-or-resume`` as an operator or a
-Slurm requeue would run it, then the invariants checked over the store (``checker.anomalies``).
+"""The short nemesis (issue 51): a few seeded schedules of combined faults (tests/nemesis.py)
+against a tiny real search on a real three-node Ray, with its store on a real S3 API behind a
+switch of faults or on a small disk of its own; each fault followed by ``launch
+--start-or-resume`` as an operator runs it, then every invariant checked (tests/checker.py):
+every planned trial stored once, none over the budget, no config trained twice, failed rows
+with their reason, ``store check`` clean, the summary equal to the rows, the verdicts
+computed, no lease held, no process or temporary folder of the search's drivers left, no
+trial worker left on the cluster, and every driver ending in one line.
 
-Faults: ``kill`` (SIGKILL of the driver and its local Ray), ``pause`` (SIGSTOP past the lease's
-staleness, a takeover, then SIGCONT: the paused driver must say it lost the search) and ``rot``
-(the driver killed, then one stored trial file truncated to its first 100 bytes: the next
-session skips it and trains its budget again; ``store check --quarantine`` moves it aside).
-A failing schedule names its seed; ``NEMESIS_SEEDS=7,8`` replays those schedules exactly.
-"""
+The seeds below strike with nine kinds of fault between them (all but ``flip`` and
+``s3_latency``, which the long run strikes with).
+``NEMESIS_SEEDS=7,8`` replays those schedules exactly (``bench/nemesis.py --seeds 7,8`` too);
+``bench/nemesis.py`` runs the long one (50 schedules and more)."""
 
 from __future__ import annotations
 
 import os
-import random
-import signal
-from pathlib import Path
 
 import pytest
-from checker import anomalies
-from drivers import BUDGET, NAME, driver, holder, wait_until
-from resumed import stored
+from nemesis import BUDGET, play, schedule
+from nemesis_world import World
+from required import skip_or_fail
 
-from orthotune.store import Store, check_store, quarantine
+pytestmark = pytest.mark.slow  # a three-node Ray, drivers that start, die and resume, real training
 
-pytestmark = pytest.mark.slow  # several drivers, each with a local Ray, train on Cora
-
-FAULTS = ("kill", "pause", "rot")
-#: Seed 0: pause at 4 trials, then kill at 3; seed 5: rot at 3, twice (every fault kind once).
-SEEDS = [int(s) for s in os.environ.get("NEMESIS_SEEDS", "0,5").split(",")]
-FAULTS_PER_SCHEDULE = 2
-
-
-def schedule(seed: int) -> list[tuple[str, int]]:
-    """The faults of schedule ``seed``, each with the number of stored trials it waits for."""
-    rng = random.Random(seed)
-    return [(rng.choice(FAULTS), rng.randint(1, BUDGET - 2)) for _ in range(FAULTS_PER_SCHEDULE)]
+#: Seed 10: local store, SIGTERM, the disk filled and freed, a node cycled; 12: S3, bursts of
+#: errors and throttling, a trial's worker killed; 46: local, SIGKILL, a pause past the lease
+#: and a takeover, a trial file torn (``nemesis.schedule(seed)`` lists them).
+SEEDS = [int(s) for s in os.environ.get("NEMESIS_SEEDS", "10,12,46").split(",")]
+REQUIRE_ENV = "ORTHOTUNE_REQUIRE_FULL_DISK"
 
 
-def inject(fault: str, running, tmp_path: Path, rng: random.Random):
-    """Apply ``fault`` to the ``running`` driver; return the driver that continues the search."""
-    store = tmp_path / "store"
-    if fault in ("kill", "rot"):
-        os.killpg(running.pid, signal.SIGKILL)
-        running.communicate()
-        if fault == "rot":
-            victim = rng.choice(sorted((store / "trials" / f"search={NAME}").glob("trial-*.parquet")))
-            victim.write_bytes(victim.read_bytes()[:100])
-        return driver(tmp_path, "--start-or-resume")
-    os.kill(running.pid, signal.SIGSTOP)
-    successor = driver(tmp_path, "--start-or-resume")
-    try:
-        taken = wait_until(lambda: holder(store) == successor.pid, successor, "the takeover")
-        assert taken, successor.communicate()
-    finally:
-        os.kill(running.pid, signal.SIGCONT)
-    out, err = running.communicate(timeout=300)
-    assert running.returncode == 1 and "was lost by this driver" in err.strip().splitlines()[-1], (out, err)
-    return successor
+@pytest.fixture(scope="module")
+def world():
+    built = World()
+    yield built
+    built.shutdown()
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-def test_a_seeded_schedule_of_faults_loses_and_duplicates_nothing(tmp_path, seed):
-    faults = schedule(seed)
-    rng, store = random.Random(seed), tmp_path / "store"
-    running = driver(tmp_path, "--start-or-resume")
-    try:
-        for fault, after in faults:
-            if not wait_until(lambda at=after: len(stored(store, NAME)) >= at, running, f"{after} trials"):
-                break  # the search finished before this fault's moment
-            running = inject(fault, running, tmp_path, rng)
-        out, err = running.communicate(timeout=900)
-        assert running.returncode == 0, (out, err)
-        found = Store.open(str(store))
-        quarantine(found, [p for p in check_store(found) if p.kind == "corrupt parquet"])  # the operator's repair
-        assert anomalies(store, NAME, BUDGET) == []
-    except BaseException as error:
-        if running.poll() is None:
-            os.killpg(running.pid, signal.SIGKILL)
-        raise AssertionError(f"nemesis schedule seed {seed} {faults} failed (replay: NEMESIS_SEEDS={seed}): "
-                             f"{error}") from error
+def test_a_seeded_schedule_of_faults_loses_duplicates_and_leaves_nothing(world, tmp_path, seed):
+    plan = schedule(seed)
+    if world.disk_reason and any(f.kind == "disk_full" for f in plan.faults):
+        skip_or_fail(f"schedule {seed} fills a disk: {world.disk_reason}", REQUIRE_ENV)
+    outcome = play(world, seed, tmp_path)
+    kinds = [f.kind for f in plan.faults]
+    assert outcome.problems == [], (f"nemesis schedule seed {seed} ({plan.store}; {kinds}) found anomalies (replay: "
+                                    f"NEMESIS_SEEDS={seed}): {outcome.problems}")
+    assert sum(outcome.injected.values()) >= 1, outcome  # a schedule that struck nothing checked nothing
+    assert outcome.trials == BUDGET

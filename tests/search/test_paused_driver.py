@@ -39,3 +39,31 @@ def test_a_paused_driver_taken_over_writes_nothing_more_and_says_it_lost_the_sea
     finished = second.communicate(timeout=600)
     assert second.returncode == 0, finished
     assert anomalies(store, NAME, BUDGET) == []
+
+
+def test_without_the_fence_the_checker_catches_what_the_paused_driver_writes(tmp_path):
+    """The fence taken away (as before issue 51): the continued driver writes on, beside its
+    successor, and the checker names what the issue saw (trials over the budget, configs
+    trained twice), so a nemesis that passes is one the fence made pass."""
+    store = tmp_path / "store"
+    first = driver(tmp_path, fenced=False)
+    second = None
+    try:
+        assert wait_until(lambda: len(stored(store, NAME)) >= 1, first, "the first driver's first trial"), \
+            first.communicate()
+        os.kill(first.pid, signal.SIGSTOP)
+        second = driver(tmp_path, "--start-or-resume")
+        assert wait_until(lambda: holder(store) == second.pid, second, "the second driver's lease"), \
+            second.communicate()
+    finally:
+        os.kill(first.pid, signal.SIGCONT)
+    try:
+        first.communicate(timeout=600)
+        second.communicate(timeout=600)
+    finally:
+        for proc in (first, second):
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.communicate()
+    found = anomalies(store, NAME, BUDGET)
+    assert any("over the budget" in f or "trained twice" in f for f in found), found

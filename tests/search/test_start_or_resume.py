@@ -135,3 +135,68 @@ def test_a_record_written_before_an_option_existed_is_continued_at_its_default()
     stored["seed"] = 7
     with pytest.raises(OrthotuneError, match="seed: stored 7"):
         _refuse_other_options(stored, options)
+
+
+def test_a_search_another_driver_finished_while_this_one_waited_is_read_not_resumed(tmp_path, capsys, no_ray,
+                                                                                    monkeypatch):
+    """Issue 51's nemesis: a driver paused before it took the lease found the search finished
+    by its successor when it continued, and said ``nothing to resume`` (exit 2)."""
+    from orthotune.search import _launch, _start_or_resume
+
+    recorded(tmp_path / "s", "interrupted")
+
+    def finished_meanwhile(store, name):
+        Store.open(str(tmp_path / "s")).save_search_meta("q", {**store.search_meta("q"), "state": "finished"})
+
+    monkeypatch.setattr(_start_or_resume, "_wait_for_lease", finished_meanwhile)
+    assert main(words(tmp_path / "s")) == 1  # its outcome: no trial succeeded (it holds none)
+    out, err = capsys.readouterr()
+    assert out.startswith("search q: 0 trials") and "nothing to resume" not in err, (out, err)
+
+    recorded(tmp_path / "s", "interrupted")  # and finished just before this driver took the lease
+    taking = _launch.Lease.acquire
+
+    def acquire(store, name, *args, **kwargs):
+        finished_meanwhile(store, name)
+        return taking(store, name, *args, **kwargs)
+
+    monkeypatch.setattr(_start_or_resume, "_wait_for_lease", lambda store, name: None)
+    monkeypatch.setattr(_launch.Lease, "acquire", acquire)
+    assert main(words(tmp_path / "s")) == 1
+    out, err = capsys.readouterr()
+    assert out.startswith("search q: 0 trials") and "nothing to resume" not in err, (out, err)
+    assert Store.open(str(tmp_path / "s")).search_meta("q")["state"] == "finished"  # not rewritten
+    assert not (tmp_path / "s" / "leases" / "q.json").exists()
+
+
+def test_a_finished_search_whose_driver_died_before_its_end_is_tidied(tmp_path, capsys, no_ray, monkeypatch):
+    """Issue 51's nemesis (seeds 16, 23, 37, 46 and 47 of its long run): a driver SIGKILLed
+    after it recorded the search finished left its lease held, its trial files uncompacted and
+    Ray Tune's scratch folder behind (or, killed after it gave the lease back, the folder
+    alone); the next ``--start-or-resume`` gave the outcome and left them."""
+    import socket
+    import tempfile
+
+    from orthotune.core import ConfigResult, RunResult, TrainConfig
+    from orthotune.store import Lease, trial_row
+
+    recorded(tmp_path / "s", "finished")
+    store = Store.open(str(tmp_path / "s"))
+    config = TrainConfig(dataset="cora", depth=2, ortho=False, splits=(0,))
+    result = ConfigResult(config, [RunResult(split, seed, val_acc=0.5, test_acc=0.5) for split, seed in config.runs()])
+    store.write_trial(trial_row("q", "t1", result, "completed"), [])
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    Lease.acquire(store, "q")  # never released: its driver died holding it
+    lease = tmp_path / "s" / "leases" / "q.json"
+    lease.write_text(json.dumps({**json.loads(lease.read_text()), "pid": dead.pid}))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    scratch = tmp_path / f"orthotune-tune-{dead.pid}-{socket.gethostname()}-x"
+    scratch.mkdir()
+    assert main(words(tmp_path / "s")) == 0
+    assert capsys.readouterr().out.startswith("search q: 1 trials (1 completed)")
+    assert not lease.exists() and not scratch.exists()
+    names = [p.name for p in (tmp_path / "s" / "trials" / "search=q").iterdir()]
+    assert len(names) == 1 and names[0].startswith("compacted-"), names
+    scratch.mkdir()  # killed after it gave the lease back, before its exit deleted the folder
+    assert main(words(tmp_path / "s")) == 0 and not scratch.exists()
