@@ -35,7 +35,7 @@ def test_a_raising_treatment_is_a_failed_trial_with_its_reason_and_the_search_go
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(TREATMENTS), os.environ.get("PYTHONPATH")]))}
     proc = subprocess.run([sys.executable, "-m", "orthotune.cli", "launch", "--space", str(space), "--store",
                            str(store), "--name", "treated", "--concurrency", "2", "--seed", "0", "--progress", "off"],
-                          env=env, text=True, capture_output=True, timeout=600)
+                          env=env, text=True, capture_output=True, timeout=1200)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     trials = Store.open(str(store)).read("trials").to_pandas()
     gat, sgc = trials[trials["backbone"] == "gat"], trials[trials["backbone"] == "sgc"]
