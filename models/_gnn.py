@@ -40,6 +40,7 @@ from orthotune.models._layers import (
     PackedLinear,
     SparseFeatures,
     dropout,
+    dropout_streams,
     effective_weights,
     regularisation,
     share_targets,
@@ -163,6 +164,7 @@ class OrthoGNN(nn.Module):
         share_targets(self.ortho_layers())
         self.propagation = SimpleConv(aggr="sum")
         self._blocks: tuple[EdgeIndex, OptTensor, EdgeIndex, OptTensor] | None = None
+        self._streams: list[torch.Generator] | None = None  # per slot, made on first use
         self.reset_parameters()
 
     # --- what a layout makes of a depth -------------------------------------------------
@@ -274,15 +276,34 @@ class OrthoGNN(nn.Module):
 
     # --- forward ---------------------------------------------------------------------------
 
+    def streams(self, device: torch.device) -> list[torch.Generator]:
+        """Each slot's dropout generator (:func:`~models._layers.dropout_streams`), made on
+        ``device`` at the first draw; a compacted pack's model takes its slots' own
+        (:meth:`take_streams`), so a run's masks never depend on its pack."""
+        if self._streams is None or self._streams[0].device != device:
+            self._streams = dropout_streams(self.seeds, device)
+        return self._streams
+
+    def take_streams(self, other: OrthoGNN, slots: Sequence[int]) -> None:
+        """The dropout generators of ``other``'s ``slots`` (a compaction), as they stand."""
+        if other._streams is not None:
+            self._streams = [other._streams[s] for s in slots]
+
+    def drop(self, x: Tensor, p: float) -> Tensor:
+        """Dropout of ``[packs, ...]`` states (or one slot's 2-D input), each slot from its own stream."""
+        if not self.training or p == 0.0:
+            return x
+        return dropout(x, p, True, self.streams(x.device))
+
     def embed(self, x: Tensor | SparseFeatures) -> Tensor:
         """Input dropout (``input_dropout``) and the input projection, ``[packs, N, hidden]``;
-        each pack draws its own dropout mask, as it would trained alone."""
+        each pack draws its own dropout mask from its own stream, as it would trained alone."""
         if isinstance(x, SparseFeatures):
             values = x.values.expand(self.packs, -1)
-            return self.input.sparse(x, dropout(values, self.input_dropout, self.training))
+            return self.input.sparse(x, self.drop(values, self.input_dropout))
         if self.training and self.input_dropout > 0 and self.packs > 1:
             x = x.unsqueeze(0).expand(self.packs, -1, -1)
-        return self.input(dropout(x, self.input_dropout, self.training))
+        return self.input(self.drop(x, self.input_dropout))
 
     def first_layer(self, x: Tensor | SparseFeatures, edge_index: Adj, edge_weight: OptTensor) -> Tensor:
         """``h(0)``: the activated input layer (a graph convolution where the layout says)."""
@@ -367,7 +388,7 @@ class OrthoGNN(nn.Module):
         for layer in range(self.hidden_layers):
             h = self.convolve(layer, h, states[0], weights, edge_index, edge_weight)
             states.append(h)
-        head = dropout(self.readout(states), self.dropout, self.training)
+        head = self.drop(self.readout(states), self.dropout)
         logits = self.head(head, edge_index, edge_weight)
         layers = self.ortho_layers()
         total = regularisation(layers, weights) if layers and penalty else self.lam.new_zeros(self.packs)

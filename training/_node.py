@@ -27,10 +27,10 @@ patience and selection rule:
 Pack size: the runs of one call are split into packs of at most ``max_pack`` runs and,
 on a GPU, of as many as the free memory holds (measured on a first epoch of a probe
 pack), on a CPU of as many as keep a packed hidden state within 16 MiB (see
-:func:`~._memory.pack_capacity`). Split packs train in lock-step, each with its
-own dropout stream. Dropout draws one random tensor for the whole pack, so with dropout
-a run's masks depend on the slots beside it (compaction included); without dropout a
-run's result does not depend on its pack.
+:func:`~._memory.pack_capacity`). Split packs train in lock-step. Each slot draws its
+dropout masks from its own generator, seeded from its run's seed and carried through a
+compaction (``OrthoGNN.streams``), so a run's result does not depend on its pack, with
+dropout or without.
 """
 
 from __future__ import annotations
@@ -188,6 +188,9 @@ class _NodePack(BasePack):
         self.best = {k: v.detach().clone() for k, v in self._packed_state(self.model).items()}
         self.ahead: _Weights | None = None  # effective weights of the current parameters
 
+    def random_streams(self) -> list[torch.Generator]:
+        return self.model.streams(self.task.device)
+
     def before_capture(self) -> None:
         self.ahead = None  # the captured step computes its own weights: no autograd graph crosses epochs
 
@@ -308,6 +311,7 @@ class _NodePack(BasePack):
         model.load_state_dict(self._sliced(self.model.state_dict(), {}, keep, model))
         optimizer = PackAdam(model, self.members(keep), capturable=self.graphing)
         optimizer.take_state(self.optimizer, keep)
+        model.take_streams(self.model, keep)
         self.best = {k: v[list(keep)] for k, v in self.best.items()}
         self.masks = tuple(m[:, list(keep)] for m in self.masks)
         self.model, self.optimizer, self.ahead = model, optimizer, None
