@@ -29,7 +29,6 @@ from collections.abc import Sequence
 from typing import Any, ClassVar, NamedTuple
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 from torch_geometric import EdgeIndex
 from torch_geometric.nn.conv import SimpleConv
@@ -45,7 +44,7 @@ from orthotune.models._layers import (
     regularisation,
     share_targets,
 )
-from orthotune.models._packing import PackedBatchNorm, block_diagonal
+from orthotune.models._packing import BlockAdjacency, PackedBatchNorm, block_adjacency, propagate
 from orthotune.models._rules import check_rules
 
 
@@ -163,7 +162,7 @@ class OrthoGNN(nn.Module):
         self.input_bias, self.output_bias = self.init_graph_biases()
         share_targets(self.ortho_layers())
         self.propagation = SimpleConv(aggr="sum")
-        self._blocks: tuple[EdgeIndex, OptTensor, EdgeIndex, OptTensor] | None = None
+        self._blocks: tuple[EdgeIndex, OptTensor, BlockAdjacency] | None = None
         self._streams: list[torch.Generator] | None = None  # per slot, made on first use
         self.reset_parameters()
 
@@ -314,7 +313,7 @@ class OrthoGNN(nn.Module):
                 h = h + self.input_bias.unsqueeze(1)
             if self.norms:
                 h = self.norms[-1](h)
-        return F.relu(h)
+        return torch.relu_(h)  # h is this pass's own: in place (autograd checks no op saved it)
 
     def head(self, h: Tensor, edge_index: Adj, edge_weight: OptTensor) -> Tensor:
         """Logits ``[packs, N, out]`` from the dropped-out readout ``h``."""
@@ -328,21 +327,18 @@ class OrthoGNN(nn.Module):
     def propagate(self, h: Tensor, edge_index: Adj, edge_weight: OptTensor) -> Tensor:
         """``A_hat h`` for ``[packs, N, d]`` states, one sparse product for all packs."""
         if isinstance(edge_index, EdgeIndex):  # SimpleConv would scatter edge by edge
-            if self.packs == 1:
-                return edge_index.matmul(h[0], edge_weight).unsqueeze(0)
-            blocks, weight = self._block_adjacency(edge_index, edge_weight)
-            return blocks.matmul(h.reshape(-1, h.shape[-1]), weight).view_as(h)
+            return propagate(self._block_adjacency(edge_index, edge_weight), h)
         flat = h.transpose(0, 1).reshape(h.shape[1], -1)  # [N, packs * d]
         out = self.propagation(flat, edge_index, edge_weight)
         return out.view(h.shape[1], self.packs, -1).transpose(0, 1).contiguous()
 
-    def _block_adjacency(self, edge_index: EdgeIndex, edge_weight: OptTensor) -> tuple[EdgeIndex, OptTensor]:
-        """``A_hat`` once per pack on the diagonal, kept while the same adjacency is used."""
+    def _block_adjacency(self, edge_index: EdgeIndex, edge_weight: OptTensor) -> BlockAdjacency:
+        """``A_hat`` once per pack on the diagonal (one block for a lone run: the same kernel
+        either way), kept while the same adjacency is used."""
         cached = self._blocks
         if cached is None or cached[0] is not edge_index or cached[1] is not edge_weight:
-            blocks = block_diagonal(edge_index, edge_weight, self.packs)
-            self._blocks = cached = (edge_index, edge_weight, *blocks)
-        return cached[2], cached[3]
+            self._blocks = cached = (edge_index, edge_weight, block_adjacency(edge_index, edge_weight, self.packs))
+        return cached[2]
 
     def transform(self, layer: int, h: Tensor, weight: Tensor | None) -> Tensor:
         """``h W(l)`` (``h`` itself without feature transformations)."""
@@ -350,11 +346,11 @@ class OrthoGNN(nn.Module):
 
     def finish_conv(self, layer: int, z: Tensor) -> Tensor:
         """Bias, BatchNorm and ReLU after hidden convolution ``layer``'s propagation."""
-        if self.conv_biases:
+        if self.conv_biases:  # z is the convolution's own: bias and ReLU in place, no new state
             z = z + self.conv_biases[layer].unsqueeze(1)
         if self.norms:
             z = self.norms[layer](z)
-        return F.relu(z)
+        return torch.relu_(z)
 
     def convolve(
         self, layer: int, h: Tensor, h0: Tensor, weights: Sequence[Tensor | None], edge_index: Adj,
