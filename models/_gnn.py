@@ -35,11 +35,10 @@ from torch_geometric.nn.conv import SimpleConv
 from torch_geometric.typing import Adj, OptTensor
 
 from orthotune.core import BackboneInfo, OrthoSettings, TrainConfig, check
+from orthotune.models._dropout import dropout, dropout_streams
 from orthotune.models._layers import (
     PackedLinear,
     SparseFeatures,
-    dropout,
-    dropout_streams,
     effective_weights,
     regularisation,
     share_targets,
@@ -276,23 +275,19 @@ class OrthoGNN(nn.Module):
     # --- forward ---------------------------------------------------------------------------
 
     def streams(self, device: torch.device) -> list[torch.Generator]:
-        """Each slot's dropout generator (:func:`~models._layers.dropout_streams`), made on
-        ``device`` at the first draw; a compacted pack's model takes its slots' own
-        (:meth:`take_streams`), so a run's masks never depend on its pack."""
+        """Each slot's dropout generator (:func:`~models._dropout.dropout_streams`), made on
+        ``device`` at the first draw; a compaction carries them over (:meth:`take_streams`)."""
         if self._streams is None or self._streams[0].device != device:
             self._streams = dropout_streams(self.seeds, device)
         return self._streams
 
     def take_streams(self, other: OrthoGNN, slots: Sequence[int]) -> None:
         """The dropout generators of ``other``'s ``slots`` (a compaction), as they stand."""
-        if other._streams is not None:
-            self._streams = [other._streams[s] for s in slots]
+        self._streams = None if other._streams is None else [other._streams[s] for s in slots]
 
     def drop(self, x: Tensor, p: float) -> Tensor:
         """Dropout of ``[packs, ...]`` states (or one slot's 2-D input), each slot from its own stream."""
-        if not self.training or p == 0.0:
-            return x
-        return dropout(x, p, True, self.streams(x.device))
+        return dropout(x, p, True, self.streams(x.device)) if self.training and p > 0.0 else x
 
     def embed(self, x: Tensor | SparseFeatures) -> Tensor:
         """Input dropout (``input_dropout``) and the input projection, ``[packs, N, hidden]``;
