@@ -277,7 +277,8 @@ class OrthoGNN(nn.Module):
     def streams(self, device: torch.device) -> list[torch.Generator]:
         """Each slot's dropout generator (:func:`~models._dropout.dropout_streams`), made on
         ``device`` at the first draw; a compaction carries them over (:meth:`take_streams`)."""
-        if self._streams is None or self._streams[0].device != device:
+        here = self._streams[0].device if self._streams else None
+        if here is None or here.type != device.type or device.index not in (None, here.index):
             self._streams = dropout_streams(self.seeds, device)
         return self._streams
 

@@ -192,7 +192,7 @@ class _NodePack(BasePack):
         self.ahead: _Weights | None = None  # effective weights of the current parameters
 
     def random_streams(self) -> list[torch.Generator]:
-        return self.model.streams(self.task.device)
+        return self.model.streams(self.model.lam.device)  # the model's own device, its index included
 
     def before_capture(self) -> None:
         self.ahead = None  # the captured step computes its own weights: no autograd graph crosses epochs
