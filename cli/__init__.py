@@ -17,7 +17,7 @@ from types import ModuleType
 from typing import NoReturn
 
 from orthotune import __version__
-from orthotune.cli import best, launch, logs, plan, report, slurm, status, store, train
+from orthotune.cli import best, confirm, launch, logs, plan, report, slurm, status, store, train
 from orthotune.cli._common import BAD_INPUT, DEBUG_ENV, INTERRUPTED, OK, RUN_FAILED, SIGNAL_BASE
 from orthotune.core import OrthotuneError, SearchCrashed, SearchInterrupted, one_line
 
@@ -26,6 +26,7 @@ __all__ = ["entry", "main"]
 SUBCOMMANDS: dict[str, ModuleType] = {
     "train": train, "plan": plan, "launch": launch, "status": status, "best": best, "report": report, "logs": logs,
     "store": store,
+    "confirm": confirm,  # (issue 47)
     "slurm": slurm,  # (issue 39)
 }
 
@@ -42,6 +43,7 @@ winners and a report from the results store (Parquet files that pandas, DuckDB a
   orthotune status                                    # the searches in the store
   orthotune best --yaml > best.yaml                   # each cell's validation-best config
   orthotune report --format html -o report.html       # tables and plots
+  orthotune confirm --search NAME                     # the winners retrained on fresh repeats
 
 Run `orthotune COMMAND --help` for a command's options."""
 

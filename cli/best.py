@@ -133,12 +133,15 @@ def _pct(value: object, spec: str = ".2f") -> str:
 
 
 #: The fields of each pair ``--json`` gives: the pair's place, each arm's winner, the test and
-#: verdict, the structure-agnostic reference and the words on it, the tuning curve's word.
+#: verdict, the structure-agnostic reference and the words on it, the tuning curve's word, the
+#: budget and stop, and the confirmation on fresh repeats (``orthotune confirm``; null without).
 PAIR_FIELDS = (*cell_names(CellRole.PLACE), "variant", "orig_search", "orig_trial_id", "orig_test_acc",
                "orig_test_acc_std", "ortho_search", "ortho_trial_id", "ortho_test_acc", "ortho_test_acc_std",
                "n_pairs", "diff_mean", "ci_low", "ci_high", "p", "p_holm", "verdict", "ref_search", "ref_trial_id",
                "ref_backbone", "ref_test_acc", "ref_test_acc_std", "ref_ci_low", "ref_ci_high", "ref_repeats",
-               "reference", "settled", "trials_per_arm", "budget", "maximum", "stop", "stop_reason", "rule")
+               "reference", "settled", "trials_per_arm", "budget", "maximum", "stop", "stop_reason", "rule",
+               "confirm_gain", "confirm_ci_low", "confirm_ci_high", "confirm_p", "confirm_p_holm", "confirm_repeats",
+               "confirm_looks", "confirm_design", "confirm_verdict")
 
 
 def pair_rows(pairs: pd.DataFrame) -> list[dict]:

@@ -18,6 +18,7 @@ The data walks one pipeline, each stage a module it enters once, strung together
     >>> write_report(build_report("runs/store"), "html", "report.html")
 """
 
+from orthotune.reports._confirm import check_design, confirm, confirmation_text, look_sizes, plan_pairs
 from orthotune.reports._curve import PairCurve
 from orthotune.reports._formats import FORMATS, format_of, write_report
 from orthotune.reports._load import Filters
@@ -45,9 +46,14 @@ __all__ = [
     "best_answer",
     "best_configs",
     "build_report",
+    "check_design",
     "config_dict",
+    "confirm",
+    "confirmation_text",
     "format_of",
+    "look_sizes",
     "pair_verdicts",
+    "plan_pairs",
     "row_to_config",
     "tidy",
     "tuning_curves",

@@ -7,7 +7,8 @@ Each stage is one module that takes the previous stages' products and returns it
 3. pair and test (``_pair.pair_and_test``): the pairs, their references and tests, the
    ablations: ``Pairs``;
 4. curve (``_curve.trace_curves``): each pair's tuning curve and settled word: ``Curves``;
-   with it each pair's budget and, for an adaptive search, its stop (``_stops.with_stops``);
+   with it each pair's budget and, for an adaptive search, its stop (``_stops.with_stops``),
+   and its confirmation on fresh repeats where ``orthotune confirm`` stored one (``_confirmed``);
 5. verdict (``_verdict.judge``): one line per pair and the warnings: ``Verdicts``;
 6. lay out (``_formats.write_report``): the :class:`Report` as md, csv, latex or html.
 
@@ -23,11 +24,12 @@ import contextlib
 import multiprocessing
 import os
 from concurrent.futures import Executor, ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 import pandas as pd
 
+from orthotune.reports._confirmed import with_confirmations
 from orthotune.reports._curve import Curves, PairCurve, trace_curves
 from orthotune.reports._curve_plot import curve_figures
 from orthotune.reports._hyperparameters import start_importance, t_effect, winners_table
@@ -106,11 +108,16 @@ def best_answer(store: Store | str, filters: Filters | None = None) -> BestAnswe
     stages 1 to 5."""
     loaded = load(store, filters, CURVE_COLUMNS)
     selection = select(loaded)
-    curves = with_stops(loaded, selection, trace_curves(selection, pair_and_test(selection)))
+    curves = _confirmed(loaded, with_stops(loaded, selection, trace_curves(selection, pair_and_test(selection))))
     verdicts = judge(loaded, selection, curves)
     pairs = curves.summary.assign(reference=[reference_words(row) for _, row in curves.summary.iterrows()])
     return BestAnswer(_every_winner(selection), verdicts, pairs,
                       tuple(curve for curve in curves.curves if curve is not None))
+
+
+def _confirmed(loaded: Loaded, curves: Curves) -> Curves:
+    """The curves' summary with each pair's confirmation on fresh repeats, where the store has one."""
+    return replace(curves, summary=with_confirmations(curves.summary, loaded.store))
 
 
 def _every_winner(selection: Selection) -> pd.DataFrame:
@@ -136,7 +143,7 @@ def build_report(store: Store | str, filters: Filters | None = None, plots: bool
     loaded = load(store, filters, REPORT_COLUMNS)
     selection = select(loaded)
     pairs = pair_and_test(selection)
-    curves = with_stops(loaded, selection, trace_curves(selection, pairs))
+    curves = _confirmed(loaded, with_stops(loaded, selection, trace_curves(selection, pairs)))
     verdicts = judge(loaded, selection, curves)
     trials, winners = selection.trials, selection.winners
     effect = t_effect(trials)

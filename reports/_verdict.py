@@ -67,9 +67,10 @@ def verdicts(summary: pd.DataFrame, winners: pd.DataFrame, missing: pd.DataFrame
              smoke_searches: Iterable[str] = (), notes: Iterable[Any] = ()) -> Verdicts:
     """The verdict lines of ``summary`` (one per row, in its order; each beside the
     structure-agnostic reference, :func:`reference_words`, then with its tuning curve's word
-    where the summary has one, ``settled``) and the warnings."""
+    where the summary has one, ``settled``, and its confirmation on fresh repeats where it has
+    one, ``confirm_words``) and the warnings."""
     lines = tuple(f"{pair_label(row)}: {row['verdict']}; {_budget(row)}{reference_words(row)}{_settled(row)}"
-                  for _, row in summary.iterrows())
+                  f"{row.get('confirm_words') or ''}" for _, row in summary.iterrows())
     return Verdicts(lines + adaptive_total(summary), tuple(warnings(winners, missing, smoke_searches, notes)))
 
 

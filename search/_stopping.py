@@ -14,7 +14,8 @@ paired test with Holm at each pair's stopping budget stays as valid as at a fixe
 Every function here takes arrays with any leading batch shape (the A/A simulation decides
 10^4 families at once) and is a pure function of one arm's trials in the order the searcher
 proposed them: nothing of Ray, the store or the reports. The rules are chosen by name
-(:data:`STOPPING_RULES`); ``never`` is the fixed budget.
+(:data:`STOPPING_RULES`); ``never`` is the fixed budget; ``flat-or-same`` an opt-in, more
+lenient rule (its replay and its held-out check: ``docs/adaptive.md``).
 """
 
 from __future__ import annotations
@@ -118,6 +119,19 @@ def flat_on_validation(arm: ArmTrials, k: int, errors: float = 1.0) -> np.ndarra
         return (moved <= errors * error) & (now >= 0)
 
 
+def same_winner(arm: ArmTrials, k: int, back: int = LOOK_STEP) -> np.ndarray:
+    """Whether the arm's winner among its first k trials is the winner among its first
+    k - ``back``: its last trials changed nothing the verdict reads of this arm."""
+    winners = arm.winners
+    now = winners[..., k - 1]
+    return (now == winners[..., max(k - back, 1) - 1]) & (now >= 0)
+
+
+def flat_or_same(arm: ArmTrials, k: int) -> np.ndarray:
+    """``flat`` or ``same_winner`` over the last :data:`LOOK_STEP` trials (the ``flat-or-same`` rule)."""
+    return flat_on_validation(arm, k) | same_winner(arm, k)
+
+
 def never(arm: ArmTrials, k: int) -> np.ndarray:
     """The fixed budget: no arm is ever settled before the maximum."""
     return np.zeros(np.shape(arm.val)[:-1], dtype=bool)
@@ -144,6 +158,13 @@ STOPPING_RULES.add("flat", StoppingRule(
     "than its own standard error (validation std over the square root of its repeats) above the winner among "
     "its first k // 2 trials; validation only, read the same way for both arms",
     flat_on_validation, "both arms flat on validation over k = {half}..{k}"))
+STOPPING_RULES.add("flat-or-same", StoppingRule(
+    "flat-or-same",
+    f"an arm is settled at a look k when it is flat (the flat rule) or its validation-selected winner among its "
+    f"first k trials is the winner among its first k - {LOOK_STEP} (its last {LOOK_STEP} trials changed nothing the "
+    f"verdict reads); a pair stops when both arms are; validation only, read the same way for both arms",
+    flat_or_same, f"both arms flat on validation over k = {{half}}..{{k}} or unchanged winners over the last "
+    f"{LOOK_STEP} trials"))
 STOPPING_RULES.add("never", StoppingRule(
     "never", "no pair stops before the maximum: the fixed budget", never, "the maximum reached"))
 

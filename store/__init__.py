@@ -1,7 +1,8 @@
 """The Parquet store: the schema (derived from the config's declarations, ``_schema``), how
 older files read (``_migrate``), its storage (``_store`` over ``_io``; which file holds a
 trial: ``_files``), its compaction (``compact``), its checks (``check_store``,
-``quarantine``) and the one-driver-per-search lease (``Lease``).
+``quarantine``), the one-driver-per-search lease (``Lease``) and the confirmations on fresh
+repeats (``read_confirmation``, ``save_confirmation``).
 
 ``check_search_name`` loads at once and is light; every other name imports pyarrow and loads
 on first use (PEP 562, :data:`LAZY`), so a launch refuses bad input before pyarrow loads.
@@ -30,6 +31,8 @@ __all__ = [
     "lease_stale_s",
     "now",
     "quarantine",
+    "read_confirmation",
+    "save_confirmation",
     "trial_row",
 ]
 
@@ -44,6 +47,7 @@ LAZY = {
     "trial_row": "_rows",
     "EPOCHS_SCHEMA": "_schema", "TRIALS_SCHEMA": "_schema", "TRIAL_FILE_OPTIONS": "_schema",
     "Store": "_store", "now": "_store",
+    "read_confirmation": "_confirmations", "save_confirmation": "_confirmations",
 }
 
 

@@ -22,6 +22,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from orthotune.core import one_line
+from orthotune.store._confirmations import CONFIRMATIONS
 from orthotune.store._files import READ_ERRORS, SUFFIX, TRIAL_PREFIX, held_names, is_compacted, is_trial_file
 from orthotune.store._io import TEMPORARY_PREFIX
 from orthotune.store._lease import lease_info
@@ -35,7 +36,7 @@ QUARANTINE = "quarantine"
 #: A temporary younger than this may still be being written: it is left alone.
 TEMPORARY_GRACE_S = 300.0
 #: Folders of JSON documents, and whether a young unreadable one may be a lease being created.
-DOCUMENTS = {"searches": False, SUMMARIES: False, "leases": True}
+DOCUMENTS = {"searches": False, SUMMARIES: False, "leases": True, CONFIRMATIONS: False}
 #: The problem of a summary whose counts are not the rows' (``--quarantine`` rewrites it).
 STALE_SUMMARY = "stale summary"
 #: A summary that counts more trials than the rows hold: some were written and cannot be read

@@ -64,7 +64,7 @@ def test_a_moving_pair_trains_to_the_maximum_and_the_family_is_holm_adjusted_per
 
 def test_bad_replays_fail_with_one_line(tmp_path):
     store = hand_store(tmp_path / "s", settled_rows())
-    with pytest.raises(ConfigError, match="unknown stopping rule 'race'; valid: flat, never"):
+    with pytest.raises(ConfigError, match="unknown stopping rule 'race'; valid: flat, flat-or-same, never"):
         adaptive_replay(store, rule="race")
     with pytest.raises(ConfigError, match="first look 50: beyond the maximum of 40 trials per arm"):
         adaptive_replay(store, first=50)

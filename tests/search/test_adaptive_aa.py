@@ -98,6 +98,18 @@ def test_adaptive_stopping_keeps_the_family_wise_error(store: Store, errors: flo
     assert max(shares.values()) < 1.0  # the stops differ between pairs: the rule was exercised
 
 
+def test_the_flat_or_same_rule_keeps_the_family_wise_error(store: Store) -> None:
+    """The opt-in ``flat-or-same`` rule (flat, or the same winner over the last look step),
+    more lenient than ``flat``: still validation only and symmetric, so within the bound."""
+    stops = stopping_k(STOPPING_RULES.get("flat-or-same"), LOOKS, *store.arms)
+    adaptive = family_wise(store.pvalues(stops))
+    shares = {k: float(np.mean(stops == k)) for k in LOOKS.at()}
+    print(f"rho {store.rho} flat-or-same: family-wise error {adaptive:.4f} (bound {BOUND:.4f}); stops {shares}; "
+          f"trials {float(stops.mean()) / TRIALS:.3f} of the fixed budget's")
+    assert adaptive <= BOUND
+    assert max(shares.values()) < 1.0
+
+
 def test_a_rule_that_peeks_at_the_test_is_caught(store: Store) -> None:
     """Negative control: stop a pair at the first look whose raw p is below 0.05 / pairs
     (racing's fixed-level test at every look): the harness must see the inflation."""

@@ -73,7 +73,8 @@ def test_an_adaptive_search_stops_its_pair_in_lockstep_where_its_stored_rows_say
 @pytest.mark.parametrize("args, line", [
     (["--budget", "adaptive", "--first-look", "40"], "first look 40: beyond the maximum of 30 trials per arm"),
     (["--budget", "adaptive", "--samples", "1"], "the space gives 1 trial(s) per cell and arm"),
-    (["--budget", "adaptive", "--stopping-rule", "race"], "unknown stopping rule 'race'; valid: flat, never"),
+    (["--budget", "adaptive", "--stopping-rule", "race"],
+     "unknown stopping rule 'race'; valid: flat, flat-or-same, never"),
     (["--budget", "adaptive", "--searcher", "grid"], "budget adaptive: the grid searcher trains a fixed set"),
 ])
 def test_bad_adaptive_input_gets_one_line_and_exit_2(space_file, tmp_path, args, line):

@@ -64,7 +64,7 @@ def test_looks_start_at_the_few_trials_threshold_and_end_at_the_maximum() -> Non
 
 
 def test_an_unknown_rule_fails_listing_the_valid_ones() -> None:
-    with pytest.raises(ConfigError, match="unknown stopping rule 'race'; valid: flat, never"):
+    with pytest.raises(ConfigError, match="unknown stopping rule 'race'; valid: flat, flat-or-same, never"):
         stopping_rule("race")
     assert stopping_rule("FLAT") is FLAT
 
@@ -103,3 +103,17 @@ def test_the_rule_is_symmetric_and_blind_to_test_and_to_which_arm_leads() -> Non
     assert np.array_equal(stops, stopping_k(FLAT, looks, ArmTrials(val[:, 0] + 0.1, std[:, 0], 5), b))
     assert len(set(stops.tolist())) > 1  # the pairs stop at different looks: the assertions bite
     assert trial_fraction(stops, 40) == pytest.approx(stops.mean() / 40)
+
+
+def test_flat_or_same_also_settles_an_arm_whose_winner_did_not_change_over_the_last_step() -> None:
+    rule = STOPPING_RULES.get("flat-or-same")
+    # the winner (trial 14, far above the half-budget winner: not flat) stands over trials 15-19
+    late = arm([0.5] * 14 + [0.9] + [0.4] * 5, std=0.02, repeats=4)
+    assert not bool(flat_on_validation(late, 20)) and bool(rule.settled(late, 20))
+    # a new winner among the last five trials and not flat: still moving under both
+    newer = arm([0.5] * 16 + [0.9] + [0.4] * 3, std=0.02, repeats=4)
+    assert not bool(rule.settled(newer, 20))
+    # flat settles it whatever the winner did
+    flat = arm([0.5] * 16 + [0.505] + [0.4] * 3, std=0.02, repeats=4)
+    assert bool(rule.settled(flat, 20))
+    assert "unchanged winners over the last 5 trials" in rule.reason(20)
