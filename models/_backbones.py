@@ -17,7 +17,7 @@ from torch_geometric.nn.models import JumpingKnowledge
 
 from orthotune.core import BACKBONE_INFO, OrthoSettings, Registry, TrainConfig, check
 from orthotune.models._gnn import Layout, OrthoGNN
-from orthotune.models._layers import PackedLinear, dropout
+from orthotune.models._layers import PackedLinear
 from orthotune.models._rules import check_rules
 
 BACKBONES: Registry[type[OrthoGNN]] = Registry("backbone")
@@ -46,7 +46,7 @@ class GCN(OrthoGNN):
     info = BACKBONE_INFO.get("gcn")
 
     def convolve(self, layer, h, h0, weights, edge_index, edge_weight):
-        h = dropout(h, self.dropout, self.training)
+        h = self.drop(h, self.dropout)
         z = self.propagate(self.transform(layer, h, weights[layer]), edge_index, edge_weight)
         return self.finish_conv(layer, z)
 
@@ -100,7 +100,7 @@ class JKNet(GCN):
             layer.reset_parameters(generators)
 
     def convolve(self, layer, h, h0, weights, edge_index, edge_weight):
-        h = dropout(h, self.dropout, self.training)
+        h = self.drop(h, self.dropout)
         z = self.propagate(self.transform(layer, h, weights[layer]), edge_index, edge_weight)
         if self.self_loops:
             z = z + self.self_loops[layer](h)
@@ -167,7 +167,7 @@ class GCNII(OrthoGNN):
         return torch.lerp(h, transform.apply_weight(h, weight), beta)
 
     def convolve(self, layer, h, h0, weights, edge_index, edge_weight):
-        h = dropout(h, self.dropout, self.training)
+        h = self.drop(h, self.dropout)
         propagated = (1 - self.alpha) * self.propagate(h, edge_index, edge_weight)
         initial = self.alpha * h0
         transform = self.transforms[layer] if self.transforms else None

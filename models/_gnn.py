@@ -29,22 +29,21 @@ from collections.abc import Sequence
 from typing import Any, ClassVar, NamedTuple
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 from torch_geometric import EdgeIndex
 from torch_geometric.nn.conv import SimpleConv
 from torch_geometric.typing import Adj, OptTensor
 
 from orthotune.core import BackboneInfo, OrthoSettings, TrainConfig, check
+from orthotune.models._dropout import dropout, dropout_streams
 from orthotune.models._layers import (
     PackedLinear,
     SparseFeatures,
-    dropout,
     effective_weights,
     regularisation,
     share_targets,
 )
-from orthotune.models._packing import PackedBatchNorm, block_diagonal
+from orthotune.models._packing import BlockAdjacency, PackedBatchNorm, block_adjacency, propagate
 from orthotune.models._rules import check_rules
 
 
@@ -162,7 +161,8 @@ class OrthoGNN(nn.Module):
         self.input_bias, self.output_bias = self.init_graph_biases()
         share_targets(self.ortho_layers())
         self.propagation = SimpleConv(aggr="sum")
-        self._blocks: tuple[EdgeIndex, OptTensor, EdgeIndex, OptTensor] | None = None
+        self._blocks: tuple[EdgeIndex, OptTensor, BlockAdjacency] | None = None
+        self._streams: list[torch.Generator] | None = None  # per slot, made on first use
         self.reset_parameters()
 
     # --- what a layout makes of a depth -------------------------------------------------
@@ -274,15 +274,31 @@ class OrthoGNN(nn.Module):
 
     # --- forward ---------------------------------------------------------------------------
 
+    def streams(self, device: torch.device) -> list[torch.Generator]:
+        """Each slot's dropout generator (:func:`~models._dropout.dropout_streams`), made on
+        ``device`` at the first draw; a compaction carries them over (:meth:`take_streams`)."""
+        here = self._streams[0].device if self._streams else None
+        if here is None or here.type != device.type or device.index not in (None, here.index):
+            self._streams = dropout_streams(self.seeds, device)
+        return self._streams
+
+    def take_streams(self, other: OrthoGNN, slots: Sequence[int]) -> None:
+        """The dropout generators of ``other``'s ``slots`` (a compaction), as they stand."""
+        self._streams = None if other._streams is None else [other._streams[s] for s in slots]
+
+    def drop(self, x: Tensor, p: float) -> Tensor:
+        """Dropout of ``[packs, ...]`` states (or one slot's 2-D input), each slot from its own stream."""
+        return dropout(x, p, True, self.streams(x.device)) if self.training and p > 0.0 else x
+
     def embed(self, x: Tensor | SparseFeatures) -> Tensor:
         """Input dropout (``input_dropout``) and the input projection, ``[packs, N, hidden]``;
-        each pack draws its own dropout mask, as it would trained alone."""
+        each pack draws its own dropout mask from its own stream, as it would trained alone."""
         if isinstance(x, SparseFeatures):
             values = x.values.expand(self.packs, -1)
-            return self.input.sparse(x, dropout(values, self.input_dropout, self.training))
+            return self.input.sparse(x, self.drop(values, self.input_dropout))
         if self.training and self.input_dropout > 0 and self.packs > 1:
             x = x.unsqueeze(0).expand(self.packs, -1, -1)
-        return self.input(dropout(x, self.input_dropout, self.training))
+        return self.input(self.drop(x, self.input_dropout))
 
     def first_layer(self, x: Tensor | SparseFeatures, edge_index: Adj, edge_weight: OptTensor) -> Tensor:
         """``h(0)``: the activated input layer (a graph convolution where the layout says)."""
@@ -293,7 +309,7 @@ class OrthoGNN(nn.Module):
                 h = h + self.input_bias.unsqueeze(1)
             if self.norms:
                 h = self.norms[-1](h)
-        return F.relu(h)
+        return torch.relu_(h)  # h is this pass's own: in place (autograd checks no op saved it)
 
     def head(self, h: Tensor, edge_index: Adj, edge_weight: OptTensor) -> Tensor:
         """Logits ``[packs, N, out]`` from the dropped-out readout ``h``."""
@@ -308,23 +324,20 @@ class OrthoGNN(nn.Module):
         """``A_hat h`` for ``[packs, N, d]`` states, one sparse product for all packs; a
         ``packs * N`` square ``edge_index`` holds each pack's own ``A_hat`` (DropEdge's) already."""
         if isinstance(edge_index, EdgeIndex):  # SimpleConv would scatter edge by edge
-            if edge_index.sparse_size(0) != h.shape[1]:
-                return edge_index.matmul(h.reshape(-1, h.shape[-1]), edge_weight).view_as(h)
-            if self.packs == 1:
-                return edge_index.matmul(h[0], edge_weight).unsqueeze(0)
-            blocks, weight = self._block_adjacency(edge_index, edge_weight)
-            return blocks.matmul(h.reshape(-1, h.shape[-1]), weight).view_as(h)
+            # DropEdge hands a packs * N square adjacency (each slot's own): one block of it
+            copies = 1 if edge_index.sparse_size(0) != h.shape[1] else self.packs
+            return propagate(self._block_adjacency(edge_index, edge_weight, copies), h)
         flat = h.transpose(0, 1).reshape(h.shape[1], -1)  # [N, packs * d]
         out = self.propagation(flat, edge_index, edge_weight)
         return out.view(h.shape[1], self.packs, -1).transpose(0, 1).contiguous()
 
-    def _block_adjacency(self, edge_index: EdgeIndex, edge_weight: OptTensor) -> tuple[EdgeIndex, OptTensor]:
-        """``A_hat`` once per pack on the diagonal, kept while the same adjacency is used."""
+    def _block_adjacency(self, edge_index: EdgeIndex, edge_weight: OptTensor, copies: int) -> BlockAdjacency:
+        """``A_hat`` ``copies`` times on the diagonal (one block for a lone run: the same kernel
+        either way), kept while the same adjacency is used."""
         cached = self._blocks
         if cached is None or cached[0] is not edge_index or cached[1] is not edge_weight:
-            blocks = block_diagonal(edge_index, edge_weight, self.packs)
-            self._blocks = cached = (edge_index, edge_weight, *blocks)
-        return cached[2], cached[3]
+            self._blocks = cached = (edge_index, edge_weight, block_adjacency(edge_index, edge_weight, copies))
+        return cached[2]
 
     def transform(self, layer: int, h: Tensor, weight: Tensor | None) -> Tensor:
         """``h W(l)`` (``h`` itself without feature transformations)."""
@@ -332,11 +345,11 @@ class OrthoGNN(nn.Module):
 
     def finish_conv(self, layer: int, z: Tensor) -> Tensor:
         """Bias, BatchNorm and ReLU after hidden convolution ``layer``'s propagation."""
-        if self.conv_biases:
+        if self.conv_biases:  # z is the convolution's own: bias and ReLU in place, no new state
             z = z + self.conv_biases[layer].unsqueeze(1)
         if self.norms:
             z = self.norms[layer](z)
-        return F.relu(z)
+        return torch.relu_(z)
 
     def convolve(
         self, layer: int, h: Tensor, h0: Tensor, weights: Sequence[Tensor | None], edge_index: Adj,
@@ -370,7 +383,7 @@ class OrthoGNN(nn.Module):
         for layer in range(self.hidden_layers):
             h = self.convolve(layer, h, states[0], weights, edge_index, edge_weight)
             states.append(h)
-        head = dropout(self.readout(states), self.dropout, self.training)
+        head = self.drop(self.readout(states), self.dropout)
         logits = self.head(head, edge_index, edge_weight)
         layers = self.ortho_layers()
         total = regularisation(layers, weights) if layers and penalty else self.lam.new_zeros(self.packs)

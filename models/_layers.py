@@ -20,6 +20,7 @@ import torch
 from torch import Tensor, nn
 
 from orthotune.core import OrthoSettings, check
+from orthotune.models._dropout import dropout
 from orthotune.models._ortho import (
     check_packable,
     init_ortho_weight_,
@@ -36,29 +37,6 @@ SPARSE_MAX_DENSITY = 0.1
 
 #: Block-diagonal layouts (pack counts) one :class:`SparseFeatures` keeps.
 BLOCK_LAYOUTS_KEPT = 2
-
-#: Random bits per dropout decision; ``p`` is applied as ``round(p * 2**15) / 2**15``.
-DROPOUT_BITS = 15
-
-
-def dropout(x: Tensor, p: float, training: bool) -> Tensor:
-    """``F.dropout``'s result: zero each element with probability ``p``, scale the rest.
-
-    Ortho-GConv's packs draw a mask per pack, so drawing masks is a large share of an
-    epoch. ``F.dropout`` (``bernoulli_``) and ``torch.rand`` draw one 32-bit number per
-    element; here each 31-bit draw of ``random_`` gives two 15-bit uniforms (the low
-    16 bits and the high 15, each masked to 15 bits), about twice as fast end to end.
-    The drop probability is ``p`` rounded to a multiple of ``2**-15`` (exact for 0.5;
-    off by at most ``1.6e-5`` otherwise); a different random stream from torch's.
-    """
-    if not training or p == 0.0:
-        return x
-    count = x.numel()
-    draws = torch.empty((count + 1) // 2, dtype=torch.int32, device=x.device).random_()
-    uniform = draws.view(torch.int16)[:count].bitwise_and_((1 << DROPOUT_BITS) - 1)
-    keep = uniform >= round(p * (1 << DROPOUT_BITS))
-    return x * (keep.view_as(x) * (1.0 / (1.0 - p)))
-
 
 def nonzero_dropout(x: Tensor, p: float, training: bool) -> Tensor:
     """:func:`dropout` of a dense ``x`` that draws only for its non-zeros where it is mostly

@@ -106,10 +106,16 @@ class BasePack:
     def _capture(self, active: Tensor) -> EpochGraph | None:
         """The epoch captured as a CUDA graph (nothing runs while capturing), or None with a
         warning where some operation cannot be captured. Dropout in the graph draws from the
-        process's CUDA generator (graphs replay the default one), not the pack's stream."""
+        pack's :meth:`random_streams` where it has them, registered with the graph (each replay
+        advances them; torch without the registration fails the capture: eager), else from
+        the process's CUDA generator (graphs replay the default one), not the pack's stream."""
         self.before_capture()
         static_active = active.clone()
         graph = torch.cuda.CUDAGraph()
+        register = getattr(graph, "register_generator_state", None)
+        for stream in self.random_streams():
+            if register is not None:
+                register(stream)
         try:
             with torch.cuda.graph(graph):
                 loss, fault, _ = self.train_step(static_active, False)
@@ -121,6 +127,11 @@ class BasePack:
                           RuntimeWarning, stacklevel=3)
             return None
         return EpochGraph(graph, static_active, outcome)
+
+    def random_streams(self) -> list[torch.Generator]:
+        """Generators the pack's step draws from besides torch's default one (a captured
+        epoch registers them)."""
+        return []
 
     def before_capture(self) -> None:
         """Drop what an eager epoch left for the next one (a captured epoch computes its own)."""

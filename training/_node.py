@@ -27,10 +27,10 @@ patience and selection rule:
 Pack size: the runs of one call are split into packs of at most ``max_pack`` runs and,
 on a GPU, of as many as the free memory holds (measured on a first epoch of a probe
 pack), on a CPU of as many as keep a packed hidden state within 16 MiB (see
-:func:`~._memory.pack_capacity`). Split packs train in lock-step, each with its
-own dropout stream. Dropout draws one random tensor for the whole pack, so with dropout
-a run's masks depend on the slots beside it (compaction included); without dropout a
-run's result does not depend on its pack.
+:func:`~._memory.pack_capacity`). Split packs train in lock-step. Each slot draws its
+dropout masks from its own generator, seeded from its run's seed and carried through a
+compaction (``OrthoGNN.streams``), so a run's result does not depend on its pack, with
+dropout or without.
 """
 
 from __future__ import annotations
@@ -41,7 +41,6 @@ from functools import partial
 from typing import NamedTuple
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 from torch_geometric.utils import remove_self_loops, to_edge_index
 
@@ -169,12 +168,16 @@ class _NodeTask(BaseTrainer):
         ]
 
     def losses(self, logits: Tensor, mask: Tensor) -> Tensor:
-        """Mean cross-entropy over each slot's masked nodes, ``[slots]``."""
-        nodes, slots, classes = logits.shape
-        targets = self.data.y.repeat_interleave(slots)
-        ce = F.cross_entropy(logits.reshape(-1, classes), targets, reduction="none")
-        ce = ce.view(nodes, slots) * mask
-        return ce.sum(0) / mask.sum(0).clamp_min(1)
+        """Mean cross-entropy over each slot's masked nodes, ``[slots]``: log-sum-exp less
+        the target's logit, on the model's pack-major logits. ``F.cross_entropy`` needs them
+        node-major (a copy) and its log-softmax over a few classes runs element by element:
+        on 24 Cora runs (7 classes) 13.3 ms forward and backward against 3.2 ms here (the
+        same losses to 1e-6)."""
+        packed = logits.transpose(0, 1)  # [slots, N, C], contiguous as the model made it
+        shifted = packed - packed.detach().amax(-1, keepdim=True)
+        targets = self.data.y.view(1, -1, 1).expand(packed.shape[0], -1, 1)
+        ce = shifted.exp().sum(-1).log() - shifted.gather(-1, targets).squeeze(-1)
+        return (ce.T * mask).sum(0) / mask.sum(0).clamp_min(1)
 
 
 class _NodePack(BasePack):
@@ -193,6 +196,9 @@ class _NodePack(BasePack):
         self.masks = task.data.masks([r.split for r in members])
         self.best = {k: v.detach().clone() for k, v in self._packed_state(self.model).items()}
         self.ahead: _Weights | None = None  # effective weights of the current parameters
+
+    def random_streams(self) -> list[torch.Generator]:
+        return self.model.streams(self.model.lam.device)  # the model's own device, its index included
 
     def before_capture(self) -> None:
         self.ahead = None  # the captured step computes its own weights: no autograd graph crosses epochs
@@ -321,6 +327,7 @@ class _NodePack(BasePack):
         model.load_state_dict(self._sliced(self.model.state_dict(), {}, keep, model))
         optimizer = PackAdam(model, self.members(keep), capturable=self.graphing)
         optimizer.take_state(self.optimizer, keep)
+        model.take_streams(self.model, keep)
         self.best = {k: v[list(keep)] for k, v in self.best.items()}
         self.masks = tuple(m[:, list(keep)] for m in self.masks)
         self.drop_rates = [self.drop_rates[s] for s in keep]

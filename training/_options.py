@@ -39,9 +39,10 @@ class TrainOptions:
     - ``cuda_graph``: on a CUDA device, capture a node pack's epoch (training step and
       evaluation) as one CUDA graph after ``GRAPH_WARM_UP`` eager epochs and replay it,
       so the host launches one graph instead of every kernel; recaptured after a
-      compaction. Where capture fails the pack stays eager (one warning). Dropout then
-      draws from the process's CUDA stream rather than the pack's own (graphs replay the
-      default generator). No effect on the CPU or on packs of one run's model.
+      compaction. Where capture fails the pack stays eager (one warning). A node pack's
+      dropout streams are registered with the graph (each replay advances them); other
+      packs' dropout then draws from the process's CUDA generator (graphs replay the
+      default one). No effect on the CPU or on packs of one run's model.
     """
 
     tf32: bool = True

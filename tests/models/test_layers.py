@@ -6,7 +6,7 @@ import torch
 from orthotune.core import OrthoSettings
 from orthotune.models import BACKBONES, adjacency, node_features
 from orthotune.models._layers import PackedLinear, SparseFeatures, dropout, effective_weights, nonzero_dropout
-from orthotune.models._packing import block_diagonal
+from orthotune.models._packing import block_adjacency, block_diagonal, propagate
 
 
 def test_cora_features_are_kept_sparse_and_round_trip(cora):
@@ -33,11 +33,12 @@ def test_sparse_input_and_cached_adjacency_match_the_dense_model(cora, name):
 
 
 def test_each_pack_draws_its_own_input_dropout_mask(cora):
-    torch.manual_seed(0)
-    model = BACKBONES.get("gcn")(cora.x.shape[1], 16, 7, 2, dropout=0.5, seeds=(0, 0))
+    model = BACKBONES.get("gcn")(cora.x.shape[1], 16, 7, 2, dropout=0.5, seeds=(0, 1))
+    with torch.no_grad():  # identical weights in both packs: only the masks (own streams) differ
+        model.input.weight[1] = model.input.weight[0]
     features = node_features(cora.x)
     for x in (features, cora.x):
-        h = model.embed(x)  # identical weights in both packs: only the masks differ
+        h = model.embed(x)
         assert not torch.allclose(h[0], h[1])
     model.eval()
     h = model.embed(features)
@@ -112,6 +113,22 @@ def test_block_diagonal_adjacency_propagates_each_pack_alone(cora):
     together = blocks.matmul(states.reshape(-1, 5), weights).view_as(states)
     for p in range(3):
         torch.testing.assert_close(together[p], cora.adj @ states[p])
+
+
+def test_block_adjacency_propagates_and_back_propagates_as_pyg_does(cora):
+    """The CSR pair (int32 indices) and its own backward equal PyG's product both ways."""
+    edge_index, edge_weight = adjacency(cora.adj)
+    blocks = block_adjacency(edge_index, edge_weight, 3)
+    assert blocks.matrix.crow_indices().dtype == torch.int32
+    states = torch.randn(3, cora.x.shape[0], 5, requires_grad=True)
+    ours = propagate(blocks, states)
+    grad = torch.randn_like(ours)
+    (ours_grad,) = torch.autograd.grad(ours, states, grad)
+    pyg_blocks, weights = block_diagonal(edge_index, edge_weight, 3)
+    theirs = pyg_blocks.matmul(states.reshape(-1, 5), weights).view_as(states)
+    (theirs_grad,) = torch.autograd.grad(theirs, states, grad)
+    torch.testing.assert_close(ours, theirs)
+    torch.testing.assert_close(ours_grad, theirs_grad)
 
 
 def test_packed_propagation_reuses_its_block_adjacency(cora):
