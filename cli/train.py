@@ -101,6 +101,8 @@ def default_text(f: dataclasses.Field) -> str:
         value = f.default
         if isinstance(value, bool):
             return "true" if value else "false"
+        if value == "":  # an empty string is a field's "none" (a treatment's)
+            return "none"
         return " ".join(map(str, value)) if isinstance(value, tuple) else str(value)
     if f.name == "dataset":
         return "none: required unless --config"
