@@ -25,6 +25,7 @@ from orthotune.core import (
     all_backbones,
     check_memory,
     declared,
+    treatment_function,
 )
 
 if TYPE_CHECKING:
@@ -143,6 +144,15 @@ def run(args: argparse.Namespace) -> int:
 
 
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
+    """The config from --config FILE, or from the options (a treatment's module imported: one
+    line before any work if it cannot be)."""
+    config = _config_named(args)
+    if config.treatment:
+        treatment_function(config.treatment)
+    return config
+
+
+def _config_named(args: argparse.Namespace) -> TrainConfig:
     """The config from --config FILE, or from the options; mixing both is refused, so a file
     from `orthotune best` reruns exactly what it says."""
     values = {f.name: getattr(args, f.name) for f in declared(TrainConfig) if getattr(args, f.name) is not None}

@@ -27,7 +27,7 @@ from orthotune.core._catalogue import DATASETS, SETTINGS, defaults_for
 from orthotune.core._cells import check_arm_name
 from orthotune.core._errors import ConfigError, check
 from orthotune.core._fields import Group, Rule, by_group, declared, option, validate_fields
-from orthotune.core._treatments import NO_TREATMENT, TREATMENT_SYNTAX, treatment_function
+from orthotune.core._treatments import NO_TREATMENT, TREATMENT_SYNTAX, check_treatment_reference
 
 _O, _V, _C, _T, _R = Group.ORTHO, Group.VARIANT, Group.CELL, Group.TRAIN, Group.REPEATS
 #: Static caps of depth and hidden width (see the fields' declarations).
@@ -311,13 +311,14 @@ class TrainConfig(_OrthoFields):
 
     def _check_treatments(self) -> None:
         """DropEdge and a user's treatment are refused, not ignored, where the backbone cannot
-        take them; a treatment's function must exist (imported here: before any work)."""
+        take them; a treatment's reference must be well formed (its import is checked where a
+        user names it and where a model is built, never on a stored row read back)."""
         for name in ("drop_edge", "treatment"):
             check(not getattr(self, name) or reads(name, self.backbone),
                   f"{name}={getattr(self, name)!r} does not apply to {self.backbone}; it applies to "
                   f"{', '.join(option_readers(name))}")
         if self.treatment:
-            treatment_function(self.treatment)
+            check_treatment_reference(self.treatment)
 
     def ortho_settings(self) -> OrthoSettings | None:
         """The Ortho-GConv settings of this config, or None for the original arm."""

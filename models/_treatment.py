@@ -1,5 +1,5 @@
 """A user's treatment applied to a built model (config ``treatment``: ``package.module:function``,
-resolved by ``orthotune.core.treatment_function``, which checked at config time that it exists).
+resolved by ``orthotune.core.treatment_function``; checked where a user named it, and again here).
 
 ``function(model, config)`` gets the built model (a ``NodeModule``: ``forward(x, edge_index)``
 gives the logits) and returns the treated ``torch.nn.Module``, the model itself changed in
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from torch import nn
 
-from orthotune.core import OrthotuneError, TrainConfig, one_line, treatment_function
+from orthotune.core import ConfigError, OrthotuneError, TrainConfig, one_line, treatment_function
 
 
 class TreatmentFailed(OrthotuneError):
@@ -22,7 +22,10 @@ class TreatmentFailed(OrthotuneError):
 
 def apply_treatment(model: nn.Module, config: TrainConfig) -> nn.Module:
     """``config.treatment``'s function applied to ``model`` (see the module docstring)."""
-    function = treatment_function(config.treatment)
+    try:  # gone since the search checked it (a worker without the module): the run's failure
+        function = treatment_function(config.treatment)
+    except ConfigError as error:
+        raise TreatmentFailed(str(error)) from None
     try:
         out = function(model, config)
     except Exception as error:  # the user's code failing is the run's failure, in one line

@@ -23,6 +23,7 @@ from orthotune.core import (
     profile_values,
     reads,
     standard_form,
+    treatment_function,
 )
 from orthotune.spaces._arms import ORTHO_KEYS, ArmSpec, Comparisons, arm_parts
 from orthotune.spaces._dimension import Dimension, grid_count, grid_product, pick
@@ -389,6 +390,8 @@ def _variant_cell_name(cell: SearchSpace) -> str:
 
 def _validate(values: dict[str, Any]) -> None:
     try:
-        TrainConfig.from_dict(values)
+        config = TrainConfig.from_dict(values)
+        if config.treatment:  # a user named it: its module must import, before any work
+            treatment_function(config.treatment)
     except OrthotuneError as error:
         raise ConfigError(f"space: {error}") from None

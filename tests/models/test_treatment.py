@@ -13,7 +13,7 @@ import pytest
 import torch
 from torch_geometric.nn import MessagePassing
 
-from orthotune.core import ConfigError, TrainConfig
+from orthotune.core import ConfigError, TrainConfig, treatment_function
 from orthotune.models import NodeModule, TreatmentFailed, build_module_model, orthogonalised_weights
 from orthotune.training import run_configs
 
@@ -44,13 +44,30 @@ def docs_example(tmp_path_factory):
 @pytest.mark.parametrize(("reference", "message"), [
     ("pairnorm", "treatment='pairnorm' must be package.module:function"),
     ("a.b:c d", "must be package.module:function"),
-    ("no_such_module_for_tests:f", "cannot import no_such_module_for_tests: ModuleNotFoundError"),
-    ("treatments_for_tests:absent", "treatments_for_tests has no callable 'absent'"),
 ])
-def test_a_malformed_or_unknown_treatment_is_one_line_when_the_config_is_made(reference, message):
+def test_a_malformed_treatment_is_one_line_when_the_config_is_made(reference, message):
     with pytest.raises(ConfigError, match=re.escape(message)) as error:
         config(treatment=reference)
     assert "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize(("reference", "message"), [
+    ("no_such_module_for_tests:f", "cannot import no_such_module_for_tests: ModuleNotFoundError"),
+    ("treatments_for_tests:absent", "treatments_for_tests has no callable 'absent'"),
+])
+def test_an_unknown_treatment_is_one_line_where_it_is_resolved(reference, message):
+    with pytest.raises(ConfigError, match=re.escape(message)) as error:
+        treatment_function(reference)
+    assert "\n" not in str(error.value)
+
+
+def test_a_stored_config_whose_treatment_module_is_gone_still_reads_and_its_run_fails_with_the_reason():
+    """A store outlives the user's module: its rows read back (``best``, reports), and only
+    training such a config fails, as its run's failure."""
+    gone = config(treatment="no_such_module_for_tests:pairnorm")
+    assert TrainConfig.from_dict(gone.to_dict()).treatment == "no_such_module_for_tests:pairnorm"
+    with pytest.raises(TreatmentFailed, match="cannot import no_such_module_for_tests"):
+        build_module_model(gone, FEATURES, CLASSES, seed=0)
 
 
 def test_backbones_that_cannot_take_a_treatment_refuse_it():
