@@ -321,19 +321,16 @@ class OrthoGNN(nn.Module):
         return logits
 
     def propagate(self, h: Tensor, edge_index: Adj, edge_weight: OptTensor) -> Tensor:
-        """``A_hat h`` for ``[packs, N, d]`` states, one sparse product for all packs; a
-        ``packs * N`` square ``edge_index`` holds each pack's own ``A_hat`` (DropEdge's) already."""
+        """``A_hat h`` for ``[packs, N, d]`` states, one sparse product for all packs (DropEdge
+        hands a ``packs * N`` square ``edge_index``, each slot's own ``A_hat``: one block)."""
         if isinstance(edge_index, EdgeIndex):  # SimpleConv would scatter edge by edge
-            # DropEdge hands a packs * N square adjacency (each slot's own): one block of it
             copies = 1 if edge_index.sparse_size(0) != h.shape[1] else self.packs
             return propagate(self._block_adjacency(edge_index, edge_weight, copies), h)
-        flat = h.transpose(0, 1).reshape(h.shape[1], -1)  # [N, packs * d]
-        out = self.propagation(flat, edge_index, edge_weight)
+        out = self.propagation(h.transpose(0, 1).reshape(h.shape[1], -1), edge_index, edge_weight)  # [N, P*d]
         return out.view(h.shape[1], self.packs, -1).transpose(0, 1).contiguous()
 
     def _block_adjacency(self, edge_index: EdgeIndex, edge_weight: OptTensor, copies: int) -> BlockAdjacency:
-        """``A_hat`` ``copies`` times on the diagonal (one block for a lone run: the same kernel
-        either way), kept while the same adjacency is used."""
+        """``A_hat`` ``copies`` times on the diagonal, kept while the same adjacency is used."""
         cached = self._blocks
         if cached is None or cached[0] is not edge_index or cached[1] is not edge_weight:
             self._blocks = cached = (edge_index, edge_weight, block_adjacency(edge_index, edge_weight, copies))

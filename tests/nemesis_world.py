@@ -31,11 +31,15 @@ class World:
                 "num_cpus": 0, "node_ip_address": LOOPBACK, "include_dashboard": False})
         self.workers = [self.add_worker() for _ in range(workers)]
         self.s3 = None
+        self.saved_environment: dict[str, str | None] = {}
         if s3:
             from s3_faults import FaultyS3
 
             self.s3 = FaultyS3()
-            os.environ.update(self.s3.environment())  # this process reads the stores too
+            # this process reads the stores too; given back at shutdown (the other S3 tests'
+            # moto server refuses these credentials)
+            self.saved_environment = {key: os.environ.get(key) for key in self.s3.environment()}
+            os.environ.update(self.s3.environment())
         self.disk_reason = can_mount()
 
     @property
@@ -81,6 +85,11 @@ class World:
     def shutdown(self) -> None:
         if self.s3 is not None:
             self.s3.stop()
+        for key, value in self.saved_environment.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
         self.cluster.shutdown()
 
 
