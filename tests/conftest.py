@@ -75,6 +75,10 @@ def s3_server():
     endpoint = f"http://{host}:{port}"
     # Signatures are checked after the first three requests, which create the user, its key
     # and its S3 policy: from then on a wrong key or secret is refused, as on AWS.
+    # moto counts requests per process, so another in-process server's (the nemesis's) count too
+    from moto.core.authorization import ActionAuthenticatorMixin
+
+    ActionAuthenticatorMixin.request_count = 0
     settings.INITIAL_NO_AUTH_ACTION_COUNT = 3
     iam = boto3.client("iam", endpoint_url=endpoint, aws_access_key_id="setup", aws_secret_access_key="setup",
                        region_name=S3_REGION)

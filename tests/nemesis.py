@@ -39,9 +39,10 @@ from orthotune.core import OrthotuneError
 from orthotune.store import Store, check_store, lease_info, quarantine
 
 DATA = Path(os.environ.get("ORTHOTUNE_DATA_ROOT", "../shared/data")).resolve()
-#: The tiny search: the fault tests' (Cora, GCN-2, both arms), two configs each, 20 epochs a trial.
+#: The tiny search: the fault tests' (Cora, GCN-2, both arms), two configs each, 150 epochs a
+#: trial (long enough that a fault lands inside the search on an idle machine too).
 SPACE = {**drivers.SPACE, "name": "nemesis", "samples": 2,
-         "train": {**drivers.SPACE["train"], "epochs": 20, "patience": 20}}
+         "train": {**drivers.SPACE["train"], "epochs": 150, "patience": 150}}
 BUDGET = 2 * SPACE["samples"]
 GRID = {"lr": SPACE["train"]["lr"], "T": [None, *SPACE["ortho"]["T"]]}
 NAME = "n"
