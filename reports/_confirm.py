@@ -33,7 +33,7 @@ from orthotune.core import SETTINGS, ConfigError, ConfigResult, TrainConfig
 from orthotune.reports._pair import pair_label
 from orthotune.reports._select import plain, row_to_config
 from orthotune.reports._sequential import BOUNDARIES, sequential_p
-from orthotune.reports._stats import ALPHA, Paired, confidence_interval, holm, paired_t_test
+from orthotune.reports._stats import ALPHA, Paired, confidence_interval, holm, no_spread, paired_t_test
 
 #: Geom-GCN's fixed splits per graph: the full-supervised setting's repeats are drawn from them.
 GEOM_GCN_SPLITS = 10
@@ -187,7 +187,7 @@ def _diffs(tests: dict[str, dict[int, float]]) -> np.ndarray:
 
 def _p(diffs: np.ndarray) -> float:
     """The paired t-test's p-value; NaN below two repeats or for identical differences."""
-    if len(diffs) < 2 or np.allclose(diffs, diffs[0], rtol=0.0, atol=1e-12):
+    if len(diffs) < 2 or no_spread(diffs):
         return math.nan
     return paired_t_test(diffs)[1]
 

@@ -121,14 +121,19 @@ def paired(setting: str, original: pd.Series | None, ortho: pd.Series | None) ->
         kind = repeat_noun(setting)
         mean = float(diffs.mean()) if len(keys) else nan
         return Paired(len(keys), mean, nan, nan, nan, f"{len(keys)} matched {kind}(s); a paired test needs 2{extra}")
-    # equal up to float noise (accuracies are counts over at most millions of nodes, so real
-    # differences are far above 1e-12): the t statistic would divide by rounding error
-    if np.allclose(diffs, diffs[0], rtol=0.0, atol=1e-12):
+    if no_spread(diffs):
         note = f"identical differences on every repeat; no test{extra}"
         return Paired(len(keys), float(diffs[0]), 0.0, nan, nan, note)
     t, p = paired_t_test(diffs)
     low, high = confidence_interval(diffs)
     return Paired(len(keys), float(diffs.mean()), float(diffs.std(ddof=1)), t, p, extra.lstrip("; "), low, high, p)
+
+
+def no_spread(diffs: np.ndarray) -> bool:
+    """Whether the differences are equal up to float noise (accuracies are counts over at most
+    millions of nodes, so real differences are far above 1e-12): the t statistic would divide
+    by rounding error, so there is no test."""
+    return bool(np.allclose(diffs, diffs[0], rtol=0.0, atol=1e-12))
 
 
 def paired_t_test(diffs: np.ndarray) -> tuple[float, float]:
