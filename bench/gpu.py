@@ -40,6 +40,7 @@ from functools import partial
 from typing import Any
 
 import torch
+from gpu_equal import equality
 from gpu_report import markdown
 
 from orthotune.core import TrainConfig
@@ -246,40 +247,6 @@ def precision(configs: list[TrainConfig], data, device: torch.device, pack: str)
     return rows
 
 
-def equality(data, device: torch.device, count: int, epochs: int, seed: int) -> dict[str, Any]:
-    """Packed against alone, dropout off (packing must not change a run): ``count`` configs
-    at learning rates up to 0.01 and up to 0.05, each trained alone and in one pack, under
-    strict FP32 and TF32 (and strict FP32 deterministic; and packed as a captured CUDA graph
-    against packed eagerly). Per comparison: configs whose selected epoch differs, and the
-    largest differences of validation and test accuracy."""
-    rows: dict[str, Any] = {}
-    for rates, top in (("lr <= 0.01", -2.0), ("lr <= 0.05", -1.3)):
-        configs = make_configs(count, epochs, 2, seed, max_log_lr=top, dropout=0.0)
-        for name, switches in (("strict fp32", dict(tf32=False)), ("tf32", dict(tf32=True)),
-                               ("strict fp32 deterministic", dict(tf32=False, deterministic=True))):
-            try:
-                alone = [train_node(c, data, device, options=TrainOptions(**switches))[0].runs[0] for c in configs]
-                packed = [r.runs[0] for r in train_node(configs, data, device,
-                                                          options=pack_options(str(count), **switches))]
-                rows[f"{rates}, {name}: packed vs alone"] = _compare(packed, alone)
-                if name == "strict fp32" and device.type == "cuda":
-                    graphed = [r.runs[0] for r in train_node(configs, data, device,
-                                                               options=pack_options(str(count), True, **switches))]
-                    rows[f"{rates}, {name}: packed graph vs packed eager"] = _compare(graphed, packed)
-            except Exception as error:  # noqa: BLE001
-                rows[f"{rates}, {name}"] = {"error": f"{type(error).__name__}: {error}"[:400]}
-    return rows
-
-
-def _compare(runs, reference) -> dict[str, Any]:
-    return {"configs": len(runs),
-            "best_epoch_differs": sum(a.best_epoch != b.best_epoch for a, b in zip(runs, reference)),
-            "max_abs_val_diff": max(abs(a.val_acc - b.val_acc) for a, b in zip(runs, reference)),
-            "max_abs_test_diff": max(abs(a.test_acc - b.test_acc) for a, b in zip(runs, reference)),
-            "mean_test": statistics.fmean(a.test_acc for a in runs),
-            "mean_test_reference": statistics.fmean(b.test_acc for b in reference)}
-
-
 #: ``--gpus-per-trial auto``'s cells: (name, config fields); each trial's pack is its repeats.
 SHARE_CELLS = (
     ("Cora GCN-2 original (full, 5 splits)", dict(dataset="cora", setting="full", backbone="gcn", depth=2,
@@ -333,6 +300,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--cell-pack", type=int, default=256, help="runs measured per cell and arm")
     parser.add_argument("--equal-configs", type=int, default=8, help="configs in the packed-vs-alone check")
     parser.add_argument("--equal-epochs", type=int, default=100)
+    parser.add_argument("--dropouts", nargs="+", type=float, default=[0.0, 0.2, 0.5],
+                        help="dropout rates of the packed-vs-alone check")
     parser.add_argument("--share-epochs", type=int, default=10)
     parser.add_argument("--cpus-per-gpu", type=float, default=float(os.cpu_count() or 1))
     parser.add_argument("--parts", nargs="+", default=list(PARTS), choices=PARTS)
@@ -377,7 +346,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "per_epoch": lambda: [per_epoch(configs, data, device, int(p), args.profile_epochs, g, args.timed_epochs)
                               for g in graphs for p in args.packs if p != "auto" and int(p) <= args.configs],
         "precision": lambda: precision(configs, data, device, args.packs[-1]),
-        "equality": lambda: equality(data, device, args.equal_configs, args.equal_epochs, args.seed),
+        "equality": lambda: equality(data, device, args.equal_configs, args.equal_epochs, args.seed,
+                                     tuple(args.dropouts), make_configs, pack_options),
         "shares": lambda: shares(root, device, args.cpus_per_gpu, args.share_epochs),
         "projection": lambda: project_grid(chosen_cells(args.cells), root, device, args.packs[-1], args.cell_pack,
                                            args.cell_epochs, args.seed),
