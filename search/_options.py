@@ -109,8 +109,9 @@ class LaunchOptions:
     retries: int = launch_option(
         2, "times a trial whose Ray worker died (killed, node lost) trains again; a trial that raises is stored "
            "as failed at once", "cluster", metavar="N")
-    # the GPU switches: a flag given wins over the space's ``execution`` section, which wins over
-    # TrainOptions' default; resolved when the options are made, so the record holds the values used
+    # the GPU switches, one line per TrainOptions switch (execution() reads each): a flag given wins
+    # over the space's ``execution`` section, which wins over TrainOptions' default; resolved when
+    # the options are made, so the record holds the values used
     tf32: bool | None = execution_switch("tf32")
     deterministic: bool | None = execution_switch("deterministic")
     cuda_graph: bool | None = execution_switch("cuda_graph")

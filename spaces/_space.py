@@ -357,8 +357,7 @@ class SearchSpace:
             out["repeats"] = list(self.repeats)
         if self.split:
             out["split"] = dict(self.split)
-        if self.execution:
-            out["execution"] = dict(self.execution)
+        out.update({"execution": dict(self.execution)} if self.execution else {})
         if self.ortho is not None:
             out["ortho"] = dims(self.ortho)
         if self.variants:
