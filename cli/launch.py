@@ -74,7 +74,7 @@ def _flag(f: dataclasses.Field, kind: Any) -> dict[str, Any]:
     if "(default:" not in text:
         text += " (default: %(default)s)"
     default = None if f.default is dataclasses.MISSING else f.default
-    if kind is bool:
+    if kind is bool or bool in typing.get_args(kind):  # bool | None: None when neither flag is given
         return {"action": argparse.BooleanOptionalAction, "default": default, "help": text}
     plain = next((k for k in typing.get_args(kind) if k is not type(None)), kind)  # int | None -> int
     return {"type": meta["parse"] or plain, "default": default, "metavar": meta["metavar"], "help": text}

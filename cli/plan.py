@@ -20,10 +20,13 @@ import json
 import sys
 
 from orthotune.cli._common import OK, add_data_arguments
+from orthotune.training import EXECUTION_SWITCHES
 
-#: The launch options a plan depends on (the rest: names, trackers, the store, the cluster's address).
+#: The launch options a plan depends on (the rest: names, trackers, the store, the cluster's address);
+#: the GPU switches (``TrainOptions``') change what an epoch costs, so the plan measures with them.
 PLANNED = ("samples", "searcher", "scheduler", "cpus_per_trial", "gpus_per_trial", "concurrency",
-           "configs_per_trial", "report_every", "budget", "stopping_rule", "first_look", "look_step")
+           "configs_per_trial", "report_every", "budget", "stopping_rule", "first_look", "look_step",
+           *EXECUTION_SWITCHES)
 
 
 def _positive(kind: type) -> object:

@@ -61,6 +61,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_data_arguments(run_group)
     run_group.add_argument("--device", help="cpu or cuda[:N] (default: cuda when present, else cpu)")
     run_group.add_argument("--json", action="store_true", help="print one JSON object")
+    add_switch_flags(parser.add_argument_group("GPU execution"))
+
+
+def add_switch_flags(group: Any) -> None:
+    """``--NAME/--no-NAME`` per GPU switch of ``TrainOptions`` (its doc and default from there);
+    None when neither is given, so TrainOptions applies its own default."""
+    from orthotune.training import EXECUTION_SWITCHES
+
+    for name, switch in EXECUTION_SWITCHES.items():
+        group.add_argument(f"--{name.replace('_', '-')}", action=argparse.BooleanOptionalAction, default=None,
+                           help=f"{switch.metadata['switch']} (default: {'on' if switch.default else 'off'})"
+                           .replace("%", "%%"))
+
+
+def switches_given(args: argparse.Namespace) -> dict[str, bool]:
+    """The GPU switches given on the command line, by ``TrainOptions`` field."""
+    from orthotune.training import EXECUTION_SWITCHES
+
+    return {name: getattr(args, name) for name in EXECUTION_SWITCHES if getattr(args, name, None) is not None}
 
 
 def add_config_options(parser: argparse.ArgumentParser) -> None:
@@ -135,7 +154,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"preparing {config.dataset} for the first time: processing it into the cache {cache_dir()} "
               f"(ORTHOTUNE_CACHE; later runs read it from there)", file=sys.stderr, flush=True)
     # reports at the trainer's own host-sync cadence: the progress display changes no result
-    options = TrainOptions(report_every=TrainOptions().sync_every)
+    options = TrainOptions(**switches_given(args), report_every=TrainOptions().sync_every)
     with TrainProgress(config) as progress:
         result = run_configs([config], device, str(root.path), progress, options)[0]
     summary = summarise(result)

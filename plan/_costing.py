@@ -110,7 +110,8 @@ def _measure_plan(options: LaunchOptions, method: Method, remeasure: bool,
                   ) -> tuple[dict[str, Any], list[CellEstimate], float]:
     """Every cell's estimate, measuring the shapes not cached (torch and PyG load here)."""
     method = replace(method, data_root=options.data_root, download=options.download, pack=options.configs_per_trial,
-                     threads=max(1, int(options.cpus_per_trial)), report_every=options.report_every)
+                     threads=max(1, int(options.cpus_per_trial)), report_every=options.report_every,
+                     execution=tuple(options.execution().items()))
     # without a GPU option the plan measures on the CPU and its streams are known before torch
     # loads: the measuring processes start now, the first measuring the search's start first
     gpu = wants_gpu(options.gpus_per_trial, options.gpu_share)
@@ -215,13 +216,15 @@ def _depth_fits(cells: list[_Cell]) -> dict[int, tuple[int, int]]:
 
 def _shape(config: TrainConfig, options: LaunchOptions, device: Any, method: Method) -> str:
     """What a cell's cost depends on, as a digest: its pack key (dataset, backbone, depth,
-    arm, width, switches), T, the repeats, the pack and threads, the device and the versions.
-    Learning rates, decays, seeds and the like do not change an epoch's cost."""
+    arm, width, switches), T, the repeats, the pack and threads, the GPU switches (TF32 and the
+    rest), the device and the versions. Learning rates, decays, seeds and the like do not change
+    an epoch's cost."""
     from orthotune.training import pack_key
 
     parts = [repr(pack_key(config)), config.T, config.input_T, config.batch_size, len(config.runs()),
              options.configs_per_trial, max(1, int(options.cpus_per_trial)), options.report_every, method.epochs,
-             method.full_packs, device_name(device), torch_version(), __version__, CACHE_FORMAT]
+             method.full_packs, sorted(options.execution().items()), device_name(device), torch_version(),
+             __version__, CACHE_FORMAT]
     return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()
 
 

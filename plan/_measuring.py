@@ -40,6 +40,14 @@ class Method:
     pack: int = 1  # configs per trial
     threads: int = 1  # a trial's torch threads
     report_every: int = 10
+    execution: tuple[tuple[str, bool], ...] = ()  # the search's GPU switches (LaunchOptions.execution)
+
+    def train_options(self) -> Any:
+        """The ``TrainOptions`` a shape is measured with: a trial's report cadence and switches."""
+        from orthotune.training import TrainOptions
+
+        return TrainOptions(**dict(self.execution), report_every=self.report_every,
+                            grad_norms_every=self.report_every)
 
 
 def start_worker(threads: int, preload: bool = True) -> None:
@@ -106,11 +114,10 @@ def first_run(config: TrainConfig) -> TrainConfig:
 def warm_up(config: TrainConfig, method: Method) -> float:
     """One run of ``config`` trained a few epochs (the dataset loads, the allocator and the
     kernels settle): its seconds per epoch."""
-    from orthotune.training import TrainOptions, measure_cell_cost
+    from orthotune.training import measure_cell_cost
 
-    options = TrainOptions(report_every=method.report_every, grad_norms_every=method.report_every)
-    return measure_cell_cost(first_run(config), method.device, method.data_root, 1, 1, options, method.download,
-                             warm_up=True, profile=False).seconds_per_epoch
+    return measure_cell_cost(first_run(config), method.device, method.data_root, 1, 1, method.train_options(),
+                             method.download, warm_up=True, profile=False).seconds_per_epoch
 
 
 def timed_epochs(epoch_s: float, method: Method) -> int:
@@ -123,9 +130,9 @@ def measure(config: TrainConfig, method: Method, one_run: bool = False) -> Any:
     """One pack of ``config`` trained as a trial trains it (its threads, its report cadence),
     or (``one_run``) one run of it, its figures scaled by the pack's runs. Graph
     classification trains its repeats one after another: one is measured and scaled."""
-    from orthotune.training import CellCost, TrainOptions, measure_cell_cost
+    from orthotune.training import CellCost, measure_cell_cost
 
-    options = TrainOptions(report_every=method.report_every, grad_norms_every=method.report_every)
+    options = method.train_options()
     repeats, one = len(config.runs()), first_run(config)
     if DATASETS.get(config.dataset).task == "graph":  # a pack of configs, its repeats in turn
         cost = measure_cell_cost(one, method.device, method.data_root, method.pack, method.epochs, options,

@@ -145,13 +145,14 @@ def decide_shares(costs: Mapping[str, CellCost | dict[str, Any]], gpu_memory_byt
 # -- on the cluster ------------------------------------------------------------------------
 
 def measure_task(config: dict[str, Any], data_root: str | None, pack: int, epochs: int, sync_every: int,
-                 download: bool = False) -> dict[str, Any]:
-    """A cell's cost, measured in a Ray task holding one GPU (CUDA path unmeasured here)."""
+                 download: bool = False, execution: dict[str, bool] | None = None) -> dict[str, Any]:
+    """A cell's cost, measured in a Ray task holding one GPU (CUDA path unmeasured here) with
+    the search's GPU switches (``execution``: ``LaunchOptions.execution``)."""
     import torch
 
     torch.set_num_threads(1)
     retain_freed_memory()  # as a trial's worker does
-    options = TrainOptions(sync_every=sync_every)
+    options = TrainOptions(**(execution or {}), sync_every=sync_every)
     return measure_cell_cost(TrainConfig.from_dict(config), choose_device(None), data_root, pack, epochs,
                              options, download).to_dict()
 
@@ -171,7 +172,7 @@ def measure_shares(options: LaunchOptions, data_root: str | None, epochs: int = 
     cells = {cell.key: default_config(cell) for cell in options.space.cells()}
     task = ray.remote(num_gpus=1, num_cpus=1, max_calls=1)(measure_task)  # a fresh process per cell
     pending = {cell: task.remote(config, data_root, options.configs_per_trial, epochs, options.report_every,
-                                 options.download)
+                                 options.download, options.execution())
                for cell, config in cells.items()}
     costs: dict[str, CellCost | dict[str, Any]] = {}
     for cell, ref in pending.items():

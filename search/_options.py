@@ -16,6 +16,7 @@ from orthotune.search._algorithms import SCHEDULERS, SEARCHERS
 from orthotune.search._stopping import FEW_TRIALS, LOOK_STEP, STOPPING_RULES, budget_looks
 from orthotune.spaces import SearchSpace, parse_space
 from orthotune.store import check_search_name
+from orthotune.training import EXECUTION_SWITCHES
 
 #: ``--optuna-storage`` value that turns the cells' Optuna studies off.
 NO_STORAGE = "off"
@@ -31,7 +32,7 @@ BUDGETS = ("fixed", "adaptive")
 
 
 #: The help's sections of ``orthotune launch`` the options go in (``launch_option``'s ``cli``).
-SECTIONS = ("search", "cluster", "progress and live views")
+SECTIONS = ("search", "cluster", "GPU execution", "progress and live views")
 
 
 def launch_option(default: Any, doc: str, cli: str | None = "search", *, metavar: str | None = None,
@@ -43,6 +44,15 @@ def launch_option(default: Any, doc: str, cli: str | None = "search", *, metavar
     where the default needs words."""
     metadata = {"doc": doc, "cli": cli, "metavar": metavar, "parse": parse, "names": names}
     return field(default=default, metadata=metadata)
+
+
+def execution_switch(name: str) -> Any:
+    """The launch option of ``TrainOptions``' GPU switch ``name``: its doc from that declaration;
+    None (no flag given) until :class:`LaunchOptions` resolves it (:meth:`~LaunchOptions.execution`)."""
+    declared = EXECUTION_SWITCHES[name]
+    default = "on" if declared.default else "off"
+    return launch_option(None, f"{declared.metadata['switch']} (default: the space's execution.{name}, else "
+                               f"{default})", "GPU execution")
 
 
 def gpus_or_auto(value: str) -> float | str:
@@ -99,6 +109,12 @@ class LaunchOptions:
     retries: int = launch_option(
         2, "times a trial whose Ray worker died (killed, node lost) trains again; a trial that raises is stored "
            "as failed at once", "cluster", metavar="N")
+    # the GPU switches, one line per TrainOptions switch (execution() reads each): a flag given wins
+    # over the space's ``execution`` section, which wins over TrainOptions' default; resolved when
+    # the options are made, so the record holds the values used
+    tf32: bool | None = execution_switch("tf32")
+    deterministic: bool | None = execution_switch("deterministic")
+    cuda_graph: bool | None = execution_switch("cuda_graph")
     data_root: str | None = launch_option(None, "raw data folder (the CLI's --data-root)", cli=None)
     download: bool = launch_option(False, "fetch datasets missing from data_root into it (the CLI's --download)",
                                    cli=None)
@@ -124,6 +140,9 @@ class LaunchOptions:
             object.__setattr__(self, "gpus_per_trial", 0.0)
             object.__setattr__(self, "gpu_share", "auto")
         check_search_name(self.name)
+        for name, value in self.execution().items():
+            check(isinstance(value, bool), f"{name}={value!r} must be true or false")
+            object.__setattr__(self, name, value)
         SEARCHERS.get(self.searcher)
         SCHEDULERS.get(self.scheduler)
         check(self.samples is None or self.samples >= 1, f"samples={self.samples!r} must be >= 1")
@@ -177,6 +196,13 @@ class LaunchOptions:
                   f"budget adaptive: the {self.searcher} searcher trains a fixed set of points; use a sampling "
                   f"searcher ({', '.join(n for n in SEARCHERS.names() if not SEARCHERS.get(n).finite)})")
             budget_looks(self.samples or self.space.samples, self.first_look, self.look_step)
+
+    def execution(self) -> dict[str, bool]:
+        """The GPU switches every trial trains with (``TrainOptions``' fields): each one's flag
+        where given, else the space's ``execution`` section, else TrainOptions' default."""
+        chosen = {name: getattr(self, name) for name in EXECUTION_SWITCHES}
+        return {name: self.space.execution.get(name, EXECUTION_SWITCHES[name].default) if value is None else value
+                for name, value in chosen.items()}
 
     def looks(self):
         """The looks of an adaptive budget (``_stopping.Looks``)."""

@@ -29,6 +29,7 @@ from orthotune.search._options import LaunchOptions, SearchOutcome
 from orthotune.search._recorder import compact_finished
 from orthotune.search._tuner import sweep_dead_scratch
 from orthotune.store import Lease, LeaseHeld, Store, lease_info, lease_stale_s
+from orthotune.training import EXECUTION_SWITCHES
 
 #: Options not compared with the record: where the store is seen from and which cluster runs
 #: the session may change; the data root and download are the first session's, as ``--resume``
@@ -90,6 +91,8 @@ def _refuse_other_options(stored: dict[str, Any], options: LaunchOptions) -> Non
     given = json.loads(json.dumps(options.to_meta()))  # as the record holds them (JSON)
     defaults = json.loads(json.dumps({f.name: f.default for f in dataclasses.fields(LaunchOptions)
                                       if f.default is not dataclasses.MISSING}, default=str))
+    # a record from before the GPU switches: its resumed search resolves them (its space's, else the defaults)
+    defaults.update(dataclasses.replace(options, **dict.fromkeys(EXECUTION_SWITCHES)).execution())
     stored = {**{key: defaults[key] for key in set(given) - set(stored) if key in defaults}, **stored}
     differ = [key for key in sorted((set(given) | set(stored)) - SESSION_OPTIONS) if given.get(key) != stored.get(key)]
     if not differ:

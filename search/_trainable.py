@@ -45,6 +45,12 @@ class TrialContext:
     device: str | None = None
     rung_board: Any = None  # a RungBoard actor: ASHA per config inside packs
     download: bool = False  # the loaders may fetch missing files into data_root (--download)
+    execution: dict[str, bool] = field(default_factory=dict)  # the GPU switches (LaunchOptions.execution)
+
+    def train_options(self) -> TrainOptions:
+        """How a trial trains: the search's GPU switches, reports at its cadence, and the
+        per-layer gradient norms of the report epochs (the epochs table, Figure 1(b, c))."""
+        return TrainOptions(**self.execution, report_every=self.report_every, grad_norms_every=self.report_every)
 
 
 #: ``ORTHOTUNE_TIMINGS=1`` in a search's environment: each trial's final report also says
@@ -112,9 +118,8 @@ def train_trial(config: dict[str, Any], context: TrialContext) -> None:
     # A worker only trains: it keeps freed activations for the next epoch (glibc thresholds),
     # which a library call must not do to its caller's process.
     retain_freed_memory()
-    # The callback runs at the report cadence; each call carries every epoch since the last,
-    # and the per-layer gradient norms of the report epochs (the epochs table, Figure 1(b, c)).
-    options = TrainOptions(report_every=context.report_every, grad_norms_every=context.report_every)
+    # The callback runs at the report cadence; each call carries every epoch since the last.
+    options = context.train_options()
     device = choose_device(context.device)
     try:
         if timings is not None:  # loaded here to be timed; run_configs finds it in the process's cache

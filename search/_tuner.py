@@ -108,7 +108,7 @@ def _trainable(options: LaunchOptions, stored: list[StoredTrial] | None = None, 
     if options.configs_per_trial > 1 and scheduler.stops_at_rungs:  # one ASHA per cell, on the board
         board = RungBoard.remote(replayed(scheduler.make(options.space), stored or [], curves))
     context = TrialContext(data_root(options.data_root, options.download), options.report_every, threads,
-                           rung_board=board, download=options.download)
+                           rung_board=board, download=options.download, execution=options.execution())
     # a dict, or with --gpus-per-trial auto each trial's cell's GPU share (a callable of its config)
     resources = trial_resources(options)
     return tune.with_resources(tune.with_parameters(train_trial, context=context), resources)

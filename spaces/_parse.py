@@ -20,6 +20,9 @@ A space file::
       epochs: 200
     asha: {grace_period: 10, reduction_factor: 3}   # optional
     samples: 16                 # optional: trials per cell and arm
+    execution: {tf32: false}    # optional: the GPU switches (tf32, deterministic, cuda_graph;
+                                # TrainOptions' defaults otherwise); a launch/plan flag given
+                                # on the command line overrides the file
     smoke_test: false           # optional: true marks a demo/smoke test (reports warn that its
                                 # verdicts are not evidence; the quick preset sets it)
     reference: true             # optional (default false): also search the structure-agnostic
@@ -72,9 +75,10 @@ from orthotune.spaces._arms import ORTHO_KEYS, parse_arms, parse_compare
 from orthotune.spaces._dimension import Dimension
 from orthotune.spaces._names import registry_names
 from orthotune.spaces._space import ARM_KEYS, SearchSpace, Variant, _profile
+from orthotune.training import EXECUTION_SWITCHES
 
 TOP_KEYS = {"name", "datasets", "setting", "repeats", "split", "backbones", "depths", "original", "ortho",
-            "train", "asha", "samples", "variants", "smoke_test", "reference", "arms", "compare"}
+            "train", "asha", "samples", "variants", "smoke_test", "reference", "arms", "compare", "execution"}
 #: The keys that name cells in a space without arms; with ``arms`` each arm names its own.
 CELL_KEYS = ("backbones", "depths", "original", "variants")
 #: Keys of ``split``: the config's split fields (``split_train``, ...) without their prefix.
@@ -125,6 +129,7 @@ def parse_space(values: Any, default_name: str = "space") -> SearchSpace:
         variants=tuple(_variant(i, v) for i, v in enumerate(variants)),
         smoke_test=_bool("smoke_test", values.get("smoke_test", False)),
         reference=_bool("reference", values.get("reference", False)),
+        execution=_execution(values.get("execution")),
     )
     if space.split and not any(SETTINGS.get(space.protocol(d)["setting"]).split == "random" for d in space.datasets):
         raise ConfigError(f"space: split applies to datasets in the random setting; none of "
@@ -172,6 +177,15 @@ def _split_rule(values: Any) -> dict[str, Any]:
         raise ConfigError(f"space: split must be a mapping of {', '.join(sorted(SPLIT_KEYS))}, got {values!r}")
     _known("split", values, SPLIT_KEYS)
     return dict(values)
+
+
+def _execution(values: Any) -> dict[str, bool]:
+    """The ``execution`` section: the GPU switches it sets (``TrainOptions``' declarations),
+    each true or false; a switch it leaves out stays at the command line's or the default."""
+    if values is None:
+        return {}
+    _known("execution", values, set(EXECUTION_SWITCHES))
+    return {name: _bool(f"execution.{name}", value) for name, value in values.items()}
 
 
 def _setting(name: Any) -> str | None:

@@ -78,6 +78,7 @@ class SearchSpace:
     variants: tuple[Variant, ...] = ()
     smoke_test: bool = False
     reference: bool = False
+    execution: Mapping[str, bool] = field(default_factory=dict)  # the GPU switches the file sets
     # named arms (``spaces._arms``): each searched as its own cells; ``compare`` what they test
     arms: tuple[ArmSpec, ...] = ()
     compare: Comparisons | None = None
@@ -356,6 +357,7 @@ class SearchSpace:
             out["repeats"] = list(self.repeats)
         if self.split:
             out["split"] = dict(self.split)
+        out.update({"execution": dict(self.execution)} if self.execution else {})
         if self.ortho is not None:
             out["ortho"] = dims(self.ortho)
         if self.variants:

@@ -1,15 +1,16 @@
-"""Training: datasets through PyG's and OGB's loaders, and the training loop for every task."""
+"""Training: datasets through PyG's and OGB's loaders, and the training loop for every task.
 
-from orthotune.training._base import GRAPH_WARM_UP
-from orthotune.training._cost import CellCost, device_profile, measure_cell_cost, timed
-from orthotune.training._data import DataRoot, check_dataset_files, is_prepared, load_dataset
-from orthotune.training._memory import retain_freed_memory
-from orthotune.training._node import choose_device, pack_key, train_node
-from orthotune.training._node_data import NodeData, load_node_data, normalised_adjacency
-from orthotune.training._options import TrainOptions
-from orthotune.training._run import run_configs, task_data
+:class:`TrainOptions` and its GPU switches (:data:`EXECUTION_SWITCHES`) load at once and are
+light, so the layers above read the switches' names, defaults and docs before torch loads (the
+CLI's flags, a space's ``execution`` section); everything else loads on first use (PEP 562,
+:data:`LAZY`) and imports torch and PyG.
+"""
+
+from orthotune.core import lazy_attributes
+from orthotune.training._options import EXECUTION_SWITCHES, TrainOptions
 
 __all__ = [
+    "EXECUTION_SWITCHES",
     "GRAPH_WARM_UP",
     "CellCost",
     "DataRoot",
@@ -30,3 +31,16 @@ __all__ = [
     "timed",
     "train_node",
 ]
+
+#: The names of ``__all__`` not imported above, by the module each is loaded from on first use.
+LAZY = {
+    "GRAPH_WARM_UP": "_base",
+    **dict.fromkeys(("CellCost", "device_profile", "measure_cell_cost", "timed"), "_cost"),
+    **dict.fromkeys(("DataRoot", "check_dataset_files", "is_prepared", "load_dataset"), "_data"),
+    "retain_freed_memory": "_memory",
+    **dict.fromkeys(("choose_device", "pack_key", "train_node"), "_node"),
+    **dict.fromkeys(("NodeData", "load_node_data", "normalised_adjacency"), "_node_data"),
+    **dict.fromkeys(("run_configs", "task_data"), "_run"),
+}
+
+__getattr__ = lazy_attributes(__name__, LAZY)

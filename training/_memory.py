@@ -56,16 +56,6 @@ def capacity(per_run_bytes: float, free_bytes: float, fraction: float, cap: int 
     return max(1, min(fits, cap or runs, runs))
 
 
-#: On a CPU, the most bytes one packed activation (``[slots, nodes, width]``) may take.
-#: glibc serves blocks above 32 MiB (its largest mmap threshold) with fresh pages, so such
-#: tensors pay page faults on every allocation even with :func:`retain_freed_memory`, and
-#: they overflow the caches: measured on a 2-core EPYC (32 MiB L3), a pack of 64 Cora runs
-#: (hidden 64, 44 MiB states) spent 40 ms per bias add and ReLU on ``[64, 2708, 64]``, and
-#: its run-epochs cost 1.6x those of runs trained one at a time. Half the threshold keeps
-#: the states reusable and near the cache.
-CPU_STATE_BYTES = 16 * 1024 * 1024
-
-
 def pack_capacity(make_pack: Callable[[Sequence[Any], list[int]], Any], runs: Sequence[Any],
                   device: torch.device, options: Any, state_bytes: int = 0) -> int:
     """Runs per pack for ``runs`` on ``device``; ``state_bytes``: one run's largest
@@ -74,7 +64,8 @@ def pack_capacity(make_pack: Callable[[Sequence[Any], list[int]], Any], runs: Se
     On a GPU a probe pack of up to ``PROBE_RUNS`` runs trains one epoch; its peak memory
     per run (fixed costs included, so an overestimate) against the free memory decides
     how many runs one pack may hold. On a CPU the packed states stay within
-    ``options.cpu_state_mib`` (default :data:`CPU_STATE_BYTES`). The user's cap (``options.max_pack``) always applies.
+    ``options.cpu_state_mib`` (default :data:`~._options.CPU_STATE_BYTES`). The user's cap
+    (``options.max_pack``) always applies.
     """
     cap, count = options.max_pack, len(runs)
     if device.type != "cuda":

@@ -1,17 +1,39 @@
 """How runs are executed: the options that never change what a config means, and the
-precision and determinism switches they set while a trainer runs (:func:`execution`)."""
+precision and determinism switches they set while a trainer runs (:func:`execution`).
+
+Light (torch loads only when :func:`execution` runs): the GPU switches are declared here once
+(:func:`switch`, :data:`EXECUTION_SWITCHES`), and the layers above read their names, defaults
+and docs from here before torch loads (``orthotune launch``/``plan``/``train`` flags, a space's
+``execution`` section, a search's record)."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
-
-import torch
+from dataclasses import Field, dataclass, field, fields
+from typing import TYPE_CHECKING, Any
 
 from orthotune.core import ConfigError
-from orthotune.training._memory import CPU_STATE_BYTES
+
+if TYPE_CHECKING:
+    import torch
+
+#: On a CPU, the most bytes one packed activation (``[slots, nodes, width]``) may take.
+#: glibc serves blocks above 32 MiB (its largest mmap threshold) with fresh pages, so such
+#: tensors pay page faults on every allocation even with ``retain_freed_memory``, and
+#: they overflow the caches: measured on a 2-core EPYC (32 MiB L3), a pack of 64 Cora runs
+#: (hidden 64, 44 MiB states) spent 40 ms per bias add and ReLU on ``[64, 2708, 64]``, and
+#: its run-epochs cost 1.6x those of runs trained one at a time. Half the threshold keeps
+#: the states reusable and near the cache. (Here, not in ``_memory``, so this module stays light.)
+CPU_STATE_BYTES = 16 * 1024 * 1024
+
+
+def switch(default: bool, doc: str) -> Any:
+    """A GPU execution switch of :class:`TrainOptions`, declared once: its default (here and
+    nowhere else) and a one-line doc, which the CLI's ``--NAME/--no-NAME`` flags and a space's
+    ``execution`` section show."""
+    return field(default=default, metadata={"switch": doc})
 
 
 @dataclass(frozen=True)
@@ -27,7 +49,7 @@ class TrainOptions:
     - ``max_pack``: most runs per batched model (the user's cap); ``None``: as many as
       the GPU's free memory holds (measured on a first epoch), or on a CPU as many as
       keep one packed hidden state within ``cpu_state_mib`` (larger states cost more per
-      run there: see :data:`~._memory.CPU_STATE_BYTES`).
+      run there: see :data:`CPU_STATE_BYTES`).
     - ``cpu_state_mib``: that bound on a CPU (``math.inf``: packs as large as ``max_pack``).
     - ``memory_fraction``: share of the free device memory packs may fill.
     - ``compact_below``: compact a pack once at most this share of its slots is active.
@@ -45,8 +67,10 @@ class TrainOptions:
       default one). No effect on the CPU or on packs of one run's model.
     """
 
-    tf32: bool = True
-    deterministic: bool = False
+    tf32: bool = switch(True, "TF32 matrix products on GPUs that have them (Ampere and later): several times "
+                              "FP32's matmul throughput, about 10 mantissa bits inside products; off: strict FP32")
+    deterministic: bool = switch(False, "deterministic algorithms (torch.use_deterministic_algorithms) for exact "
+                                        "reruns; slower scatter and sparse kernels on GPUs")
     max_pack: int | None = None
     memory_fraction: float = 0.8
     cpu_state_mib: float = CPU_STATE_BYTES / 2**20
@@ -54,9 +78,13 @@ class TrainOptions:
     sync_every: int = 25
     report_every: int = 1
     grad_norms_every: int = 0
-    cuda_graph: bool = False
+    cuda_graph: bool = switch(False, "capture a node pack's epoch as one CUDA graph and replay it (the host "
+                                     "launches one graph instead of every kernel); no effect on the CPU")
 
     def __post_init__(self) -> None:
+        for name in EXECUTION_SWITCHES:
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"{name}={getattr(self, name)!r} must be true or false")
         if self.max_pack is not None and self.max_pack < 1:
             raise ConfigError(f"max_pack={self.max_pack!r} must be an integer >= 1")
         if not self.cpu_state_mib > 0:
@@ -73,6 +101,10 @@ class TrainOptions:
             raise ConfigError(f"grad_norms_every={self.grad_norms_every!r} must be an integer >= 0")
 
 
+#: The GPU execution switches of :class:`TrainOptions` by name (in declaration order): each
+#: field's default and its doc (``metadata["switch"]``).
+EXECUTION_SWITCHES: dict[str, Field] = {f.name: f for f in fields(TrainOptions) if "switch" in f.metadata}
+
 #: The options used when none are given.
 DEFAULT_OPTIONS = TrainOptions()
 
@@ -80,6 +112,8 @@ DEFAULT_OPTIONS = TrainOptions()
 @contextmanager
 def execution(options: TrainOptions, device: torch.device) -> Iterator[None]:
     """Apply the precision and determinism switches while training; restore them after."""
+    import torch
+
     precision = torch.get_float32_matmul_precision()
     deterministic = torch.are_deterministic_algorithms_enabled()
     workspace = os.environ.get("CUBLAS_WORKSPACE_CONFIG")
