@@ -9,7 +9,7 @@
 # step the logs are packed into $OUT/logs.tgz, so a step that runs out of time keeps what it
 # measured. At most 6 files come back: logs.tgz and the JSON of each measuring step.
 #
-#   bash bench/gpu-lease.sh DATA_ROOT [STEP...]   # steps: env tests groups groups-old bench plan-full plan-semi
+#   bash bench/gpu-lease.sh DATA_ROOT [STEP...]   # steps: env tests smoke groups groups-old bench plan-full plan-semi
 #   OLD=.old bash bench/gpu-lease.sh ...          # .old: an older checkout (git archive COMMIT | tar -x -C .old)
 set -u
 DATA_ROOT=${1:?usage: bench/gpu-lease.sh DATA_ROOT [STEP...]}
@@ -27,6 +27,8 @@ export ORTHOTUNE_DATA_ROOT="$DATA_ROOT" ORTHOTUNE_CACHE="${ORTHOTUNE_CACHE:-$SIT
 BENCH_ARGS=${BENCH_ARGS:---graph --cells none --configs 256 --epochs 200 --alone 8 --packs auto \
 --equal-configs 4 --equal-epochs 100 --dropouts 0 0.2 0.5}
 PARTS=${PARTS:-throughput precision equality shares}
+GROUPS_ARGS=${GROUPS_ARGS:---packs 64 256 --graph}
+PLAN_ARGS=${PLAN_ARGS:---gpus-per-trial auto}
 
 step() {  # step NAME SECONDS COMMAND...: run with a limit, output to the step's log
     local name=$1 limit=$2
@@ -45,18 +47,20 @@ for s in $STEPS; do
               torch_geometric.__version__, torch.cuda.get_device_name())'" ;;
         tests) step tests "${TESTS_S:-90}" $PY -m pytest -q -p no:cacheprovider -o addopts= ${TEST_ARGS:-\
               tests/training/test_cuda.py} ;;
-        groups) step groups "${GROUPS_S:-60}" $PY bench/gpu_groups.py --data-root "$DATA_ROOT" --packs 64 256 \
-              --graph --label "$(git rev-parse --short HEAD 2>/dev/null || echo this)" --out "$OUT/groups.json" ;;
+        smoke) step smoke "${SMOKE_S:-60}" $PY -m orthotune.cli train --dataset cora --epochs 30 --device cuda \
+              --no-tf32 --deterministic --cuda-graph --data-root "$DATA_ROOT" --json ;;
+        groups) step groups "${GROUPS_S:-60}" $PY bench/gpu_groups.py --data-root "$DATA_ROOT" $GROUPS_ARGS \
+              --label "$(git rev-parse --short HEAD 2>/dev/null || echo this)" --out "$OUT/groups.json" ;;
         groups-old) if [ -d "${OLD:-}" ]; then
               OLD_SITE=$(mktemp -d); ln -s "$PWD/$OLD" "$OLD_SITE/orthotune"
               step groups-old "${GROUPS_S:-60}" env PYTHONPATH="$OLD_SITE" $PY bench/gpu_groups.py \
-                  --data-root "$DATA_ROOT" --packs 64 256 --graph --label "${OLD_LABEL:-older}" \
+                  --data-root "$DATA_ROOT" $GROUPS_ARGS --label "${OLD_LABEL:-older}" \
                   --out "$OUT/groups-old.json"
               else echo "== groups-old: skipped (OLD names no folder)"; fi ;;
         bench) step bench "${BENCH_S:-200}" $PY bench/gpu.py --data-root "$DATA_ROOT" $BENCH_ARGS \
               --parts $PARTS --out "$OUT/gpu.json" ;;
         plan-full|plan-semi) step "$s" "${PLAN_S:-120}" bash -c "$PY -m orthotune.cli plan --space paper-${s#plan-} \
-              --gpus 1 --gpus-per-trial auto --data-root '$DATA_ROOT' --json > '$OUT/$s.json'" ;;
-        *) echo "unknown step $s (env tests groups groups-old bench plan-full plan-semi)"; exit 2 ;;
+              --gpus 1 $PLAN_ARGS --data-root '$DATA_ROOT' --json > '$OUT/$s.json'" ;;
+        *) echo "unknown step $s (env tests smoke groups groups-old bench plan-full plan-semi)"; exit 2 ;;
     esac
 done

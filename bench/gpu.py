@@ -40,7 +40,7 @@ from functools import partial
 from typing import Any
 
 import torch
-from gpu_equal import equality
+from gpu_equal import equality, reruns
 from gpu_report import markdown
 
 from orthotune.core import TrainConfig
@@ -278,7 +278,7 @@ def shares(root: DataRoot, device: torch.device, cpus_per_gpu: float, epochs: in
     return rows
 
 
-PARTS = ("throughput", "per_epoch", "precision", "equality", "shares", "projection")
+PARTS = ("throughput", "per_epoch", "precision", "equality", "reruns", "shares", "projection")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -348,6 +348,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "precision": lambda: precision(configs, data, device, args.packs[-1]),
         "equality": lambda: equality(data, device, args.equal_configs, args.equal_epochs, args.seed,
                                      tuple(args.dropouts), make_configs, pack_options),
+        "reruns": lambda: reruns(data, device, args.equal_configs, args.equal_epochs, args.seed, max(args.dropouts),
+                                 make_configs, pack_options),
         "shares": lambda: shares(root, device, args.cpus_per_gpu, args.share_epochs),
         "projection": lambda: project_grid(chosen_cells(args.cells), root, device, args.packs[-1], args.cell_pack,
                                            args.cell_epochs, args.seed),

@@ -57,3 +57,24 @@ def _compare(runs, reference) -> dict[str, Any]:
                              for a, b in zip(runs, reference)),
             "mean_test": statistics.fmean(a.test_acc for a in runs),
             "mean_test_reference": statistics.fmean(b.test_acc for b in reference)}
+
+
+def reruns(data, device: torch.device, count: int, epochs: int, seed: int, dropout: float,
+           make_configs: Callable[..., list], pack_options: Callable[..., TrainOptions]) -> dict[str, Any]:
+    """The same pack trained twice from the same seeds, eagerly and captured as a CUDA graph,
+    under strict FP32 with and without deterministic mode: whether a rerun reproduces every
+    run (a captured graph's dropout must replay from the seed; atomics may not)."""
+    rows: dict[str, Any] = {}
+    configs = make_configs(count, epochs, 2, seed, max_log_lr=-2.0, dropout=dropout)
+    for graph in (False, True) if device.type == "cuda" else (False,):
+        for deterministic in (False, True):
+            options = pack_options(str(count), graph, tf32=False, deterministic=deterministic)
+            key = f"dropout {dropout}, {'graph' if graph else 'eager'}, strict fp32" + (
+                ", deterministic" if deterministic else "")
+            try:
+                first = [r.runs[0] for r in train_node(configs, data, device, options=options)]
+                second = [r.runs[0] for r in train_node(configs, data, device, options=options)]
+                rows[f"{key}: rerun vs run"] = _compare(second, first)
+            except Exception as error:  # noqa: BLE001
+                rows[key] = {"error": f"{type(error).__name__}: {error}"[:400]}
+    return rows

@@ -121,7 +121,8 @@ def measure(configs: list[TrainConfig], data, device: torch.device, graph: bool,
     return {"pack": len(configs), "graph": graph, "ms_per_epoch": ms_per_epoch, "fixed_s": fixed_s,
             "kernel_ms_per_epoch": kernel_ms, "kernels_per_epoch": sum(c for c, _ in per_kernel.values()),
             "busy_share": kernel_ms / ms_per_epoch if ms_per_epoch > 0 else None,
-            "groups_ms": {g: {"kernels": c, "ms": ms} for g, (c, ms) in sorted(groups.items(), key=lambda kv: -kv[1][1])},
+            "groups_ms": {g: {"kernels": c, "ms": ms}
+                          for g, (c, ms) in sorted(groups.items(), key=lambda kv: -kv[1][1])},
             "top_kernels_ms": {k: {"per_epoch": c, "ms": ms} for k, (c, ms) in top_kernels.items()},
             "top_ops_ms": top_ops}
 
@@ -130,7 +131,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data-root", required=True)
     parser.add_argument("--packs", nargs="+", type=int, default=[64, 256])
-    parser.add_argument("--graph", action="store_true")
+    parser.add_argument("--graph", action="store_true", help="also with the epoch captured as a CUDA graph")
+    parser.add_argument("--graph-only", action="store_true", help="only with the epoch captured")
     parser.add_argument("--epochs", type=int, default=5, help="profiled epochs")
     parser.add_argument("--timed-epochs", type=int, default=50)
     parser.add_argument("--seed", type=int, default=0)
@@ -140,13 +142,15 @@ def main() -> None:
     device = choose_device(None)
     data = load_node_data("cora", "full", DataRoot.resolve(args.data_root)).to(device)
     rows = []
-    for graph in (False, True) if args.graph and device.type == "cuda" else (False,):
+    modes = (True,) if args.graph_only else (False, True) if args.graph else (False,)
+    for graph in modes if device.type == "cuda" else (False,):
         for pack in args.packs:
             rows.append(measure(make_configs(pack, 1, args.seed), data, device, graph, args.epochs,
                                 args.timed_epochs))
             row = rows[-1]
             print(f"[{args.label}] pack {pack} graph={graph}: {row['ms_per_epoch']:.2f} ms/epoch, kernels "
-                  f"{row['kernel_ms_per_epoch']:.2f} ms ({row['kernels_per_epoch']:.0f}), fixed {row['fixed_s']:.2f} s; "
+                  f"{row['kernel_ms_per_epoch']:.2f} ms ({row['kernels_per_epoch']:.0f}), "
+                  f"fixed {row['fixed_s']:.2f} s; "
                   + ", ".join(f"{g} {v['ms']:.2f}" for g, v in row["groups_ms"].items()), flush=True)
             if args.out:
                 with open(args.out, "w") as out:
