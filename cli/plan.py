@@ -10,7 +10,9 @@ prints per cell and arm: trials, repeats, the epoch cap and patience, seconds pe
 one pack, the expected epochs per trial under the scheduler, one trial's seconds and peak
 memory; then the totals (trials, core-hours, GPU-hours where measured on a GPU, the wall time
 on --cpus/--gpus/--nodes, default this machine) and the cells whose one trial needs more
-memory than a node has.
+memory than a node has. Every trial includes the service's own overhead per Ray trial and per
+report (measured here once where Ray is importable, or read from --service-overhead FILE);
+where it is not included, the plan says so.
 """
 
 from __future__ import annotations
@@ -77,7 +79,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--full-packs", action="store_true",
                         help="train every pack whole (default: on a graph of 10,000 nodes or more, PubMed's, "
                              "a pack is measured on one run, its figures scaled by the pack's runs)")
-    parser.add_argument("--remeasure", action="store_true", help="measure every shape again (ignore the cache)")
+    parser.add_argument("--service-overhead", metavar="FILE",
+                        help="the service's overhead per Ray trial and per report from this JSON file (what "
+                             "bench/service_overhead.py writes; how a plan on a machine without Ray includes it; "
+                             "default: measured here once per environment where Ray is importable, else not "
+                             "included, which the plan says)")
+    parser.add_argument("--remeasure", action="store_true",
+                        help="measure every shape and the service's overhead again (ignore the cache)")
     parser.add_argument("--json", action="store_true", help="the plan as JSON (cells, totals, resources, machine)")
     add_data_arguments(groups["cluster"])
 
@@ -88,13 +96,17 @@ def run(args: argparse.Namespace) -> int:
 
     # validated as launch validates them, before torch loads (the name and store are unused)
     options = search_options(argparse.Namespace(**vars(args), store=default_store(), name=None))
-    from orthotune.plan import plan_search
+    from orthotune.plan import plan_search, read_service_overhead
+
+    if args.service_overhead is not None:
+        read_service_overhead(args.service_overhead)  # a bad file: one line, before anything is measured
 
     overrides = {"cpus": args.cpus, "gpus": args.gpus, "nodes": args.nodes,
                  "memory_bytes": None if args.memory is None else int(args.memory * 2**30)}
     planned = plan_search(options, {k: v for k, v in overrides.items() if v is not None}, args.measure_epochs,
                           args.remeasure, note=lambda line: print(f"plan: {line}", file=sys.stderr, flush=True),
-                          every_depth=args.every_depth, full_packs=args.full_packs)
+                          every_depth=args.every_depth, full_packs=args.full_packs,
+                          service_file=args.service_overhead, measure_service=True)
     if args.json:
         floor = planned.capped(options.first_look).to_dict()["totals"] if options.budget == "adaptive" else None
         print(json.dumps({**planned.to_dict(), **({"adaptive_floor": floor} if floor else {})}, indent=2))

@@ -11,7 +11,10 @@ A thin face over private modules, as Optuna's samplers sit over ``optuna/_gp/``:
   cost model;
 - ``_costing`` (``plan_search``): the cells' shapes, measured or fitted, into an estimate;
   ``_meter`` and ``_measuring`` measure shapes in streams side by side; ``_start_probe``
-  times a search's fixed start; ``_cache`` keeps what was measured.
+  times a search's fixed start; ``_cache`` keeps what was measured;
+- ``_overhead``: the service's own cost per Ray trial and per report (what Ray Tune and the
+  trainable add beyond the trainer), measured here by ``_overhead_probe``, kept, or read from
+  a file (``--service-overhead``).
 
 It sits above the search (it reads the options, the budget and the input checks there) and
 below the reports and the CLI. The estimate types and constants load at once and are light;
@@ -21,6 +24,7 @@ below the reports and the CLI. The estimate types and constants load at once and
 from orthotune.core import lazy_attributes
 from orthotune.plan._estimate import CellEstimate, PlanEstimate, Resources, asha_expected_epochs
 from orthotune.plan._measuring import ENOUGH_TIMED_S, MEASURE_EPOCHS, SCALE_FROM_NODES
+from orthotune.plan._overhead import ServiceOverhead, read_service_overhead
 
 __all__ = [
     "ENOUGH_TIMED_S",
@@ -29,8 +33,10 @@ __all__ = [
     "CellEstimate",
     "PlanEstimate",
     "Resources",
+    "ServiceOverhead",
     "asha_expected_epochs",
     "plan_search",
+    "read_service_overhead",
 ]
 
 #: The names of ``__all__`` not imported above, by the module each is loaded from on first use.

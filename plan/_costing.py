@@ -31,7 +31,10 @@ What is measured, and what is fitted:
   by the space, the options and the versions, and valid while the shapes it read are the
   ones cached): a second plan of the same search reads it and the measured start, without
   torch or the cells' configs (the start comes from its own cache, so one measured again
-  reaches every kept plan).
+  reaches every kept plan);
+- the service's own overhead per Ray trial and per report (``_overhead``) is added to every
+  trial: read from a file given, or kept for this environment, or (``measure_service``)
+  measured here after the shapes; where none is, the plan says so.
 
 Loads torch and PyG only to measure (or where a GPU may be used); the options and the space
 were validated before (``_options``, the spaces layer), so bad input never waits for them.
@@ -74,6 +77,7 @@ from orthotune.plan._machine import (
 )
 from orthotune.plan._measuring import MEASURE_EPOCHS, Method
 from orthotune.plan._meter import Meter
+from orthotune.plan._overhead import service_overhead
 from orthotune.search import SCHEDULERS, LaunchOptions, cell_trials
 from orthotune.spaces import default_config
 
@@ -81,12 +85,15 @@ from orthotune.spaces import default_config
 def plan_search(options: LaunchOptions, resources: Mapping[str, Any] | None = None,
                 measure_epochs: int = MEASURE_EPOCHS, remeasure: bool = False,
                 note: Callable[[str], None] | None = None, every_depth: bool = False,
-                full_packs: bool = False) -> PlanEstimate:
+                full_packs: bool = False, service_file: str | None = None,
+                measure_service: bool = False) -> PlanEstimate:
     """The plan of ``options``' search: every cell and arm with its budget and measured cost,
     on this machine's :class:`Resources` with ``resources`` replacing some (cpus, gpus, nodes,
     memory_bytes). ``remeasure``: ignore the cache; ``note``: told one line per shape measured
     now; ``every_depth``: measure each depth rather than fit the ones between two measured;
-    ``full_packs``: train every pack whole rather than scale a costly one from one run."""
+    ``full_packs``: train every pack whole rather than scale a costly one from one run;
+    ``service_file``: the service's overhead from this file (``bench/service_overhead.py``'s
+    JSON), else the one kept for this environment, else (``measure_service``) measured here."""
     key = _plan_key(options, measure_epochs, every_depth, full_packs)
     kept = None if remeasure else kept_plan(key)
     if kept is not None:
@@ -100,9 +107,14 @@ def plan_search(options: LaunchOptions, resources: Mapping[str, Any] | None = No
         if all(c.measured for c in cells):
             write_json(index_path(key), {"machine": machine, "cells": [dataclasses.asdict(c) for c in cells],
                                            "shapes": shape_stamps({s for c in cells for s in c.sources})})
-    return PlanEstimate(options.space.name, options.scheduler, options.searcher, tuple(cells),
-                        replace(here, **(resources or {})), options.cpus_per_trial, options.gpus_per_trial,
-                        options.concurrency, start, {k: v for k, v in machine.items() if k != "resources"})
+    planned = PlanEstimate(options.space.name, options.scheduler, options.searcher, tuple(cells),
+                           replace(here, **(resources or {})), options.cpus_per_trial, options.gpus_per_trial,
+                           options.concurrency, start, {k: v for k, v in machine.items() if k != "resources"})
+    service = service_overhead(service_file, measure_service, remeasure, options.data_root, note)
+    if isinstance(service, str):
+        return planned.without_service(service)
+    about = {"source": service.source, "measured": service.measured}
+    return planned.with_service(service.per_trial_s, service.per_report_s, about)
 
 
 def _measure_plan(options: LaunchOptions, method: Method, remeasure: bool,
@@ -170,7 +182,10 @@ class _Cell:
                        "patience": self.config.patience, "device": device.type, "shape": self.shape[:12],
                        "configs_per_trial": options.configs_per_trial, "estimate_bytes": self.estimate_bytes,
                        "expected_epochs": expected_epochs(rungs, trials, cell.max_epochs(), options.space.grace_period,
-                                                          options.space.reduction_factor, options.report_every)}
+                                                          options.space.reduction_factor, options.report_every),
+                       "expected_reports": expected_epochs(rungs, trials, cell.max_epochs(),
+                                                           options.space.grace_period, options.space.reduction_factor,
+                                                           options.report_every, count_reports=True)}
 
     def estimate(self, measured: tuple[Any, bool] | str) -> CellEstimate:
         """The estimate from ``(cost, cached)``, or the reason it was not measured."""
@@ -238,12 +253,16 @@ def _depth_free_shape(config: TrainConfig, options: LaunchOptions, device: Any, 
     return _shape(at, options, device, method)
 
 
+#: Bumped when a kept plan's cells gain a field (2: ``expected_reports``); the shapes stay kept.
+KEPT_PLAN_FORMAT = 2
+
+
 def _plan_key(options: LaunchOptions, measure_epochs: int, every_depth: bool, full_packs: bool) -> str:
     """A whole plan's key: the space and every option but the store and the search's name, the
     measurement's epochs and fits, the versions, this host and the GPUs it may see."""
     fields = {f.name: getattr(options, f.name) for f in dataclasses.fields(options) if f.name not in ("store", "name")}
     parts = [repr(fields), measure_epochs, every_depth, full_packs, torch_version(), __version__, CACHE_FORMAT,
-             sys.prefix, platform.node(), os.environ.get("CUDA_VISIBLE_DEVICES")]
+             sys.prefix, platform.node(), os.environ.get("CUDA_VISIBLE_DEVICES"), KEPT_PLAN_FORMAT]
     return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()
 
 

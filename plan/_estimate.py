@@ -9,7 +9,11 @@ The model, stated so a reader can check it:
 
 - a trial costs ``setup_s + epochs x seconds_per_epoch`` of one pack (its repeats, or its
   trial group's configs, trained together), measured on this machine (``_costing``: one
-  timed run per shape; a depth between two measured depths of the same shape on their line);
+  timed run per shape; a depth between two measured depths of the same shape on their line),
+  plus the service's own cost (``_overhead``): ``per_trial_s`` once per Ray trial (a trial
+  group pays it once) and ``per_report_s`` per report to Tune, a trial that trained ``e``
+  epochs reporting ``ceil(e / report_every)`` times (the trainable's rule: the last epoch
+  goes with the final report);
 - under ASHA a trial trains to the first rung (``grace_period``), and at each rung continues
   with the probability Ray's rule gives it: a trial is stopped when its score is below the
   ``1 - 1/reduction_factor`` percentile of the scores recorded at that rung before it, so
@@ -67,30 +71,39 @@ def stop_epoch(milestone: int, report_every: int) -> int:
     return math.ceil(milestone / report_every) * report_every
 
 
+def reports(epochs: int, report_every: int) -> int:
+    """The reports to Tune of a trial that trained ``epochs``: one every ``report_every``
+    epochs, the last with the final report (``search._trainable``)."""
+    return math.ceil(epochs / report_every)
+
+
 @lru_cache(maxsize=256)
 def asha_expected_epochs(trials: int, max_t: int, grace_period: int, reduction_factor: int,
-                         report_every: int = 1) -> float:
+                         report_every: int = 1, count_reports: bool = False) -> float:
     """The mean epochs of a cell's ``trials`` under ASHA with the cap ``max_t``: all train to
     the first rung; the expected survivors of each rung (:func:`survivors`) train on to the
-    next one, and the last rung's survivors to the cap."""
+    next one, and the last rung's survivors to the cap. ``count_reports``: the mean reports
+    to Tune instead (:func:`reports` of the epoch each trial stops at)."""
     if trials <= 0:
         return 0.0
+    count = (lambda epoch: reports(epoch, report_every)) if count_reports else (lambda epoch: epoch)
     rungs = [min(stop_epoch(r, report_every), max_t) for r in asha_rungs(grace_period, max_t, reduction_factor)]
     arriving, total, previous = float(trials), 0.0, 0
     for rung in rungs:
-        total += arriving * (rung - previous)
+        total += arriving * (count(rung) - count(previous))
         arriving, previous = survivors(arriving, reduction_factor), rung
-    total += arriving * (max_t - previous)
+    total += arriving * (count(max_t) - count(previous))
     return total / trials
 
 
 def expected_epochs(stops_at_rungs: bool, trials: int, max_t: int, grace_period: int, reduction_factor: int,
-                    report_every: int = 1) -> float:
+                    report_every: int = 1, count_reports: bool = False) -> float:
     """Mean epochs per trial of a cell: ASHA's expectation under a scheduler that stops trials
-    at rungs, else the cap (patience not modelled: see the module's note)."""
+    at rungs, else the cap (patience not modelled: see the module's note). ``count_reports``:
+    the mean reports to Tune per trial instead."""
     if stops_at_rungs and grace_period < max_t:
-        return asha_expected_epochs(trials, max_t, grace_period, reduction_factor, report_every)
-    return float(max_t)
+        return asha_expected_epochs(trials, max_t, grace_period, reduction_factor, report_every, count_reports)
+    return float(reports(max_t, report_every) if count_reports else max_t)
 
 
 @dataclass(frozen=True)
@@ -146,13 +159,20 @@ class CellEstimate:
     fitted: bool = False  # on the line through the same shape's two measured depths
     scaled: bool = False  # one run of the pack measured, its figures scaled by the pack's runs
     sources: tuple[str, ...] = ()  # the shapes (cache entries) its figures come from
+    expected_reports: float = 0.0  # reports to Tune per Ray trial (as ``expected_epochs``)
+    service_s: float = 0.0  # the service's seconds per Ray trial (PlanEstimate.with_service)
 
     @property
-    def trial_s(self) -> float | None:
-        """Expected seconds of one trial (its pack)."""
+    def trainer_s(self) -> float | None:
+        """Expected seconds of one trial's (its pack's) training."""
         if self.seconds_per_epoch is None:
             return None
         return (self.setup_s or 0.0) + self.expected_epochs * self.seconds_per_epoch
+
+    @property
+    def trial_s(self) -> float | None:
+        """Expected seconds of one Ray trial: its pack's training and the service's overhead."""
+        return None if self.trainer_s is None else self.trainer_s + self.service_s
 
     @property
     def tune_trials(self) -> int:
@@ -165,7 +185,7 @@ class CellEstimate:
         return None if self.trial_s is None else self.trial_s * self.tune_trials
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "trial_s": self.trial_s, "seconds": self.seconds}
+        return {**asdict(self), "trainer_s": self.trainer_s, "trial_s": self.trial_s, "seconds": self.seconds}
 
 
 @dataclass(frozen=True)
@@ -182,6 +202,18 @@ class PlanEstimate:
     concurrency: int | None
     start_s: float = 0.0  # the fixed start a search pays here (imports, Ray, a worker), measured
     measured_here: dict[str, Any] = field(default_factory=dict)  # machine: cpus, memory, gpu, date
+    # the service's overhead included (per_trial_s, per_report_s, source, measured), or why not
+    service: dict[str, Any] = field(default_factory=lambda: {"included": False, "note": "not asked for"})
+
+    def with_service(self, per_trial_s: float, per_report_s: float, about: dict[str, Any]) -> PlanEstimate:
+        """The plan with the service's overhead in every Ray trial: ``per_trial_s`` once (a
+        trial group pays it once) and ``per_report_s`` per expected report."""
+        cells = tuple(replace(c, service_s=per_trial_s + c.expected_reports * per_report_s) for c in self.cells)
+        return replace(self, cells=cells, service={"included": True, **about, "per_trial_s": per_trial_s,
+                                                   "per_report_s": per_report_s})
+
+    def without_service(self, why: str) -> PlanEstimate:
+        return replace(self, service={"included": False, "note": why})
 
     @property
     def slots(self) -> int:
@@ -228,9 +260,12 @@ class PlanEstimate:
         busy = sum(c.seconds for c in known)
         complete = len(known) == len(self.cells)
         gpu = self.on_gpu
+        service = sum(c.service_s * c.tune_trials for c in known)
         return {
             "trials": sum(c.trials for c in self.cells),
             "tune_trials": sum(c.tune_trials for c in self.cells),
+            "service_s": service if self.service["included"] else None,
+            "service_share": service / busy if self.service["included"] and busy else None,
             "cells": len(self.cells),
             "core_s": busy * self.cpus_per_trial if complete else None,
             "gpu_s": busy * max(self.gpus_per_trial, 1.0 if gpu else 0.0) if complete and gpu else None,
@@ -248,18 +283,21 @@ class PlanEstimate:
         core = "unknown" if t["core_s"] is None else f"{t['core_s'] / 3600:.2f} core-hours"
         gpu = f"{t['gpu_s'] / 3600:.2f} GPU-hours" if t["gpu_s"] is not None else "GPU-hours not measured here"
         misfit = f"; {len(t['does_not_fit'])} cell(s) do not fit" if t["does_not_fit"] else ""
-        return (f"plan: {t['trials']} trials over {t['cells']} cells and arms, {core}, {gpu}; about {wall} "
-                f"on {where} ({t['slots']} trials at once){misfit}")
+        share = "" if t["service_share"] is None else f" ({100 * t['service_share']:.1f}%)"
+        service = f"the service's overhead included{share}" if self.service["included"] else \
+            "the service's overhead not included"
+        return (f"plan: {t['trials']} trials over {t['cells']} cells and arms, {core}, {gpu}, {service}; about "
+                f"{wall} on {where} ({t['slots']} trials at once){misfit}")
 
     def table(self) -> str:
         """The per-cell table, the totals and what does not fit, as ``orthotune plan`` prints."""
         header = ("cell", "trials", "repeats", "epochs", "patience", "s/epoch", "setup s", "exp. epochs",
-                  "trial s", "peak MiB", "cell core-h", "from")
+                  "service s", "trial s", "peak MiB", "cell core-h", "from")
         rows = [header]
         for c in self.cells:
             rows.append((c.cell, str(c.trials), str(c.repeats), str(c.epochs), "-" if c.patience is None
                          else str(c.patience), _num(c.seconds_per_epoch, 4), _num(c.setup_s, 2),
-                         f"{c.expected_epochs:.1f}", _num(c.trial_s, 1),
+                         f"{c.expected_epochs:.1f}", f"{c.service_s:.2f}", _num(c.trial_s, 1),
                          "-" if c.peak_bytes is None else f"{c.peak_bytes / 2**20:.0f}",
                          "-" if c.seconds is None else f"{c.seconds * self.cpus_per_trial / 3600:.3f}",
                          _source(c)))
@@ -274,9 +312,21 @@ class PlanEstimate:
                      f"measured now, {sum(1 for c in self.cells if c.cached and not c.fitted)} cell(s) from the "
                      f"cache, {sum(1 for c in self.cells if c.fitted)} fitted linearly in depth, "
                      f"{sum(1 for c in self.cells if c.scaled)} scaled from one run of the pack (source '+x')")
+        lines.append(f"  {self.service_line()}")
         for line in t["does_not_fit"]:
             lines.append(f"  does not fit: {line}")
         return "\n".join(lines)
+
+    def service_line(self) -> str:
+        """The service's overhead: its figures, where they come from and its share, or why not."""
+        if not self.service["included"]:
+            return f"the service's overhead (Ray Tune per trial and per report) not included: {self.service['note']}"
+        t, s = self.totals(), self.service
+        when = s.get("measured", {}).get("date", "date unknown")
+        share = "" if t["service_share"] is None else f": {t['service_s']:.1f} s, {100 * t['service_share']:.1f}% of " \
+                                                      f"the trials' time"
+        return (f"the service's overhead included: {s['per_trial_s']:.3f} s per Ray trial + {s['per_report_s']:.4f} s "
+                f"per report ({s.get('source', '?')}, measured {when}){share}")
 
     def capped(self, trials: int) -> PlanEstimate:
         """The same plan with every cell and arm stopped at ``trials`` (an adaptive budget
@@ -299,7 +349,7 @@ class PlanEstimate:
                 "resources": asdict(self.resources), "cpus_per_trial": self.cpus_per_trial,
                 "gpus_per_trial": self.gpus_per_trial, "concurrency": self.concurrency,
                 "machine": self.measured_here, "cells": [c.to_dict() for c in self.cells],
-                "totals": self.totals()}
+                "service_overhead": self.service, "totals": self.totals()}
 
 
 def list_schedule(durations: Sequence[float], slots: int) -> float:
