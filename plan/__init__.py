@@ -18,7 +18,9 @@ A thin face over private modules, as Optuna's samplers sit over ``optuna/_gp/``:
 
 It sits above the search (it reads the options, the budget and the input checks there) and
 below the reports and the CLI. The estimate types and constants load at once and are light;
-``plan_search`` loads on first use (PEP 562) and imports torch only when it measures.
+``plan_search`` and ``measure_overhead`` (the service's overhead measured here:
+``bench/service_overhead.py``) load on first use (PEP 562) and import torch and Ray only when
+they measure.
 """
 
 from orthotune.core import lazy_attributes
@@ -35,11 +37,12 @@ __all__ = [
     "Resources",
     "ServiceOverhead",
     "asha_expected_epochs",
+    "measure_overhead",
     "plan_search",
     "read_service_overhead",
 ]
 
 #: The names of ``__all__`` not imported above, by the module each is loaded from on first use.
-LAZY = {"plan_search": "_costing"}
+LAZY = {"plan_search": "_costing", "measure_overhead": "_overhead_probe"}
 
 __getattr__ = lazy_attributes(__name__, LAZY)

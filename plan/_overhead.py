@@ -30,7 +30,8 @@ from typing import Any
 
 from orthotune import __version__
 from orthotune.core import OrthotuneError
-from orthotune.plan._cache import CACHE_FORMAT, plan_cache, torch_version, write_json
+from orthotune.plan import _cache
+from orthotune.plan._cache import CACHE_FORMAT, torch_version, write_json
 
 #: The probe's module (its source is part of the cache's key: a changed probe measures again).
 PROBE_MODULE = "orthotune.plan._overhead_probe"
@@ -57,15 +58,16 @@ class ServiceOverhead:
         return asdict(self)
 
 
-def from_values(values: Any, source: str) -> ServiceOverhead:
+def from_values(values: Any, source: str, where: str | None = None) -> ServiceOverhead:
     """The overhead in ``values`` (a decoded JSON object), or an ``OrthotuneError`` saying
-    in one line what is wrong with it."""
+    in one line what is wrong with it (``where``: what the line names, default ``source``)."""
+    where = where or source
     if not isinstance(values, dict):
-        raise OrthotuneError(f"{source}: a JSON object with {' and '.join(FIGURES)} expected")
+        raise OrthotuneError(f"{where}: a JSON object with {' and '.join(FIGURES)} expected")
     for name in FIGURES:
         value = values.get(name)
         if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
-            raise OrthotuneError(f"{source}: {name}={value!r} must be a finite number of seconds >= 0")
+            raise OrthotuneError(f"{where}: {name}={value!r} must be a finite number of seconds >= 0")
     measured = values.get("measured")
     return ServiceOverhead(float(values["per_trial_s"]), float(values["per_report_s"]), source,
                            measured if isinstance(measured, dict) else {})
@@ -78,7 +80,7 @@ def read_service_overhead(path: str) -> ServiceOverhead:
     source = f"service overhead file {path}"
     file = Path(path)
     if not file.is_file():
-        raise OrthotuneError(f"{source}: no such file")
+        raise OrthotuneError(f"{source}: {'not a file' if file.exists() else 'no such file'}")
     try:
         data = file.read_bytes()[: FILE_LIMIT + 1]
     except OSError as error:
@@ -91,7 +93,7 @@ def read_service_overhead(path: str) -> ServiceOverhead:
         raise OrthotuneError(f"{source}: not a text file (not UTF-8)") from None
     except ValueError as error:
         raise OrthotuneError(f"{source}: not JSON ({str(error).splitlines()[0]})") from None
-    return from_values(values, f"file {file.name}")
+    return from_values(values, f"file {file.name}", source)
 
 
 def ray_version() -> str | None:
@@ -108,7 +110,7 @@ def cache_path() -> Path:
     source = (Path(__file__).parent / "_overhead_probe.py").read_text()
     parts = [sys.prefix, ray_version(), torch_version(), __version__, CACHE_FORMAT, source, platform.node()]
     key = hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16]
-    return plan_cache() / "plan-service" / f"{key}.json"
+    return _cache.plan_cache() / "plan-service" / f"{key}.json"  # through the module: tests move the cache
 
 
 def cached_overhead() -> ServiceOverhead | None:

@@ -37,12 +37,17 @@ def test_plan_refuses_bad_input_in_one_line_before_torch_ray_or_pyarrow_load(tmp
     (tmp_path / "unknown-key.yaml").write_text("datasets: [cora]\nbackbones: [gcn]\ndepths: [2]\nbudget: 3\n")
     (tmp_path / "binary.yaml").write_bytes(b"\x00\xff\xfe datasets")
     (tmp_path / "good.yaml").write_text("datasets: [cora]\nbackbones: [gcn]\ndepths: [2]\n")
+    (tmp_path / "binary.json").write_bytes(b"\x00\xff\xfe per_trial_s")
+    (tmp_path / "malformed.json").write_text('{"per_trial_s": 0.1, ')
+    (tmp_path / "negative.json").write_text('{"per_trial_s": 0.1, "per_report_s": -1}')
     good = str(tmp_path / "good.yaml")
     cases = [["--space", str(tmp_path / "malformed.yaml")], ["--space", str(tmp_path / "unknown-key.yaml")],
              ["--space", str(tmp_path / "binary.yaml")], ["--space", str(tmp_path / "missing.yaml")],
              ["--space", "quick", "--datasets", "mnist"], ["--space", "no-such-preset"],
              ["--space", good, "--samples", "0"], ["--space", good, "--searcher", "bayes"],
-             ["--space", good, "--cpus", "0"], ["--space", good, "--nodes", "1.5"], ["--space", good, "--gpus", "-1"]]
+             ["--space", good, "--cpus", "0"], ["--space", good, "--nodes", "1.5"], ["--space", good, "--gpus", "-1"],
+             *(["--space", good, "--service-overhead", str(tmp_path / name)]
+               for name in ("binary.json", "malformed.json", "negative.json", "missing.json"))]
     out = subprocess.run([sys.executable, "-c", VALIDATION_IMPORTS, json.dumps(cases)], capture_output=True,
                          text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
@@ -66,8 +71,11 @@ def planned(tmp_path_factory):
     """``plan --json`` of a small space on real Cora, with resources of a made-up cluster."""
     path = tmp_path_factory.mktemp("plan") / "tiny.yaml"
     path.write_text(yaml.safe_dump(SPACE))
+    service = path.with_name("service.json")  # as bench/service_overhead.py writes it, elsewhere
+    service.write_text(json.dumps({"per_trial_s": 0.2, "per_report_s": 0.01, "measured": {"date": "2026-11-28"}}))
     out = subprocess.run([sys.executable, "-m", "orthotune.cli", "plan", "--space", str(path), "--json",
-                          "--cpus", "8", "--nodes", "2", "--memory", "0.001", "--measure-epochs", "2"],
+                          "--cpus", "8", "--nodes", "2", "--memory", "0.001", "--measure-epochs", "2",
+                          "--service-overhead", str(service)],
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
     return json.loads(out.stdout)
@@ -84,6 +92,14 @@ def test_plan_json_shape(planned):
         assert cell["seconds_per_epoch"] > 0 and cell["device"] == "cpu"
     totals = planned["totals"]
     assert totals["trials"] == 6 and totals["slots"] == 16 and totals["gpu_s"] is None
+    assert planned["service_overhead"] == {"included": True, "source": "file service.json", "per_trial_s": 0.2,
+                                           "per_report_s": 0.01, "measured": {"date": "2026-11-28"}}
+    for cell in planned["cells"]:  # 30 epochs under FIFO-like ASHA (grace 10, rf 3), reports every 10
+        assert 1 <= cell["expected_reports"] <= 3
+        assert cell["service_s"] == pytest.approx(0.2 + 0.01 * cell["expected_reports"])
+        assert cell["trial_s"] == pytest.approx(cell["trainer_s"] + cell["service_s"])
+    assert totals["service_s"] == pytest.approx(sum(c["service_s"] * c["trials"] for c in planned["cells"]))
+    assert 0 < totals["service_share"] < 1
     assert totals["core_s"] == pytest.approx(sum(c["seconds"] for c in planned["cells"]))
     assert totals["wall_s"] >= max(c["trial_s"] for c in planned["cells"])
 
