@@ -120,6 +120,7 @@ def test_a_file_comes_first_then_the_kept_measurement_then_a_note(monkeypatch, t
 
     monkeypatch.setattr(kept, "plan_cache", lambda: tmp_path)
     monkeypatch.setattr(overhead, "measure_here", lambda data_root: pytest.fail("measured"))
+    monkeypatch.setattr(overhead.importlib.util, "find_spec", lambda name: object())  # Ray is here
     assert overhead.service_overhead(None, measure=False) == \
         "not measured in this environment yet (orthotune plan measures it)"
     monkeypatch.setattr(overhead.importlib.util, "find_spec", lambda name: None)
