@@ -323,10 +323,12 @@ class PlanEstimate:
             return f"the service's overhead (Ray Tune per trial and per report) not included: {self.service['note']}"
         t, s = self.totals(), self.service
         when = s.get("measured", {}).get("date", "date unknown")
+        source = {"measured here": "measured here now", "cache": "measured here before"}.get(
+            s.get("source", "?"), f"from {s.get('source', '?')}, measured")
         share = "" if t["service_share"] is None else f": {t['service_s']:.1f} s, {100 * t['service_share']:.1f}% of " \
                                                       f"the trials' time"
         return (f"the service's overhead included: {s['per_trial_s']:.3f} s per Ray trial + {s['per_report_s']:.4f} s "
-                f"per report ({s.get('source', '?')}, measured {when}){share}")
+                f"per report ({source} {when}){share}")
 
     def capped(self, trials: int) -> PlanEstimate:
         """The same plan with every cell and arm stopped at ``trials`` (an adaptive budget

@@ -71,7 +71,7 @@ def test_the_table_and_the_total_line_show_the_overheads_share():
     served = plan(cell()).with_service(0.25, 0.01, ABOUT)
     assert "the service's overhead included (6.1%)" in served.total_line()
     assert "service s" in served.table().splitlines()[0]
-    assert ("the service's overhead included: 0.250 s per Ray trial + 0.0100 s per report (file overhead.json, "
+    assert ("the service's overhead included: 0.250 s per Ray trial + 0.0100 s per report (from file overhead.json, "
             "measured 2026-11-28): 2.9 s, 6.1% of the trials' time") in served.table()
 
 
