@@ -11,6 +11,7 @@ set one.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 from collections.abc import Callable
@@ -300,4 +301,7 @@ def _mirror(source: Path, target: Path) -> None:
         for name in files:
             link = destination / name
             if not link.exists():
-                link.symlink_to(Path(folder) / name)
+                # another process (the plan's measuring streams, a search's trials) may mirror
+                # the same root at once: its link is the same link
+                with contextlib.suppress(FileExistsError):
+                    link.symlink_to(Path(folder) / name)

@@ -119,3 +119,18 @@ def test_directed_normalisation_uses_out_degrees_like_the_authors():
     expected = torch.tensor([[1 / 3, 3**-0.5, 3**-0.5], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]])
     assert torch.allclose(a, expected)
     assert torch.allclose(normalised_adjacency(edges, 3).to_dense(), normalised_adjacency(edges, 3).to_dense().T)
+
+
+def test_mirroring_a_root_another_process_mirrors_at_once_is_not_an_error(tmp_path, monkeypatch):
+    """Two processes may both find a link missing and both make it (the plan's measuring
+    streams on a fresh cache did): the second one's FileExistsError is the same link."""
+    from pathlib import Path
+
+    from orthotune.training import _data
+
+    (tmp_path / "src" / "raw").mkdir(parents=True)
+    (tmp_path / "src" / "raw" / "file.npz").write_bytes(b"x")
+    _data._mirror(tmp_path / "src", tmp_path / "dst")
+    monkeypatch.setattr(Path, "exists", lambda self: False)  # as if the other process linked it just now
+    _data._mirror(tmp_path / "src", tmp_path / "dst")
+    assert (tmp_path / "dst" / "raw" / "file.npz").read_bytes() == b"x"
