@@ -9,8 +9,8 @@ test accuracy is only reported, never used to choose.
 The data walks one pipeline, each stage a module it enters once, strung together in
 ``_report``: load (``_load``), select (``_select``), pair and test (``_pair``), curve
 (``_curve``), verdict (``_verdict``), lay out (``_formats``: one module per format); beside
-the pairs, the comparisons of a space's named arms (``_arms``: one Holm family, the paper's
-table).
+the pairs, the comparisons of a space's named arms (``_arms``: the paper's table), the pairs
+and the comparisons one Holm family (``_family``).
 
     >>> from orthotune.reports import Filters, best_configs, build_report, write_report, row_to_config
     >>> winners = best_configs("runs/store", Filters(datasets=("cora",)))   # one row per cell

@@ -1,7 +1,8 @@
 """The comparisons stage of a space with named arms (``spaces._arms``), beside the pairs':
 each arm's validation-best winner per place (setting, dataset, variant), every comparison
 its search declares tested repeat by repeat (difference: arm minus baseline; one Holm
-family over every comparison), each with its tuning curve and the structure-agnostic
+family over every comparison, the default pairs' too where the report holds some:
+``_family``), each with its tuning curve and the structure-agnostic
 reference of its place (:func:`compare_arms`); and the paper's table of them
 (:func:`arms_table`): arms as rows, datasets as columns, each cell marked by its verdict
 against the arm the comparisons share as baseline.
@@ -43,8 +44,8 @@ MARKS = ("better", "worse", "not different", "no test")
 class ArmComparisons:
     """The stage's product: the arms in declaration order, their winners, one row per
     comparison and place (:data:`COMPARISON_COLUMNS`), each row's tuning curve (None: an arm
-    without a winner), the arm every comparison has as baseline (None: no one arm) and the
-    references of the places."""
+    without a winner), the arm every comparison has as baseline (None: no one arm), the
+    references of the places and the default pairs in their Holm family (``_family``)."""
 
     arms: tuple[str, ...] = ()
     winners: pd.DataFrame = field(default_factory=pd.DataFrame)
@@ -52,10 +53,16 @@ class ArmComparisons:
     curves: tuple[PairCurve | None, ...] = ()
     target: str | None = None
     references: pd.DataFrame = field(default_factory=pd.DataFrame)
+    pairs: int = 0  # the report's default pairs, adjusted in one Holm family with these comparisons
 
     @property
     def empty(self) -> bool:
         return not self.arms
+
+    @property
+    def family(self) -> int:
+        """How many comparisons the Holm family holds: these and the default pairs beside them."""
+        return len(self.comparisons) + self.pairs
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON/YAML-ready values (``best --json``): the arms, the target, every
@@ -242,6 +249,7 @@ def table_note(result: ArmComparisons, symbols: Mapping[str, str]) -> str:
     """What the table's marks mean, with the format's ``symbols`` per mark."""
     against = result.target or "no one arm (the comparisons have several baselines)"
     legend = ", ".join(f"{symbols[m]} {m}" for m in MARKS[:3])
+    pairs = f", {result.pairs} default pair(s) among them," if result.pairs else ""
     return (f"Test accuracy (%) of each arm's validation-best trial, mean ± std over its repeats; best of each "
             f"column in bold. Each cell is marked by its paired test against {against} after Holm over all "
-            f"{len(result.comparisons)} comparisons (α = {ALPHA}): {legend}. Test accuracy never chose a winner.")
+            f"{result.family} comparisons{pairs} (α = {ALPHA}): {legend}. Test accuracy never chose a winner.")

@@ -5,7 +5,8 @@ Each stage is one module that takes the previous stages' products and returns it
 1. load (``_load.load``): the store's trials, filtered, the reference's rows apart: ``Loaded``;
 2. select (``_select.select``): each cell's winner, the expected and missing cells: ``Selection``;
 3. pair and test (``_pair.pair_and_test``): the pairs, their references and tests, the
-   ablations: ``Pairs``;
+   ablations: ``Pairs``; beside it the comparisons of a space's named arms
+   (``_arms.compare_arms``), both one Holm family (``_family.one_family``);
 4. curve (``_curve.trace_curves``): each pair's tuning curve and settled word: ``Curves``;
    with it each pair's budget and, for an adaptive search, its stop (``_stops.with_stops``),
    and its confirmation on fresh repeats where ``orthotune confirm`` stored one (``_confirmed``);
@@ -33,9 +34,10 @@ from orthotune.reports._arms import ArmComparisons, compare_arms
 from orthotune.reports._confirmed import with_confirmations
 from orthotune.reports._curve import Curves, PairCurve, trace_curves
 from orthotune.reports._curve_plot import curve_figures
+from orthotune.reports._family import one_family
 from orthotune.reports._hyperparameters import start_importance, t_effect, winners_table
 from orthotune.reports._load import CELL, LISTS, SCALARS, Filters, Loaded, load, load_trials, open_store
-from orthotune.reports._pair import pair_and_test
+from orthotune.reports._pair import Pairs, pair_and_test
 from orthotune.reports._plots import Figure, epoch_grad_norms, figures
 from orthotune.reports._select import TIE_RULE_TEXT, Selection, complete_rows, select, select_best
 from orthotune.reports._stats import ALPHA, TEST_NAME
@@ -111,12 +113,17 @@ def best_answer(store: Store | str, filters: Filters | None = None) -> BestAnswe
     stages 1 to 5."""
     loaded = load(store, filters, CURVE_COLUMNS)
     selection = select(loaded)
-    curves = _confirmed(loaded, with_stops(loaded, selection, trace_curves(selection, pair_and_test(selection))))
-    arms = compare_arms(loaded, selection.reference_winners)
+    tested, arms = _tested(loaded, selection)
+    curves = _confirmed(loaded, with_stops(loaded, selection, trace_curves(selection, tested)))
     verdicts = _with_arms(judge(loaded, selection, curves), loaded, arms)
     pairs = curves.summary.assign(reference=[reference_words(row) for _, row in curves.summary.iterrows()])
     return BestAnswer(_every_winner(selection, arms), verdicts, pairs,
                       tuple(curve for curve in curves.curves if curve is not None), arms)
+
+
+def _tested(loaded: Loaded, selection: Selection) -> tuple[Pairs, ArmComparisons]:
+    """The pairs and the named arms' comparisons, tested: one Holm family over both (``_family``)."""
+    return one_family(pair_and_test(selection), compare_arms(loaded, selection.reference_winners))
 
 
 def _confirmed(loaded: Loaded, curves: Curves) -> Curves:
@@ -157,9 +164,8 @@ def build_report(store: Store | str, filters: Filters | None = None, plots: bool
     the hyperparameter tables and (with ``plots``) the figures."""
     loaded = load(store, filters, REPORT_COLUMNS)
     selection = select(loaded)
-    pairs = pair_and_test(selection)
+    pairs, arms = _tested(loaded, selection)
     curves = _confirmed(loaded, with_stops(loaded, selection, trace_curves(selection, pairs)))
-    arms = compare_arms(loaded, selection.reference_winners)
     verdicts = _with_arms(judge(loaded, selection, curves), loaded, arms)
     trials, winners = selection.trials, selection.winners
     effect = t_effect(trials)

@@ -12,9 +12,10 @@ signed-rank test because the paper's protocol has 5 or 10 repeats, where the exa
 signed-rank test cannot go below p = 0.0625 (n = 5) and so could never call a 5-split gain
 real.
 
-Many cells, many tests: the summary's p-values are one family, corrected with Holm's
-step-down method (:func:`holm`; it controls the family-wise error rate under any dependence
-between the cells), and a verdict is significant when its Holm-adjusted p is below
+Many cells, many tests: the summary's p-values are one family (with the named arms'
+comparisons where the report holds both: ``_family``), corrected with Holm's step-down
+method (:func:`holm`; it controls the family-wise error rate under any dependence between
+the cells), and a verdict is significant when its Holm-adjusted p is below
 :data:`ALPHA`; the raw p is reported beside it. The ablation table is a family of its own.
 Spreads are sample standard deviations (ddof = 1), as the papers' mean +- std: a cell's
 test accuracy std is recomputed from its repeats, whatever the store's column holds.

@@ -177,8 +177,8 @@ def pair_note(report: Report) -> str:
     return (f"Δ = Ortho-GConv − original test accuracy, matched repeat by repeat ({_repeat_nouns()}), in "
             f"percentage points (Δ std: sample std of the per-repeat "
             f"differences, ddof = 1; 95% CI: Student's t on the mean difference); {report.test_name}. "
-            f"p is each pair's own; p (Holm) is adjusted over all the report's pairs (Holm's step-down, one "
-            f"family). Verdict: significant when the Holm-adjusted p < {report.alpha:g}; 'reversed' when "
+            f"p is each pair's own; p (Holm) is adjusted over {_pair_family(report)}. "
+            f"Verdict: significant when the Holm-adjusted p < {report.alpha:g}; 'reversed' when "
             f"Ortho-GConv is worse. "
             f"Few repeats make p-values coarse: read them with the number of pairs. The original arm pairs "
             f"with each Ortho-GConv variant sharing its variant label and common switches. Tuning curve: the "
@@ -187,6 +187,15 @@ def pair_note(report: Report) -> str:
             f"never reads an edge (an MLP on the node features; graph tasks: node features summed per graph, "
             f"then an MLP), test accuracy mean ± std over its repeats; an arm is below or above it when its mean "
             f"test accuracy lies outside the baseline's 95% CI (Student's t over its repeats).")
+
+
+def _pair_family(report: Report) -> str:
+    """The pairs' Holm family in words: the report's pairs, with its named arms' comparisons if any."""
+    named = len(report.arms.comparisons) if report.arms.pairs else 0
+    if not named:
+        return "all the report's pairs (Holm's step-down, one family)"
+    return (f"every comparison of the report, its {report.arms.pairs} pair(s) and {named} comparison(s) of "
+            f"named arms (Holm's step-down, one family of {report.arms.family})")
 
 
 def _repeat_nouns() -> str:
@@ -278,6 +287,14 @@ COMPARISON_NOTE = ("One paired test per comparison the search declares and datas
                    "matched repeat by repeat, each arm's winner selected on validation); Holm over every comparison.")
 
 
+def comparison_note(report: Report) -> str:
+    """:data:`COMPARISON_NOTE`, and where the default pairs share the family, how many."""
+    if not report.arms.pairs:
+        return COMPARISON_NOTE
+    return (f"{COMPARISON_NOTE[:-1]}, the {report.arms.pairs} default pair(s) included (one family of "
+            f"{report.arms.family}).")
+
+
 def _comparison_rows(report: Report) -> list[list[str]]:
     def acc(mean: object, std: object) -> str:
         return f"{_pct(mean)} ± {_pct(std)}" if _finite(mean) else "—"
@@ -292,7 +309,8 @@ def extra_tables(report: Report) -> list[tuple[str, list[str], list[list[str]], 
     """The tables after the paired comparison: ``(title, header, rows, note)``, non-empty only."""
     out = []
     if len(report.arms.comparisons):
-        out.append(("Comparisons of the named arms", COMPARISON_HEADER, _comparison_rows(report), COMPARISON_NOTE))
+        out.append(("Comparisons of the named arms", COMPARISON_HEADER, _comparison_rows(report),
+                    comparison_note(report)))
     columns, rows = _winner_rows(report)
     if rows:
         out.append(("Winners: hyperparameters", columns, rows, WINNERS_NOTE))

@@ -52,8 +52,9 @@ class Verdicts:
         out = ["verdict per pair (Ortho-GConv − original test accuracy, selected on validation):",
                *(f"  {line}" for line in self.lines)] if self.lines or not self.comparisons else []
         if self.comparisons:
+            family = "every comparison, the pairs above included" if self.lines else "every comparison"
             out += ["verdict per comparison (arm − baseline test accuracy, selected on validation; Holm over "
-                    "every comparison):", *(f"  {line}" for line in self.comparisons)]
+                    f"{family}):", *(f"  {line}" for line in self.comparisons)]
         out += [f"warning: {w}" for w in self.warnings]
         return "\n".join(out)
 

@@ -15,7 +15,7 @@ from report_stores import hand_row, hand_store
 
 from orthotune.core import ARMS, Cell
 from orthotune.reports import best_answer, build_report, write_report
-from orthotune.reports._arms import compare_arms
+from orthotune.reports._arms import arms_table, compare_arms
 from orthotune.reports._load import NAMED_ARM_KEY, load
 from orthotune.reports._stats import holm
 from orthotune.spaces import parse_space
@@ -113,3 +113,88 @@ def test_each_comparison_has_its_tuning_curve_figure(store):
     assert titles == [f"Tuning curve, {d} full (default): {a} against Ortho-GCNII"
                       for d in ("texas", "wisconsin") for a in ("GCN", "JKNet")]
     assert len({figure.name for figure in report.figures}) == 4
+
+
+# -- one Holm family over the default pairs and the named comparisons (issue 50) -------------
+
+#: Per-repeat gains of the default pairs (Ortho-GConv − original): depth 2's alone has p = 0.047
+#: (significant in a family of one), depth 4's is large.
+PAIR_GAINS = {2: [0.01, 0.03, 0.02, 0.04, 0.00], 4: [0.05 + j for j in JITTER]}
+
+
+def _pair_rows() -> list[dict]:
+    """Default original-vs-Ortho-GConv pairs (no named arm) of the same search: texas GCN at depths 2 and 4."""
+    rows = []
+    for depth, gains in PAIR_GAINS.items():
+        for ortho, test in ((False, BASE), (True, [b + g for b, g in zip(BASE, gains)])):
+            rows.append(hand_row(f"pair-{depth}-{ortho}", val=[0.7] * 5, test=test, search="sota", dataset="texas",
+                                 backbone="gcn", depth=depth, ortho=ortho, variant="default", selection="val_acc"))
+    return rows
+
+
+def _holm_by_hand(pvalues: list[float]) -> list[float]:
+    """Holm's step-down written out (NaN: no test, outside the family): the i-th smallest of m
+    p-values times m - i + 1, capped at 1, then made non-decreasing."""
+    tested = sorted((p, i) for i, p in enumerate(pvalues) if p == p)
+    out, floor = [float("nan")] * len(pvalues), 0.0
+    for rank, (p, index) in enumerate(tested):
+        floor = max(floor, min(1.0, (len(tested) - rank) * p))
+        out[index] = floor
+    return out
+
+
+@pytest.fixture()
+def mixed(tmp_path):
+    store = hand_store(tmp_path / "mixed", [*_rows(), *_pair_rows()])
+    store.save_search_meta("sota", {"options": {"space": parse_space(SPACE).to_dict()}})
+    return store
+
+
+def test_the_default_pairs_and_the_named_comparisons_of_a_search_are_one_holm_family(mixed, capsys):
+    from orthotune.cli import main
+
+    answer = best_answer(mixed)
+    pairs, comparisons = answer.pairs, answer.arms.comparisons
+    assert list(pairs["depth"]) == [2, 4] and len(comparisons) == 4  # both kinds read, each apart
+    raw = [*pairs["p"], *comparisons["p"]]
+    expected = _holm_by_hand(raw)  # m = 6, not 2 and 4
+    assert [*pairs["p_holm"], *comparisons["p_holm"]] == pytest.approx(expected, rel=1e-12)
+    assert answer.arms.pairs == 2 and answer.arms.family == 6
+    # depth 2 alone: p = 0.047 < 0.05; in the family of 6 its Holm p is no longer below 0.05
+    assert pairs["p"].iloc[0] == pytest.approx(0.0474207, abs=1e-6) and expected[0] > 0.05
+    assert pairs["verdict"].iloc[0].startswith("gain not significant")
+    assert f"Holm p = {expected[0]:.3g}" in pairs["verdict"].iloc[0]
+    assert f"Holm p = {expected[0]:.3g}" in answer.verdicts.lines[0]
+    assert list(comparisons["mark"]) == ["worse" if p < 0.05 else "not different" for p in expected[2:]]
+    assert "Holm over every comparison, the pairs above included" in answer.verdicts.text()
+    assert main(["best", "--store", mixed.uri, "--json"]) == 0  # best --json reads the same adjusted p
+    document = json.loads(capsys.readouterr().out)
+    assert [p["p_holm"] for p in document["pairs"]] == pytest.approx(expected[:2], rel=1e-12)
+    assert [c["p_holm"] for c in document["comparisons"]] == pytest.approx(expected[2:], rel=1e-12)
+
+
+def test_the_report_states_the_family_of_every_comparison(mixed):
+    report = build_report(mixed, plots=False)
+    assert list(report.summary["p_holm"]) == list(best_answer(mixed).pairs["p_holm"])
+    for fmt in ("md", "latex", "html"):
+        text = write_report(report, fmt)
+        assert "Holm over all 6 comparisons, 2 default pair(s) among them," in text  # the paper table's note
+        assert "one family of 6" in text and "all the report's pairs (Holm" not in text
+    (_, datasets, rows), = arms_table(report.arms)  # the paper table's marks: the family's
+    marks = {name: [cell[2] for cell in cells] for name, cells in rows}
+    assert datasets == ["texas", "wisconsin"]
+    assert marks["GCN"] == list(report.arms.comparisons.query("arm == 'GCN'")["mark"])
+
+
+def test_a_search_of_one_kind_keeps_its_own_family(tmp_path, store):
+    """Only default pairs: Holm over the pairs alone (depth 2 stays significant); only named
+    arms: over the four comparisons, as before."""
+    pairs_only = best_answer(hand_store(tmp_path / "pairs", _pair_rows()))
+    assert pairs_only.arms.empty
+    assert list(pairs_only.pairs["p_holm"]) == pytest.approx(_holm_by_hand(list(pairs_only.pairs["p"])), rel=1e-12)
+    assert pairs_only.pairs["verdict"].iloc[0].startswith("gain significant")
+    named_only = best_answer(store).arms
+    assert named_only.pairs == 0 and named_only.family == 4
+    assert list(named_only.comparisons["p_holm"]) == holm(list(named_only.comparisons["p"]))
+    text = write_report(build_report(tmp_path.joinpath("pairs").as_posix(), plots=False), "md")
+    assert "adjusted over all the report's pairs (Holm's step-down, one family)" in text
