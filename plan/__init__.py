@@ -24,7 +24,7 @@ they measure.
 """
 
 from orthotune.core import lazy_attributes
-from orthotune.plan._estimate import CellEstimate, PlanEstimate, Resources, asha_expected_epochs
+from orthotune.plan._estimate import CellEstimate, PlanEstimate, Resources, asha_expected_epochs, expected_epochs
 from orthotune.plan._measuring import ENOUGH_TIMED_S, MEASURE_EPOCHS, SCALE_FROM_NODES
 from orthotune.plan._overhead import ServiceOverhead, read_service_overhead
 
@@ -37,6 +37,7 @@ __all__ = [
     "Resources",
     "ServiceOverhead",
     "asha_expected_epochs",
+    "expected_epochs",
     "measure_overhead",
     "plan_search",
     "read_service_overhead",

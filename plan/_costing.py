@@ -195,7 +195,7 @@ class _Cell:
         cost, cached = measured
         peak = peak_bytes(cost, self.device)
         return CellEstimate(**self.common, seconds_per_epoch=cost.seconds_per_epoch, setup_s=cost.setup_seconds,
-                            peak_bytes=peak, cached=cached, sources=(self.shape,),
+                            peak_bytes=peak, cached=cached, sources=(self.shape,), busy_share=cost.busy_share,
                             scaled=cost.measured_runs is not None and cost.measured_runs < cost.runs)
 
     def fitted(self, low: _Cell, at_low: CellEstimate, high: _Cell, at_high: CellEstimate) -> CellEstimate:
@@ -209,7 +209,8 @@ class _Cell:
                             setup_s=line(at_low.setup_s, at_high.setup_s),
                             peak_bytes=line(at_low.peak_bytes, at_high.peak_bytes),
                             cached=at_low.cached and at_high.cached, fitted=True,
-                            scaled=at_low.scaled or at_high.scaled, sources=at_low.sources + at_high.sources)
+                            scaled=at_low.scaled or at_high.scaled, sources=at_low.sources + at_high.sources,
+                            busy_share=line(at_low.busy_share, at_high.busy_share))
 
 
 def _depth_fits(cells: list[_Cell]) -> dict[int, tuple[int, int]]:
@@ -253,8 +254,9 @@ def _depth_free_shape(config: TrainConfig, options: LaunchOptions, device: Any, 
     return _shape(at, options, device, method)
 
 
-#: Bumped when a kept plan's cells gain a field (2: ``expected_reports``); the shapes stay kept.
-KEPT_PLAN_FORMAT = 2
+#: Bumped when a kept plan's cells gain a field (2: ``expected_reports``, 3: ``busy_share``); the
+#: shapes stay kept.
+KEPT_PLAN_FORMAT = 3
 
 
 def _plan_key(options: LaunchOptions, measure_epochs: int, every_depth: bool, full_packs: bool) -> str:

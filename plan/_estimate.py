@@ -25,8 +25,9 @@ The model, stated so a reader can check it:
   for cells whose trials stop on patience before their cap or their ASHA rung);
 - trials start in the order the searcher hands them out (round robin over the cells), each
   on the first free slot (``cpus // cpus_per_trial`` per node, times ``nodes``): the wall
-  time is that list schedule's end, plus the fixed start measured here (the driver's imports,
-  Ray's start, a trial worker's start, Ray's shutdown: ``_start_probe``).
+  time is that list schedule's end (on GPUs, at least their kernels' work: each trial's
+  seconds times its measured busy share, over the GPUs), plus the fixed start measured here
+  (the driver's imports, Ray's start, a trial worker's start, Ray's shutdown: ``_start_probe``).
 """
 
 from __future__ import annotations
@@ -161,6 +162,7 @@ class CellEstimate:
     sources: tuple[str, ...] = ()  # the shapes (cache entries) its figures come from
     expected_reports: float = 0.0  # reports to Tune per Ray trial (as ``expected_epochs``)
     service_s: float = 0.0  # the service's seconds per Ray trial (PlanEstimate.with_service)
+    busy_share: float | None = None  # on a GPU: the share of a trial's wall its kernels keep the GPU busy
 
     @property
     def trainer_s(self) -> float | None:
@@ -226,8 +228,7 @@ class PlanEstimate:
     def does_not_fit(self) -> list[str]:
         """One line per cell whose one trial needs more memory than a node has."""
         gpu = self.gpus_per_trial > 0 or self.on_gpu
-        limit = self.resources.gpu_memory_bytes if gpu else self.resources.memory_bytes
-        where = "a GPU" if gpu else "a node"
+        limit, where = (self.resources.gpu_memory_bytes, "a GPU") if gpu else (self.resources.memory_bytes, "a node")
         lines = []
         for cell in self.cells:
             need = cell.peak_bytes if cell.peak_bytes is not None else cell.estimate_bytes
@@ -249,18 +250,25 @@ class PlanEstimate:
         return order
 
     def wall_s(self) -> float | None:
-        """The expected wall time: the trials list-scheduled on the slots, plus the start."""
+        """The expected wall time: the trials list-scheduled on the slots (or the GPUs' work), plus the start."""
         if any(c.trial_s is None for c in self.cells):
             return None
-        return self.start_s + list_schedule(self.trial_times(), self.slots)
+        return self.start_s + max(list_schedule(self.trial_times(), self.slots), self.gpu_work_s() or 0.0)
+
+    def gpu_work_s(self) -> float | None:
+        """The GPUs' own work, each trial's seconds times its busy share, over the GPUs: a bound on
+        the wall however many share one (None where a busy share was not measured)."""
+        gpus, cells = self.resources.gpus * self.resources.nodes, self.cells
+        if not (self.on_gpu and gpus) or any(c.busy_share is None or c.trial_s is None for c in cells):
+            return None
+        return sum(c.trial_s * c.tune_trials * c.busy_share for c in cells) / gpus
 
     def totals(self) -> dict[str, Any]:
         """Trials, core-seconds (GPU-seconds where measured on a GPU) and the wall time."""
         known = [c for c in self.cells if c.seconds is not None]
         busy = sum(c.seconds for c in known)
         complete = len(known) == len(self.cells)
-        gpu = self.on_gpu
-        service = sum(c.service_s * c.tune_trials for c in known)
+        gpu, service = self.on_gpu, sum(c.service_s * c.tune_trials for c in known)
         return {
             "trials": sum(c.trials for c in self.cells),
             "tune_trials": sum(c.tune_trials for c in self.cells),
@@ -271,6 +279,7 @@ class PlanEstimate:
             "gpu_s": busy * max(self.gpus_per_trial, 1.0 if gpu else 0.0) if complete and gpu else None,
             "wall_s": self.wall_s(),
             "slots": self.slots,
+            "gpu_work_s": self.gpu_work_s(),
             "start_s": self.start_s,
             "does_not_fit": self.does_not_fit(),
         }
@@ -368,9 +377,8 @@ def gib(count: float) -> str:
 
 def hours(seconds: float) -> str:
     """``3.2 h`` from an hour on, else minutes or seconds."""
-    if seconds >= 3600:
-        return f"{seconds / 3600:.1f} h"
-    return f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.0f} s"
+    return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.1f} min" if seconds >= 60 \
+        else f"{seconds:.0f} s"
 
 
 def resources_text(resources: Resources) -> str:

@@ -133,17 +133,19 @@ def measure(config: TrainConfig, method: Method, one_run: bool = False) -> Any:
     from orthotune.training import CellCost, measure_cell_cost
 
     options = method.train_options()
+    # on a GPU the kernels' busy share too: trials sharing a GPU are bound by its work (_estimate)
+    profile = method.device.startswith("cuda")
     repeats, one = len(config.runs()), first_run(config)
     if DATASETS.get(config.dataset).task == "graph":  # a pack of configs, its repeats in turn
         cost = measure_cell_cost(one, method.device, method.data_root, method.pack, method.epochs, options,
-                                 method.download, warm_up=False, profile=False)
+                                 method.download, warm_up=False, profile=profile)
         return scaled(cost, repeats, cost.runs * repeats, 0.0)
     runs = repeats * method.pack
     if not one_run or runs == 1:
         return measure_cell_cost(config, method.device, method.data_root, method.pack, method.epochs, options,
-                                 method.download, warm_up=False, profile=False)
+                                 method.download, warm_up=False, profile=profile)
     cost = measure_cell_cost(one, method.device, method.data_root, 1, method.epochs, options, method.download,
-                             warm_up=False, profile=False)
+                             warm_up=False, profile=profile)
     return CellCost.from_dict({**scaled(cost, runs, runs, float(memory_estimate(one).total)).to_dict(),
                                "pack": method.pack, "measured_runs": 1})
 

@@ -61,6 +61,25 @@ def estimate(cell, trials, seconds, peak=None, **kwargs):
     return CellEstimate(cell=cell, trials=trials, **{**values, **kwargs})
 
 
+def test_trials_sharing_a_gpu_take_at_least_its_kernels_work():
+    # on one GPU, 16 CPU slots: 12 trials of 4.5 s could all run at once (4.5 s), but each keeps
+    # the GPU busy half its time, so the GPU's own work is 12 x 4.5 x 0.5 = 27 s
+    cells = (estimate("cora/gcn/2/original", 12, 0.1, device="cuda", busy_share=0.5),)
+    plan = PlanEstimate("s", "asha", "optuna", cells, Resources(cpus=16, gpus=1), 1.0, 0.0, None)
+    assert plan.gpu_work_s() == pytest.approx(27.0) and plan.wall_s() == pytest.approx(27.0)
+    assert plan.totals()["gpu_work_s"] == pytest.approx(27.0)
+    two = PlanEstimate("s", "asha", "optuna", cells, Resources(cpus=16, gpus=2), 1.0, 0.0, None)
+    assert two.wall_s() == pytest.approx(13.5)
+    # a cell without a measured busy share: the GPUs' work is unknown, the list schedule stands
+    unknown = PlanEstimate("s", "asha", "optuna", cells + (estimate("cora/gcn/2/ortho", 1, 0.1, device="cuda"),),
+                           Resources(cpus=16, gpus=1), 1.0, 0.0, None)
+    assert unknown.gpu_work_s() is None and unknown.wall_s() == pytest.approx(4.5)
+    # on a CPU the busy share is never read
+    cpu = PlanEstimate("s", "asha", "optuna", (estimate("cora/gcn/2/original", 12, 0.1, busy_share=0.5),),
+                       Resources(cpus=16), 1.0, 0.0, None)
+    assert cpu.gpu_work_s() is None and cpu.wall_s() == pytest.approx(4.5)
+
+
 def test_totals_core_hours_and_wall_on_the_resources_given():
     cells = (estimate("cora/gcn/2/original", 6, 0.1), estimate("cora/gcn/2/ortho", 6, 0.2))
     plan = PlanEstimate("s", "asha", "optuna", cells, Resources(cpus=2, memory_bytes=2**34), 1.0, 0.0, None,
