@@ -148,6 +148,7 @@ def test_every_layer_package_is_found():
     assert set(LAYERS) <= modules
 
 
+@pytest.mark.slow
 def test_imports_run_only_down_the_layers_and_through_all():
     problems = [v for p in source_files()
                 for v in violations(p.read_text(), module_name(p), str(p.relative_to(ROOT)))]
@@ -185,6 +186,7 @@ def outside_violations(source: str, label: str, private_allowed: bool) -> list[s
     return problems
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("folder, private_allowed", [("bench", False), ("tests", True)])
 def test_benchmarks_use_only_public_faces_and_tests_only_listed_names(folder, private_allowed):
     problems = [v for path in sorted((ROOT / folder).rglob("*.py"))

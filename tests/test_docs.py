@@ -46,6 +46,7 @@ def page_text(site: Path, page: str) -> str:
     return (site / page / "index.html").read_text(encoding="utf-8")
 
 
+@pytest.mark.slow
 def test_the_manual_builds_strictly_with_every_page_and_the_picture(site):
     assert (site / "index.html").is_file()
     assert (site / "img" / "verdict.png").is_file()
@@ -115,6 +116,7 @@ def test_an_unknown_generated_part_fails_the_page():
         load_hooks().on_page_markdown("<!-- generated: nope -->\n", page, None, None)
 
 
+@pytest.mark.slow
 def test_a_broken_link_a_missing_anchor_or_a_page_outside_the_nav_fails_the_build(tmp_path):
     """Strict mode is what catches them: the same manual with one broken link, one link to a
     heading that does not exist and one page missing from the nav does not build."""

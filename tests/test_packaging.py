@@ -27,6 +27,7 @@ def wheel(tmp_path_factory) -> Path:
     return next(out.glob("orthotune-*.whl"))
 
 
+@pytest.mark.slow
 def test_wheel_holds_only_the_orthotune_namespace(wheel):
     names = zipfile.ZipFile(wheel).namelist()
     tops = {n.split("/")[0] for n in names if not n.split("/")[0].endswith((".dist-info", ".data"))}

@@ -5,6 +5,8 @@ import importlib.util
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "reports"))
 
@@ -18,6 +20,7 @@ def _bench():
     return module
 
 
+@pytest.mark.slow
 def test_the_replay_prints_each_pairs_verdicts_stop_and_the_totals(tmp_path, capsys):
     rows = []
     for i in range(40):

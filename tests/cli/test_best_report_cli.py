@@ -27,6 +27,7 @@ def run_cli(capsys, *args: str) -> tuple[int, str, str]:
     return code, out, err
 
 
+@pytest.mark.slow
 def test_best_prints_a_table_of_winners(real_store, capsys):
     code, out, _ = run_cli(capsys, "best", "--store", real_store.uri)
     assert code == 0
@@ -43,6 +44,7 @@ def test_best_prints_a_table_of_winners(real_store, capsys):
     assert any(line.startswith("warning: 4 of 4 cells chose their winner among fewer than 20") for line in lines)
 
 
+@pytest.mark.slow
 def test_best_json_reruns_exactly_with_train_config(real_store, capsys, tmp_path):
     code, out, _ = run_cli(capsys, "best", "--store", real_store.uri, "--depth", "4", "--ortho", "--json")
     assert code == 0
@@ -79,6 +81,7 @@ def test_train_config_is_exclusive_with_flags_and_needs_one_config(real_store, c
     assert code == 2 and "unknown config key 'layers'" in err
 
 
+@pytest.mark.slow
 def test_report_md_to_stdout_and_to_a_file(real_store, capsys, tmp_path):
     code, out, _ = run_cli(capsys, "report", "--store", real_store.uri)
     assert code == 0 and out.startswith("# orthotune report") and "| texas | gcn |" in out
@@ -88,6 +91,7 @@ def test_report_md_to_stdout_and_to_a_file(real_store, capsys, tmp_path):
 
 
 
+@pytest.mark.slow
 def test_report_writes_several_formats_of_one_report(real_store, capsys, tmp_path, monkeypatch):
     """`-o` repeated: each file in the format its suffix names, from one build of the report."""
     import orthotune.reports as reports
@@ -188,6 +192,7 @@ def test_a_torn_trial_file_is_named_once_and_the_rest_still_answers(tmp_path, ca
     assert "orthotune store check" in warnings[0]
 
 
+@pytest.mark.slow
 def test_best_prints_each_verdicts_tuning_curve_word_and_json_carries_the_curve(tmp_path, capsys):
     """issue 40: the word after each verdict line; --curve adds the curves: as tables in the
     text view; --json/--yaml always carry them beside the configs and the pairs."""

@@ -39,6 +39,7 @@ def run_cli(capsys, *args: str) -> tuple[int, str, str]:
     return code, out, err
 
 
+@pytest.mark.slow
 def test_confirm_retrains_both_winners_on_the_fresh_splits_only(confirmed):
     document = read_confirmation(confirmed, REAL_SEARCH)
     assert document["design"] == "pocock" and document["looks"] == 2

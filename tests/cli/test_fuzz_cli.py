@@ -71,6 +71,7 @@ def test_train_answers_any_config_file_in_one_line_or_trains(no_work, capsys, co
 @settings(SETTINGS, max_examples=examples(60))
 @given(raw=st.one_of(st.binary(max_size=120), st.sampled_from([b"[" * 3000, b'{"a":' * 3000, b"- " * 3000])),
        suffix=st.sampled_from([".yaml", ".json"]))
+@pytest.mark.slow
 def test_train_answers_any_bytes_as_a_config_file_in_one_line(no_work, capsys, raw, suffix):
     with tempfile.TemporaryDirectory(prefix="ot-fuzz-") as folder:
         path = Path(folder) / f"config{suffix}"
@@ -89,6 +90,7 @@ def test_train_answers_any_option_values_in_one_line_or_trains(no_work, capsys, 
     run_command(["train", *words], capsys)
 
 
+@pytest.mark.slow
 @settings(SETTINGS, max_examples=examples(60))
 @given(options=st.lists(st.tuples(st.sampled_from(LAUNCH_FLAGS), WORDS), max_size=3))
 def test_launch_answers_any_option_values_in_one_line_or_searches(no_work, capsys, options):

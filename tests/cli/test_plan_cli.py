@@ -81,6 +81,7 @@ def planned(tmp_path_factory):
     return json.loads(out.stdout)
 
 
+@pytest.mark.slow
 def test_plan_json_shape(planned):
     assert set(planned) >= {"space", "scheduler", "searcher", "resources", "machine", "cells", "totals"}
     assert planned["resources"]["cpus"] == 8 and planned["resources"]["nodes"] == 2
@@ -104,6 +105,7 @@ def test_plan_json_shape(planned):
     assert totals["wall_s"] >= max(c["trial_s"] for c in planned["cells"])
 
 
+@pytest.mark.slow
 def test_a_node_too_small_names_every_cell_with_its_figure(planned):
     """--memory 0.001 GiB (1 MiB): no trial's process fits."""
     misfits = planned["totals"]["does_not_fit"]

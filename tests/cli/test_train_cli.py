@@ -37,6 +37,7 @@ def test_a_backbone_without_an_ortho_arm_trains_its_original_and_prints_what_it_
         (["--dataset", "cora", "--data-root", "/nonexistent/orthotune"], "is not a directory"),
     ],
 )
+@pytest.mark.slow
 def test_bad_input_is_one_line_and_nonzero(args, message):
     proc = subprocess.run(
         [sys.executable, "-m", "orthotune.cli", "train", "--epochs", "1", *args],
@@ -48,6 +49,7 @@ def test_bad_input_is_one_line_and_nonzero(args, message):
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_train_says_when_it_prepares_a_dataset_and_shows_progress(capsys, tmp_path, monkeypatch):
     """A fresh cache: one line says the dataset is processed into it (once); then a line every
     tenth of the epochs, at the trainer's sync cadence (25), over the repeats; stdout keeps

@@ -25,6 +25,7 @@ def build(batch, ortho=None, seed=0, depth=3, hidden=32, **kwargs):
     return GraphUNet(batch.num_features, hidden, 2, depth, ortho=ortho, seed=seed, **kwargs)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ortho", [None, OrthoSettings(T=4, beta=0.4)])
 def test_forward_backward_on_proteins(batch, ortho):
     model = build(batch, ortho)

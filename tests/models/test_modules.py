@@ -123,6 +123,7 @@ def check_result(result, ortho: bool, better_than: float = 0.0) -> None:
     assert result.config.ortho is ortho
 
 
+@pytest.mark.slow
 def test_sage_and_a_factory_train_in_both_arms_on_cora():
     """A few epochs through the entry point ``orthotune train`` uses; several configs of
     one call train one model per run."""

@@ -237,6 +237,7 @@ def test_depths_between_are_fitted_on_the_line_through_the_shallowest_and_deepes
     assert not any(c.fitted for c in every.cells)
 
 
+@pytest.mark.slow
 def test_a_second_plan_reads_one_file_without_torch(tmp_path):
     """A plan kept whole is read back in a fresh interpreter without importing torch, PyG or Ray;
     once one of its shapes is measured again it is not used."""
@@ -308,6 +309,7 @@ def test_a_costly_pack_is_measured_on_one_run_and_scaled_by_its_runs(counted, mo
     assert len(counted) == 4
 
 
+@pytest.mark.slow
 def test_shapes_are_measured_in_processes_side_by_side(counted, monkeypatch):
     """Four shapes in two streams (as the search runs two trials at once on two CPUs): this
     process and a measuring process, each dataset's shapes dealt out between them (two each),

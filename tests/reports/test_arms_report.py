@@ -107,6 +107,7 @@ def test_an_old_store_reads_as_before_its_arm_from_ortho(tmp_path):
     assert compare_arms(loaded, loaded.reference).empty  # no named arm: nothing to compare
 
 
+@pytest.mark.slow
 def test_each_comparison_has_its_tuning_curve_figure(store):
     report = build_report(store)
     titles = [figure.title for figure in report.figures]
@@ -186,6 +187,7 @@ def test_the_report_states_the_family_of_every_comparison(mixed):
     assert marks["GCN"] == list(report.arms.comparisons.query("arm == 'GCN'")["mark"])
 
 
+@pytest.mark.slow
 def test_a_search_of_one_kind_keeps_its_own_family(tmp_path, store):
     """Only default pairs: Holm over the pairs alone (depth 2 stays significant); only named
     arms: over the four comparisons, as before."""

@@ -223,6 +223,7 @@ def test_a_late_winner_replaces_the_few_trials_warning_with_the_curves_statement
     assert not [w for w in warnings if "depth 4" in w]
 
 
+@pytest.mark.slow
 def test_the_late_statement_says_which_way_the_gain_may_move(tmp_path):
     ortho_late = [{**r, "val_acc": (0.70 + 0.01 * int(r["trial_id"][1:])) if r["ortho"] else r["val_acc"]}
                   for r in stable_rows()]
@@ -241,6 +242,7 @@ def test_the_late_statement_says_which_way_the_gain_may_move(tmp_path):
                "the loss may grow with more" in w for w in warnings)
 
 
+@pytest.mark.slow
 def test_the_report_draws_one_curve_per_pair_and_shows_the_word(tmp_path):
     rows = shrinking_rows() + [{**r, "depth": 4, "trial_id": f"d4{r['trial_id']}"} for r in stable_rows()]
     report = build_report(hand_store(tmp_path / "s", rows))

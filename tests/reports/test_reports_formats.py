@@ -26,6 +26,7 @@ def real_report(real_store):
     return build_report(real_store)
 
 
+@pytest.mark.slow
 def test_formats_registry_rejects_unknown_names(real_report):
     assert FORMATS.names() == ["md", "csv", "latex", "html"]
     with pytest.raises(ConfigError, match="unknown report format 'pdf'; valid: md, csv, latex, html"):
@@ -74,6 +75,7 @@ def test_latex_table_and_figures(real_report, tmp_path):
     assert "ttest\\_rel" in text  # underscores escaped
 
 
+@pytest.mark.slow
 def test_store_with_missing_cells_reports_them_in_every_format(tmp_path):
     store = hand_store(tmp_path / "s", [
         hand_row("o2"), hand_row("x2", ortho=True), hand_row("o4", depth=4),

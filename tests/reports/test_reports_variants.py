@@ -129,6 +129,7 @@ def test_csv_counts_stay_integers_when_an_arm_is_missing(tmp_path):
     assert frame["ortho_repeats"].tolist() == ["2", ""] and frame["depth"].tolist() == ["2", "4"]
 
 
+@pytest.mark.slow
 def test_importance_ranks_the_hyperparameter_that_decides(tmp_path):
     # val accuracy follows T exactly; beta is noise: fANOVA must rank T first
     rows = [v2_row(f"x{i}", ortho=True, T=t, beta=b, val=[0.5 + 0.05 * t] * 2)
@@ -144,6 +145,7 @@ def test_importance_ranks_the_hyperparameter_that_decides(tmp_path):
     assert build_report(hand_store(tmp_path / "flat", flat), plots=False).importance.empty
 
 
+@pytest.mark.slow
 def test_importance_of_a_cell_beyond_the_cap_is_fitted_on_a_seeded_sample_and_says_so(tmp_path, monkeypatch):
     """A cell of more trials than ``IMPORTANCE_TRIALS`` (6 here, 500 in a report) has its forest
     fitted on that many, drawn at random with a fixed seed: the table says "6 of 10" and the
@@ -173,6 +175,7 @@ def test_importance_of_a_cell_beyond_the_cap_is_fitted_on_a_seeded_sample_and_sa
     assert "drawn at random" not in write_report(small, "md")
 
 
+@pytest.mark.slow
 def test_importance_fitted_in_worker_processes_or_without_them_is_the_same(tmp_path, monkeypatch):
     """The report fits the importance's forests in forked worker processes while it draws its
     figures; where processes cannot be forked it fits them itself: the same table either way,
@@ -199,6 +202,7 @@ def test_importance_fitted_in_worker_processes_or_without_them_is_the_same(tmp_p
         pd.testing.assert_frame_equal(start_importance(trials, pool)(), importance(trials))
 
 
+@pytest.mark.slow
 def test_t_plot_marks_stuck_and_stopped_trials_and_captions_missing_steadiness(tmp_path):
     store = hand_store(tmp_path / "s", [
         v2_row("orig", val=[0.5, 0.5]),
@@ -215,6 +219,7 @@ def test_t_plot_marks_stuck_and_stopped_trials_and_captions_missing_steadiness(t
     assert figures["history"].png.startswith(b"\x89PNG")
 
 
+@pytest.mark.slow
 def test_gradient_norms_over_epochs_are_drawn_per_arm_as_figure_1bc(tmp_path):
     # the epochs table's per-layer gradient norms (recorded every k epochs), as the store
     # will hand them over: one row per (trial, repeat, epoch)
@@ -232,6 +237,7 @@ def test_gradient_norms_over_epochs_are_drawn_per_arm_as_figure_1bc(tmp_path):
     assert "grad-epochs-cora-full" not in {f.name for f in without}
 
 
+@pytest.mark.slow
 def test_smoothness_figure_appears_with_and_without_feature_transformations(tmp_path):
     rows = [v2_row(f"{t}{d}", depth=d, feature_transform=t == "w", smoothness=1.0 / d if t == "w" else 0.1 / d)
             for t in ("w", "p") for d in (2, 8, 32)]

@@ -52,6 +52,7 @@ def test_the_report_opens_with_the_same_lines(tmp_path):
     assert f"- {report.verdicts.lines[0]}" in md
 
 
+@pytest.mark.slow
 def test_few_trials_are_flagged_below_the_stated_number(tmp_path):
     store = _pair_store(tmp_path / "s")  # one trial per cell
     warnings = pair_verdicts(store).warnings
@@ -73,6 +74,7 @@ def test_winners_at_their_epoch_cap_are_flagged(tmp_path):
     assert not [w for w in below if "epoch cap" in w]
 
 
+@pytest.mark.slow
 def test_cells_without_a_winner_are_flagged(tmp_path):
     verdicts = pair_verdicts(_pair_store(tmp_path / "s", depth4=True))
     assert any(line.startswith("cora full gcn depth 4 (default): no test") for line in verdicts.lines)
@@ -91,6 +93,7 @@ def test_a_smoke_test_space_is_flagged_from_the_search_record(tmp_path, preset, 
         assert flagged[0].startswith("demo: a smoke-test space")
 
 
+@pytest.mark.slow
 def test_importance_is_the_same_for_the_same_trials_in_any_order_and_labelled_when_few(tmp_path):
     """Six trials of one cell (lr and dropout searched) stored in two orders under two search
     names: the same shares; fewer than FEW_TRIALS trials: marked few, and the report says so."""

@@ -20,6 +20,7 @@ def test_pocock_boundaries_are_the_published_ones(looks: int) -> None:
     assert z_boundaries("pocock", range(1, looks + 1)) == pytest.approx([POCOCK[looks]] * looks, abs=1.5e-3)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("looks", [2, 3])
 def test_obrien_fleming_boundaries_are_the_published_ones(looks: int) -> None:
     expected = [OBRIEN_FLEMING[looks] * np.sqrt(looks / j) for j in range(1, looks + 1)]
@@ -35,6 +36,7 @@ def test_bonferroni_splits_alpha_over_the_looks() -> None:
     assert sequential_p("bonferroni", [5, 10, 15], [0.9]) == 1.0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", ["pocock", "obrien-fleming"])
 def test_the_sequential_p_is_alpha_exactly_at_the_boundary(shape: str) -> None:
     """A p-value equal to a look's nominal level at alpha gives back alpha at any look."""

@@ -36,6 +36,7 @@ def climbing_rows(n: int = TRIALS) -> list[dict]:
     return rows
 
 
+@pytest.mark.slow
 def test_a_settled_pair_stops_at_the_first_look_and_keeps_its_verdict(tmp_path):
     store = hand_store(tmp_path / "s", settled_rows())
     replay = adaptive_replay(store)
@@ -51,6 +52,7 @@ def test_a_settled_pair_stops_at_the_first_look_and_keeps_its_verdict(tmp_path):
     assert "| pairs | trials per arm | Δ mean (pts) |" in md and "| 5 | 40 | +5.00 |" in md
 
 
+@pytest.mark.slow
 def test_a_moving_pair_trains_to_the_maximum_and_the_family_is_holm_adjusted_per_budget(tmp_path):
     store = hand_store(tmp_path / "s", settled_rows() + climbing_rows())
     replay = adaptive_replay(store, rule="flat")
@@ -62,6 +64,7 @@ def test_a_moving_pair_trains_to_the_maximum_and_the_family_is_holm_adjusted_per
     assert adaptive_replay(store, rule="never").trial_fraction == 1.0
 
 
+@pytest.mark.slow
 def test_bad_replays_fail_with_one_line(tmp_path):
     store = hand_store(tmp_path / "s", settled_rows())
     with pytest.raises(ConfigError, match="unknown stopping rule 'race'; valid: flat, flat-or-same, never"):

@@ -83,6 +83,7 @@ def test_the_vectorised_t_test_is_the_reports_own() -> None:
     assert np.allclose(t_test_p(diffs), [paired_t_test(row)[1] for row in diffs], rtol=1e-12, atol=0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("errors", [1.0, 0.1])
 def test_adaptive_stopping_keeps_the_family_wise_error(store: Store, errors: float) -> None:
     """The registered rule (one SE) and a stricter one (0.1 SE, whose stops spread over the
@@ -129,6 +130,7 @@ def test_a_rule_that_peeks_at_the_test_is_caught(store: Store) -> None:
 FRESH = (5, 10, 15)  # fresh repeats at the confirmation's three planned looks
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", ["pocock", "obrien-fleming", "bonferroni"])
 def test_confirmation_on_fresh_repeats_keeps_the_family_wise_error(shape: str) -> None:
     """The stopped winners retrained on repeats the search never used: under A/A their

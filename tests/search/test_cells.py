@@ -322,6 +322,7 @@ def test_the_strategy_total_is_cells_times_samples(samples):
     assert chosen.configs == 4 * samples
 
 
+@pytest.mark.slow
 def test_an_rdb_url_holds_the_cells_studies_too(tmp_path):
     import optuna
 

@@ -84,6 +84,7 @@ def test_leftovers_name_a_process_of_a_drivers_session_and_a_temporary_folder(tm
     assert leftovers([left.pid], tmp_path) == []
 
 
+@pytest.mark.slow
 def test_the_checker_fails_a_search_whose_verdicts_cannot_be_computed(tmp_path):
     store = Store.open(str(tmp_path / "store"), create=True)
     config = TrainConfig(dataset="cora", depth=2, ortho=False, splits=(0,))

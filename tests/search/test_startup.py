@@ -26,6 +26,7 @@ class WandbLoggerCallback(Callback):
     """Named as Ray's W&B integration: counted by its name, as Ray counts it."""
 
 
+@pytest.mark.slow
 def test_callback_counts_are_rays_own():
     from ray.air._internal.usage import _count_callbacks
 

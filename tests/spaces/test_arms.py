@@ -108,6 +108,7 @@ def test_a_bad_comparison_exits_2_before_any_work(tmp_path):
     assert "Traceback" not in done.stderr
 
 
+@pytest.mark.slow
 def test_the_sota_presets_compare_ortho_gcnii_against_every_other_arm():
     for name, datasets in (("paper-sota", 6), ("paper-sota-semi", 3)):
         preset = resolve_space(name)

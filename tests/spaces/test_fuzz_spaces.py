@@ -30,6 +30,7 @@ def no_ray(monkeypatch, tmp_path):
     stop_before_ray(monkeypatch)
 
 
+@pytest.mark.slow
 @settings(SETTINGS, max_examples=examples(200))
 @given(values=st.one_of(yaml_like(), near_valid_spaces(), valid_spaces()))
 def test_parse_space_answers_any_mapping_with_a_space_or_one_line(values):
@@ -41,6 +42,7 @@ def test_parse_space_answers_any_mapping_with_a_space_or_one_line(values):
     assert isinstance(space, SearchSpace) and space.cells()
 
 
+@pytest.mark.slow
 def test_a_space_counts_its_grid_as_building_it_would():
     """Near-valid spaces are nearly all refused (the property ends there), so spaces valid by
     construction are drawn too; the counts after the run show that examples reached both
@@ -88,6 +90,7 @@ def test_launch_answers_any_space_file_in_one_line_or_searches(no_ray, capsys, v
                      st.sampled_from([b"datasets: &a [cora]\nbackbones: *a\n", b"a: " + b"[" * 200,
                                       b"!!python/object:os.system x", b"datasets: [cora]\n\tbackbones: x",
                                       b"{" * 5000, b"key: value\n" * 2000])))
+@pytest.mark.slow
 def test_any_bytes_as_a_space_file_are_one_line(no_ray, capsys, raw):
     with tempfile.TemporaryDirectory(prefix="ot-fuzz-") as folder:
         space = Path(folder) / "space.yaml"

@@ -168,6 +168,7 @@ def configs() -> dict[tuple[str, str, str], list[TrainConfig]]:
     return found
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_preset_loads_validates_and_fixes_one_config_per_cell(name):
     space = resolve_space(name)
@@ -182,6 +183,7 @@ def test_preset_loads_validates_and_fixes_one_config_per_cell(name):
     assert space.grace_period >= space.max_epochs()
 
 
+@pytest.mark.slow
 def test_every_cell_is_one_script_of_the_table(configs):
     assert set(configs) == set(EXPECTED)
     assert all(len(mine) == 1 for mine in configs.values())
@@ -209,6 +211,7 @@ def smoke_configs() -> list[TrainConfig]:
     return configs
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("config", smoke_configs(), ids=lambda c: f"{c.setting}-{c.backbone}-{c.depth}")
 def test_official_config_builds_and_trains_on_real_data(config):
     (result,) = run_configs([config], torch.device("cpu"))

@@ -17,6 +17,7 @@ def configs(space, per_cell: int = 40) -> list[TrainConfig]:
     return [TrainConfig.from_dict(point) for cell in space.cells() for point in cell.grid()[:per_cell]]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", [*PAPER_PRESETS, "quick"])
 def test_presets_load_validate_round_trip_and_document_their_budget(name):
     space = resolve_space(name)
@@ -44,6 +45,7 @@ def test_paper_full_gives_both_arms_equal_searched_budgets():
     assert space.max_epochs() == 1500 and space.protocol("cora") == {"setting": "full", "splits": [0, 1, 2, 3, 4]}
 
 
+@pytest.mark.slow
 def test_paper_semi_runs_table_3s_depths_and_ten_seeds_and_gcnii_deep_apart():
     cells = resolve_space("paper-semi").arm_cells()
     depths = {b: sorted({c.depths[0] for c in cells if c.backbones == (b,)}) for b in ("gcn", "jknet", "gcnii")}
@@ -54,6 +56,7 @@ def test_paper_semi_runs_table_3s_depths_and_ten_seeds_and_gcnii_deep_apart():
     assert sorted({c.depths[0] for c in deep}) == [16, 32, 64] and {c.backbones for c in deep} == {("gcnii",)}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["paper-semi", "gcnii-semi"])
 def test_semi_original_arms_start_at_the_standard_form_at_its_published_settings(name):
     """Issue 22: every original arm's first trial is its backbone's standard form (Kipf &
@@ -179,6 +182,7 @@ def test_the_bench_reduction_of_paper_semi_changes_only_what_it_says():
 
 
 # paper-semi's grids are left out: building them takes minutes (what the count avoids)
+@pytest.mark.slow
 @pytest.mark.parametrize("name", [n for n in (*PAPER_PRESETS, "quick") if n != "paper-semi"])
 def test_every_preset_counts_its_cells_grids_as_building_them_would(name):
     for cell in resolve_space(name).cells():

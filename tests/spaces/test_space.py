@@ -11,6 +11,7 @@ from orthotune.spaces import PRESETS, is_smoke_test, parse_space, resolve_space
 BASE = {"datasets": ["cora"], "backbones": ["gcn"], "depths": [2]}
 
 
+@pytest.mark.slow
 def test_paper_preset_is_the_papers_grid_and_equals_paper_full():
     space = resolve_space("paper")
     assert space.datasets == ("cora", "citeseer", "pubmed", "cornell", "texas", "wisconsin")

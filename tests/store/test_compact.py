@@ -83,6 +83,7 @@ def _store(request, tmp_path) -> Store:
     return Store.open(request.getfixturevalue("s3"), create=True)
 
 
+@pytest.mark.slow
 def test_a_compacted_search_reads_the_same_rows_in_two_files_and_keeps_its_counts(store):
     fill(store, "a", range(24))
     fill(store, "b", range(5))
@@ -134,6 +135,7 @@ def test_files_of_the_current_schema_and_an_older_one_in_one_search_compact_into
     assert_same_rows(store, before)
 
 
+@pytest.mark.slow
 def test_a_compacted_search_that_goes_on_writes_trial_files_beside_and_compacts_again(store):
     fill(store, "s", range(10))
     compact(store, "s")
@@ -149,6 +151,7 @@ def test_a_compacted_search_that_goes_on_writes_trial_files_beside_and_compacts_
     assert_same_rows(store, before)
 
 
+@pytest.mark.slow
 def test_reading_some_columns_or_some_trials_matches_the_whole_read(store):
     fill(store, "s", range(12))
     compact(store, "s")
@@ -172,6 +175,7 @@ compact(store, "s", after_step=lambda step: os.kill(os.getpid(), signal.SIGKILL)
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("step", STEPS)
 def test_a_compaction_killed_after_any_step_leaves_every_trial_once_and_finishes_when_run_again(killable_store,
                                                                                                  step):

@@ -157,6 +157,7 @@ def remote(tmp_path, failures: int) -> tuple[Store, Flaky]:
     return Store("flaky://remote", pafs.PyFileSystem(handler), root), handler
 
 
+@pytest.mark.slow
 def test_remote_writes_retry_transient_errors(tmp_path):
     store, handler = remote(tmp_path, failures=2)
     store.write_trial(row("s", "t0"), epochs())

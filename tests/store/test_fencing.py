@@ -72,6 +72,7 @@ def test_the_staleness_is_set_by_the_environment_and_checked(monkeypatch):
             lease_stale_s()
 
 
+@pytest.mark.slow
 def test_the_checker_catches_a_stale_drivers_write(tmp_path, store):
     """Were the fence gone, the stale driver's row (a config the new driver also trained, under
     another trial id) would be caught: one config twice, one trial over the budget."""

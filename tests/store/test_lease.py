@@ -137,6 +137,7 @@ def _race(root: str, barrier, done, results) -> None:
         results.put(("held", os.getpid(), str(error)))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("round_", range(3))
 def test_drivers_racing_for_one_dead_lease_exactly_one_wins(store, round_):
     write_lease(store, pid=dead_pid())
@@ -176,6 +177,7 @@ def test_a_racer_that_moved_a_fresh_lease_aside_puts_it_back(store, monkeypatch)
     winner[0].release()
 
 
+@pytest.mark.slow
 def test_on_a_remote_filesystem_the_lease_is_written_and_read_back(tmp_path):
     import fsspec
     import pyarrow.fs as pafs

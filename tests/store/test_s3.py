@@ -30,6 +30,7 @@ def objects(store: Store) -> dict[str, bytes]:
     return found
 
 
+@pytest.mark.slow
 def test_rows_go_to_s3_and_come_back_and_a_corrupt_object_is_skipped_named_and_quarantined(s3, capsys):
     store = Store.open(s3, create=True)
     assert isinstance(store.fs, pafs.S3FileSystem)
@@ -135,6 +136,7 @@ def test_a_uri_carrying_credentials_is_refused_without_echoing_them(s3, userinfo
 # landed later than that pause) finds out at its next heartbeat.
 
 
+@pytest.mark.slow
 def test_a_second_driver_is_refused_while_the_first_holds_the_lease(s3):
     store = Store.open(s3, create=True)
     with Lease.acquire(store, "s") as held:
@@ -144,6 +146,7 @@ def test_a_second_driver_is_refused_while_the_first_holds_the_lease(s3):
     assert lease_info(store, "s") is None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("round_", range(2))
 def test_of_drivers_racing_within_the_settle_pause_exactly_one_keeps_the_lease(s3, round_):
     Store.open(s3, create=True)
@@ -168,6 +171,7 @@ def test_of_drivers_racing_within_the_settle_pause_exactly_one_keeps_the_lease(s
     winners[0].release()
 
 
+@pytest.mark.slow
 def test_a_driver_whose_lease_was_overwritten_learns_it_at_its_next_heartbeat(s3):
     store = Store.open(s3, create=True)
     first = Lease.acquire(store, "s")

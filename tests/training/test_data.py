@@ -19,6 +19,7 @@ EXPECTED = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, setting", sorted(EXPECTED))
 def test_counts_match_the_real_files(data_root, name, setting):
     nodes, edges, features, classes, sizes = EXPECTED[(name, setting)]

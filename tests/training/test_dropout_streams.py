@@ -3,6 +3,7 @@ in a pack (beside others, or after a compaction) equals the run trained alone.""
 
 import math
 
+import pytest
 import torch
 from trained import per_config
 
@@ -24,6 +25,7 @@ def _same(packed, alone) -> None:
     assert math.isclose(packed.m_sig, alone.m_sig, rel_tol=1e-3)
 
 
+@pytest.mark.slow
 def test_with_dropout_a_packed_run_equals_the_run_alone_whatever_its_neighbours(cora):
     configs = [_config(seeds=(s,), lr=lr) for s, lr in ((0, 0.01), (1, 0.005), (2, 0.02))]
     packed = train_node(configs, cora, CPU)
@@ -36,6 +38,7 @@ def test_with_dropout_a_packed_run_equals_the_run_alone_whatever_its_neighbours(
         _same(first.runs[0], second.runs[0])
 
 
+@pytest.mark.slow
 def test_a_compacted_pack_keeps_each_runs_stream(cora):
     """The first run stops after 4 epochs and the pack compacts (below 90% active); the others go on with the
     streams they had, so they equal their runs alone."""

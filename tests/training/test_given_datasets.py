@@ -93,6 +93,7 @@ def test_random_splits_per_class(data_root, cora_files):
     assert ((counts - 0.6 * shares).abs() <= 1).all()
 
 
+@pytest.mark.slow
 def test_the_same_random_split_trains_alike_twice(cora_files):
     first = _accuracies(cora_files["npz"], "random", splits=(2,))
     assert _accuracies(cora_files["pt"], "random", splits=(2,)) == first
@@ -211,6 +212,7 @@ def test_launch_checks_a_file_dataset_before_the_store_and_ray(tmp_path, monkeyp
     assert not (tmp_path / "store").exists()
 
 
+@pytest.mark.slow
 def test_best_report_and_verdict_read_file_cells(cora_files, tmp_path, capsys):
     """Both arms of a file dataset on random splits 0-2, stored as a search would: each row
     holds its split rule (setting, split_* fields, repeat_split); ``best`` and ``report``

@@ -90,6 +90,7 @@ def test_run_configs_trains_folds_and_reports_every_epoch():
             assert run.test_acc == seen[run.best_epoch - 1].test_acc[c][r]
 
 
+@pytest.mark.slow
 def test_graph_u_nets_train_with_gao_and_jis_optimiser(monkeypatch):
     """Adam with amsgrad and weight decay 8e-4, as Gao & Ji's trainer (the cv10 default)."""
     made = []
@@ -111,6 +112,7 @@ def test_a_run_does_not_depend_on_the_runs_beside_it(proteins):
     assert (alone.val_acc, alone.test_acc, alone.grad_norms) == (beside.val_acc, beside.test_acc, beside.grad_norms)
 
 
+@pytest.mark.slow
 def test_divergence_ends_failed_with_a_reason(proteins):
     config = TrainConfig(dataset="proteins", lr=1e30, epochs=3, **QUICK)  # the first step overflows
     result = train_graph(config, proteins, CPU)[0]
@@ -123,6 +125,7 @@ def test_bad_fold_is_a_config_error(proteins):
         train_graph(TrainConfig(dataset="proteins", splits=(10,), epochs=1, **QUICK), proteins, CPU)
 
 
+@pytest.mark.slow
 def test_cli_train_on_proteins_json(capsys):
     argv = ["train", "--dataset", "proteins", "--backbone", "gunet", "--split", "0", "--epochs", "2", "--json",
             "--hidden", "16"]  # narrower than the protocol's 64 only to keep the test quick

@@ -35,6 +35,7 @@ def _same(a, b) -> None:
     assert math.isclose(a.m_sig, b.m_sig, rel_tol=1e-3)
 
 
+@pytest.mark.slow
 def test_val_loss_selection_picks_the_first_minimum_loss_epoch(cora):
     config = _config(selection="val_loss", epochs=60, patience=5, lr=0.1, weight_decay=0.0)
     seen = []
@@ -61,6 +62,7 @@ def test_val_acc_selection_records_the_validation_loss_of_its_epoch(cora):
     assert run.val_loss == seen[run.best_epoch - 1].val_loss[0][0]
 
 
+@pytest.mark.slow
 def test_a_pack_with_mixed_selection_rules_equals_each_alone(cora):
     by_loss = _config(selection="val_loss", epochs=25, patience=4, lr=0.05, seeds=(0,))
     by_acc = _config(epochs=25, patience=4, lr=0.05, seeds=(1,))
@@ -69,6 +71,7 @@ def test_a_pack_with_mixed_selection_rules_equals_each_alone(cora):
         _same(result.runs[0], train_node(config, cora, CPU)[0].runs[0])
 
 
+@pytest.mark.slow
 def test_compaction_does_not_change_results(cora, monkeypatch):
     configs = [_config(lr=0.05, patience=3, epochs=30, seeds=(s,)) for s in (0, 1, 2)]
     configs.append(_config(lr=0.05, patience=30, epochs=30, seeds=(3,)))
@@ -90,6 +93,7 @@ def test_compaction_does_not_change_results(cora, monkeypatch):
     assert max(r.runs[0].epochs for r in never[:3]) < 30 == never[3].runs[0].epochs
 
 
+@pytest.mark.slow
 def test_a_split_pack_trains_each_part_as_its_own_pack(cora):
     configs = [_config(lr=0.01, patience=p, epochs=12, seeds=(s,)) for s, p in ((0, 2), (1, 20), (2, 20), (3, 3))]
     split = train_node(configs, cora, CPU, options=TrainOptions(max_pack=2, sync_every=5))
@@ -98,6 +102,7 @@ def test_a_split_pack_trains_each_part_as_its_own_pack(cora):
         _same(a.runs[0], b.runs[0])
 
 
+@pytest.mark.slow
 def test_sync_cadence_does_not_change_results(cora):
     configs = [_config(lr=0.05, patience=p, epochs=20, seeds=(s,)) for s, p in ((0, 2), (1, 20))]
     every = train_node(configs, cora, CPU, options=TrainOptions(sync_every=1))
@@ -130,6 +135,7 @@ def _count_host_reads(monkeypatch, fn) -> Counter:
     return counts
 
 
+@pytest.mark.slow
 def test_host_reads_do_not_grow_with_epochs_between_sync_points(cora, monkeypatch):
     """The epoch loop keeps selection, patience and failure on the device: training 8 or
     24 epochs with one sync point at the end reads the same number of host values."""
@@ -164,6 +170,7 @@ def test_cuda_syncs_do_not_grow_with_epochs_between_sync_points(cora):
     assert syncs(8) == syncs(24) > 0
 
 
+@pytest.mark.slow
 def test_node_and_graph_tasks_share_the_loop(cora, monkeypatch):
     used = []
     run = TrainingLoop.run
@@ -175,6 +182,7 @@ def test_node_and_graph_tasks_share_the_loop(cora, monkeypatch):
     assert used == ["_NodePack", "_GraphPack"]
 
 
+@pytest.mark.slow
 def test_weight_decay_io_is_its_own_parameter_group(cora):
     plain = train_node(_config(epochs=10, weight_decay=5e-4), cora, CPU)[0].runs[0]
     same = train_node(_config(epochs=10, weight_decay=5e-4, weight_decay_io=5e-4), cora, CPU)[0].runs[0]
@@ -187,6 +195,7 @@ def test_weight_decay_io_is_its_own_parameter_group(cora):
         _same(result.runs[0], train_node(config, cora, CPU)[0].runs[0])
 
 
+@pytest.mark.slow
 def test_weight_decay_output_is_the_output_layers_own_group(cora):
     """Kipf & Welling decay the first layer only: ``weight_decay_output`` sets the output
     layer's decay apart from the input layer's (unset: ``weight_decay_io``'s)."""

@@ -41,6 +41,7 @@ def _counting(monkeypatch, name: str) -> list[int]:
     return calls
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("extra", [{}, {"T": 3, "lam": 1e-2, "target": "ones"}])
 def test_weights_computed_ahead_change_no_bit_of_training(cora, monkeypatch, extra):
     config = _config(seeds=(0, 1), **extra)

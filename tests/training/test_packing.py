@@ -37,6 +37,7 @@ def test_configs_differing_in_lr_and_ortho_settings_share_a_pack_key():
     assert pack_key(a) != pack_key(_config(hidden=32))
 
 
+@pytest.mark.slow
 def test_pack_with_per_config_lr_wd_T_beta_lambda_equals_each_config_alone(cora):
     # rates up to 0.01: at 0.02-0.05 (beta 0.8, no weight decay) 20 epochs grow the batched
     # kernels' rounding into a few flipped test nodes for some seeds (seeds 0-5 measured)
@@ -54,6 +55,7 @@ def test_pack_with_per_config_lr_wd_T_beta_lambda_equals_each_config_alone(cora)
     assert not math.isclose(slower.m_sig, packed[1].runs[0].m_sig, rel_tol=1e-2)
 
 
+@pytest.mark.slow
 def test_early_stopping_decides_per_config_inside_a_pack(cora):
     early = _config(lr=0.05, patience=3, epochs=40, seeds=(0,))
     late = _config(lr=0.01, patience=40, epochs=30, seeds=(1,), T=3)

@@ -10,6 +10,7 @@ from orthotune.training import TrainOptions, train_node
 CPU = torch.device("cpu")
 
 
+@pytest.mark.slow
 def test_training_learns_and_selects_on_validation(cora):
     config = TrainConfig(dataset="cora", depth=2, ortho=True, epochs=60, splits=(0, 1))
     result = train_node(config, cora, CPU)[0]
@@ -40,6 +41,7 @@ def test_training_returns_one_result_per_config_in_order(cora):
     assert len(per_config(modules, train_node(modules, cora, CPU))) == 2
 
 
+@pytest.mark.slow
 def test_packed_configs_equal_lone_configs_without_dropout(cora):
     configs = [TrainConfig(dataset="cora", depth=4, T=t, beta=b, dropout=0.0, epochs=12, seeds=(s,))
                for t, b, s in ((2, 0.3, 0), (5, 0.8, 1))]
