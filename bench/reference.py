@@ -48,6 +48,12 @@ Groups (``--only``; all by default):
   ICML 2019, Table 2) 81.0 +- 0.0; APPNP 83.8 +- 0.3 and GAT 83.0 +- 0.7 as Liu et al. (KDD 2020,
   Table 2) report them (APPNP's own paper uses other splits; GAT's paper reports 83.0 +- 0.7);
   DAGNN K = 10 (Liu et al.) 84.4 +- 0.5. Cora only: the standard forms hold Cora's values.
+- ``dropedge``: GCN with and without DropEdge (Rong et al., ICLR 2020, the authors' README
+  table) in their full-supervised protocol on Cora (the ``dropedge-full`` setting: FastGCN's
+  split, 1208 train, 500 validation, 1000 test, and their first-order adjacency), 10 seeds, at
+  the authors' GCN script values (``STANDARD_FORMS[("dropedge-full", "gcn")]``, DropEdge 30%): GCN-2 86.10 / 86.50,
+  GCN-4 85.50 / 87.60 (original / DropEdge; the scripts' values are their GCN-4's). The paper
+  publishes one run per cell (seed 42), no std: the rows say so.
 
 Every row prints the one ``orthotune train`` command that trains it, its repeats, mean
 epochs and wall seconds. ``--seeds N``, ``--folds N`` and ``--max-epochs N`` reduce the
@@ -72,7 +78,7 @@ from typing import Any
 
 import torch
 
-from orthotune.core import Group, OrthoSettings, TrainConfig, by_group, standard_form
+from orthotune.core import RONG_DROP_EDGE, Group, OrthoSettings, TrainConfig, by_group, standard_form
 from orthotune.spaces import resolve_space
 from orthotune.training import choose_device, retain_freed_memory, run_configs
 
@@ -99,7 +105,9 @@ ERRICA_POINT = dict(hidden=128, lr=1e-3, weight_decay=1e-3, batch_size=32, dropo
 #: (dataset, backbone) -> (depth: its propagations, published mean, std) on the public split.
 METHODS = {("cora", "sgc"): (2, 81.0, 0.0), ("cora", "appnp"): (2, 83.8, 0.3), ("cora", "gat"): (2, 83.0, 0.7),
            ("cora", "dagnn"): (10, 84.4, 0.5)}
-GROUPS = ["kipf", "gcnii", "gunet", "table3", "mlp", "gcnii-full", "errica", "methods"]
+#: Rong et al.'s full-supervised Cora GCN (the authors' README): depth -> (original, DropEdge).
+DROPEDGE = {2: (86.10, 86.50), 4: (85.50, 87.60)}
+GROUPS = ["kipf", "gcnii", "gunet", "table3", "mlp", "gcnii-full", "errica", "methods", "dropedge"]
 LAYERS = (2, 4, 8)
 FLAGS = {"splits": "split", "seeds": "seed"}
 #: What the original arm does not read (left out of its command).
@@ -174,6 +182,14 @@ def rows(args: argparse.Namespace) -> Iterator[Row]:
                 values = {"dataset": dataset, "setting": "semi", "backbone": backbone, "depth": depth, "ortho": False,
                           **standard_form("semi", backbone, dataset), "seeds": list(range(10))}
                 yield Row("methods", f"{dataset} {backbone.upper()} depth {depth}", values, mean, std)
+    if "dropedge" in args.only and "cora" in wanted:
+        for depth, published in DROPEDGE.items():
+            for arm, treatment, number in (("original", {}, published[0]), ("DropEdge", RONG_DROP_EDGE, published[1])):
+                values = {"dataset": "cora", "setting": "dropedge-full", "backbone": "gcn", "depth": depth,
+                          "ortho": False, **standard_form("dropedge-full", "gcn", "cora"), **treatment,
+                          "seeds": list(range(10))}
+                label = f"cora GCN-{depth} {arm} (Rong et al., full-supervised; one run published, no std)"
+                yield Row("dropedge", label, values, number)
     yield from structure_rows(args, wanted)
 
 

@@ -87,7 +87,7 @@ from orthotune.core._results import (
     result_column_name,
     std,
 )
-from orthotune.core._standard import STANDARD_FORMS, StandardForm, standard_form
+from orthotune.core._standard import RONG_DROP_EDGE, STANDARD_FORMS, StandardForm, standard_form
 from orthotune.core._treatments import treatment_function
 
 __all__ = [
@@ -106,6 +106,7 @@ __all__ = [
     "REFERENCE_DEPTH",
     "RESERVED_ARM_NAMES",
     "RESULT_COLUMNS",
+    "RONG_DROP_EDGE",
     "SETTINGS",
     "SPLIT_FIELDS",
     "STANDARD_FORMS",

@@ -87,7 +87,8 @@ def _load_planetoid(root: Path, info: DatasetInfo, split: str):
     from torch_geometric.datasets import Planetoid
 
     folder, name = _folder_and_name(info)
-    return Planetoid(str(root / folder), name, split=split)  # PyG's split names: geom-gcn, public
+    # PyG's split names: geom-gcn, public; fastgcn's masks are built from the public ones
+    return Planetoid(str(root / folder), name, split="public" if split == "fastgcn" else split)
 
 
 def _planetoid_files(info: DatasetInfo, split: str) -> list[str]:

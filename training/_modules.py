@@ -22,7 +22,7 @@ from torch import Tensor
 from torch.nn.utils import parametrize
 from torch_geometric.utils import remove_self_loops, to_edge_index
 
-from orthotune.core import ConfigResult, EpochCallback, TrainConfig
+from orthotune.core import ConfigResult, EpochCallback, TrainConfig, check
 from orthotune.models import (
     NodeModule,
     build_module_model,
@@ -155,4 +155,6 @@ def train_modules(
     options: TrainOptions = DEFAULT_OPTIONS,
 ) -> list[ConfigResult]:
     """Train every run of every config, one model per run, in lock-step (see the module docstring)."""
+    check(not data.first_order, f"setting {data.setting!r} propagates the first-order adjacency, which the "
+                                f"packed backbones read; {configs[0].backbone}'s own convolutions normalise theirs")
     return _Graph(data, device, options).train(configs, on_epoch)

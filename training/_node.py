@@ -239,7 +239,8 @@ class _NodePack(BasePack):
         ``training._drop_edge`` module's), drawn from its run's stream."""
         if not any(self.drop_rates):
             return self.task.adj
-        return slot_adjacency(self.task.edges, self.task.data.num_nodes, self.drop_rates, self.edge_streams)
+        return slot_adjacency(self.task.edges, self.task.data.num_nodes, self.drop_rates, self.edge_streams,
+                              self.task.data.first_order)
 
     @torch.no_grad()
     def evaluate(self, ahead: bool = True) -> tuple[Tensor, Tensor, Tensor, Tensor]:

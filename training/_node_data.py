@@ -12,7 +12,7 @@ import torch_geometric.transforms as T
 from torch import Tensor
 from torch_geometric.data import Data
 from torch_geometric.nn.conv.gcn_conv import gcn_norm
-from torch_geometric.utils import to_torch_csr_tensor
+from torch_geometric.utils import remove_self_loops, to_torch_csr_tensor
 
 from orthotune.core import DATASETS, SETTINGS, DatasetInfo, OrthotuneError, TrainConfig, check
 from orthotune.training._data import DataRoot, check_masks, load_dataset
@@ -40,6 +40,7 @@ class NodeData:
     num_classes: int
     num_edges: int  # directed edges of the loaded graph, before symmetrisation
     random: RandomSplit | None = None
+    first_order: bool = False  # adj is I + D^-1/2 A D^-1/2 (the setting's ``adjacency``), DropEdge's too
 
     @property
     def num_nodes(self) -> int:
@@ -87,7 +88,7 @@ def load_node_data(
     dataset = load_dataset(name, setting, data_root)
     data: Data = dataset[0]
     num_edges = data.num_edges
-    split = SETTINGS.get(setting).split
+    split, first_order = SETTINGS.get(setting).split, SETTINGS.get(setting).adjacency == "first-order"
     check(data.x is not None and data.y is not None, f"dataset {info.name!r} has no node features x or labels y")
     if split == "official":  # the dataset's own split (OGB's), unnormalised features
         train, val, test = _official_masks(dataset, data.num_nodes)
@@ -100,25 +101,32 @@ def load_node_data(
         name=info.name,
         setting=setting,
         x=data.x.float(),
-        adj=normalised_adjacency(data.edge_index, data.num_nodes, directed),
+        adj=normalised_adjacency(data.edge_index, data.num_nodes, directed, first_order),
         y=y,
         train_mask=train,
         val_mask=val,
         test_mask=test,
         num_classes=int(y.max()) + 1,
         num_edges=num_edges,
+        first_order=first_order,
     )
 
 
-def normalised_adjacency(edge_index: Tensor, num_nodes: int, directed: bool = False) -> Tensor:
+def normalised_adjacency(edge_index: Tensor, num_nodes: int, directed: bool = False,
+                         first_order: bool = False) -> Tensor:
     """GCN's ``A_hat = D^-1/2 (A + I) D^-1/2`` with ``A[source, target]``.
 
     Undirected (default): the graph symmetrised by PyG's ``ToUndirected``, then ``GCNNorm``.
     ``directed``: the edges as loaded, ``D`` the row sums (out-degree + 1), as the authors'
     ``sys_normalized_adjacency`` does for their directed WebKB graphs; row ``i`` of
     ``A_hat h`` then aggregates node ``i``'s out-neighbours, as their ``spmm(adj, h)``.
+    ``first_order``: ``I + D^-1/2 A D^-1/2`` instead (``D`` without the self-loop), as the
+    DropEdge scripts' FirstOrderGCN (:func:`first_order_norm`).
     """
-    if directed:
+    if first_order:
+        graph = Data(edge_index=edge_index, num_nodes=num_nodes)
+        index, weight = first_order_norm((graph if directed else T.ToUndirected()(graph)).edge_index, num_nodes)
+    elif directed:
         index, weight = gcn_norm(edge_index, None, num_nodes, add_self_loops=True, flow="target_to_source")
     else:
         graph = T.GCNNorm()(T.ToUndirected()(Data(edge_index=edge_index, num_nodes=num_nodes)))
@@ -128,13 +136,42 @@ def normalised_adjacency(edge_index: Tensor, num_nodes: int, directed: bool = Fa
         return to_torch_csr_tensor(index, weight, (num_nodes, num_nodes))
 
 
+def first_order_norm(edge_index: Tensor, num_nodes: int) -> tuple[Tensor, Tensor]:
+    """``I + D^-1/2 A D^-1/2`` of ``edge_index`` (self-loops dropped first; ``D`` the row sums
+    of ``A``, an isolated node's row the identity's), as edges and weights."""
+    edges = remove_self_loops(edge_index)[0]
+    index, weight = gcn_norm(edges, None, num_nodes, add_self_loops=False, flow="target_to_source")
+    loops = torch.arange(num_nodes, device=edge_index.device)
+    ones = torch.ones(num_nodes, dtype=weight.dtype, device=weight.device)
+    return torch.cat([index, torch.stack([loops, loops])], 1), torch.cat([weight, ones])
+
+
 def _given_masks(data: Data, info: DatasetInfo, split: str) -> tuple[Tensor, Tensor, Tensor]:
     """The dataset's masks as columns; none in the random setting (drawn per split)."""
     if split == "random":
         empty = torch.zeros(data.num_nodes, 0, dtype=torch.bool)
         return empty, empty, empty
     check_masks(data, info, split)
+    if split == "fastgcn":
+        return fastgcn_masks(data.test_mask)
     return tuple(_as_columns(data[key]) for key in ("train_mask", "val_mask", "test_mask"))
+
+
+#: Validation nodes of FastGCN's full-supervised split.
+FASTGCN_VAL = 500
+
+
+def fastgcn_masks(test_mask: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """FastGCN's full-supervised split (the dropedge-full setting's; DropEdge's table) as one column
+    each, from Planetoid's public test mask: the nodes before the first test node are the
+    files' labelled block (``allx``), whose last 500 validate and the rest train; the public
+    test nodes test. (Planetoid's public validation nodes lie in the training part.)"""
+    test = _as_columns(test_mask.bool())[:, 0]
+    first = int(test.nonzero().min())
+    check(first > FASTGCN_VAL, f"FastGCN's split needs more than {FASTGCN_VAL} nodes before the first test node")
+    index = torch.arange(test.numel())
+    train, val = index < first - FASTGCN_VAL, (index >= first - FASTGCN_VAL) & (index < first)
+    return _as_columns(train), _as_columns(val), _as_columns(test)
 
 
 def with_random_split(data: object, config: TrainConfig) -> object:
