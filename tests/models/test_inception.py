@@ -140,3 +140,18 @@ def test_unknown_names_still_list_every_valid_backbone():
         BACKBONES.get("inception")
     with pytest.raises(ConfigError, match=r"unknown backbone 'inception'; valid: .*dagnn, incepgcn, mlp"):
         TrainConfig(dataset="cora", backbone="inception")
+
+
+def test_the_standard_form_is_the_authors_semi_supervised_cora_script():
+    """cora_IncepGCN.sh (DropEdge/DropEdge, semi-supervised): --nbaseblocklayer 62 --hidden 128
+    --lr 0.004 --weight_decay 5e-05 --dropout 0.3 --sampling_percent 0.4 --epoch 400
+    --early_stopping 400; at depth 64 (62 branches) it is a valid config of the catalogue."""
+    from orthotune.core import STANDARD_FORMS, standard_form
+
+    assert STANDARD_FORMS[("semi", "incepgcn")].backbone == "incepgcn"
+    values = standard_form("semi", "incepgcn", "cora")
+    config = TrainConfig(dataset="cora", setting="semi", backbone="incepgcn", depth=64, ortho=False, **values)
+    assert (config.layout, config.hidden, config.lr, config.weight_decay, config.dropout, config.input_dropout,
+            config.drop_edge, config.epochs, config.patience, config.selection) == (
+        "standard", 128, 0.004, 5e-5, 0.3, 0.0, 0.6, 400, 400, "val_loss")
+    assert BACKBONES.get("incepgcn").branches_of(config.depth, config.layout) == 62
