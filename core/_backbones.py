@@ -63,7 +63,9 @@ BACKBONE_INFO: Registry[BackboneInfo] = Registry("backbone")
 #: (``torch_geometric.nn.models``), APPNP (an MLP, then PyG's APPNP propagation), SGC (PyG's
 #: ``SGConv``) and DAGNN (``models``' own module), which train one run per model (``packed``
 #: false: the packed multi-config trainer cannot pack them). SGC and DAGNN have no square hidden
-#: weight, so no Ortho-GConv arm (``ortho_arm`` false). The structure-agnostic references
+#: weight, so no Ortho-GConv arm (``ortho_arm`` false). IncepGCN (the DropEdge paper's inception
+#: blocks of GCN layers) is orthotune's packed family again, after them in the order it joined.
+#: The structure-agnostic references
 #: never read an edge: ``mlp``, an MLP on the node features alone; ``sum-mlp``, node features
 #: summed per graph, then an MLP (Errica et al.'s structure-agnostic baseline for the chemical
 #: datasets D&D and PROTEINS). ``depth`` counts their linear layers. A node config may also name a user's factory
@@ -81,6 +83,8 @@ for _info in (
                  ortho_arm=False, layouts=False),
     BackboneInfo("dagnn", "node", "a 2-layer MLP, then depth propagations weighed by a learned retention score "
                  "(Liu et al., KDD 2020)", ortho_arm=False, layouts=False),
+    BackboneInfo("incepgcn", "node", "the DropEdge paper's IncepGCN: inception blocks of GCN branches of depth "
+                 "1 .. L, concatenated (Rong et al., ICLR 2020)", packed=True, conv_bias="switch", batch_norm=True),
     BackboneInfo("mlp", "node", "an MLP on the node features (H2GCN's baseline, Zhu et al., NeurIPS 2020)",
                  ortho_arm=False, reference=True),
     BackboneInfo("gunet", "graph", "Graph U-Nets (Gao & Ji, ICML 2019)"),

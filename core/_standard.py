@@ -74,6 +74,13 @@ VELICKOVIC_GAT = dict(hidden=64, heads=8, lr=0.005, weight_decay=5e-4, dropout=0
 #: 5e-3, Adam lr 0.01, K = 10 propagations, 1000 epochs with early stopping on the validation loss.
 LIU_DAGNN = dict(hidden=64, lr=0.01, weight_decay=5e-3, dropout=0.8, epochs=1000, patience=100,
                  selection="val_loss")
+#: Rong et al. (ICLR 2020), DropEdge, their semi-supervised Cora IncepGCN script
+#: (script/semi-supervised/cora_IncepGCN.sh, DropEdge/DropEdge): one inception block of 62
+#: branches (64 layers), hidden 128, Adam lr 0.004 and weight decay 5e-5 on every parameter,
+#: dropout 0.3 (none on the raw features), 40% of the edges kept per epoch, 400 epochs with
+#: their early stopping's patience of 400 on the validation loss, whose best checkpoint is tested.
+RONG_INCEPGCN = dict(hidden=128, lr=0.004, weight_decay=5e-5, dropout=0.3, input_dropout=0.0, drop_edge=0.6,
+                     epochs=400, patience=400, selection="val_loss")
 
 #: Rong et al. (ICLR 2020), full-supervised GCN (their script/cora_GCN.sh and
 #: supervised/cora_GCN_nodrop.sh, train_new.py): hidden 128, dropout 0.8 after each hidden
@@ -106,6 +113,8 @@ STANDARD_FORMS: dict[tuple[str, str], StandardForm] = {
     ("semi", "appnp"): StandardForm("appnp", "semi", "Gasteiger et al., ICLR 2019", KLICPERA_APPNP),
     ("semi", "gat"): StandardForm("gat", "semi", "Velickovic et al., ICLR 2018", VELICKOVIC_GAT),
     ("semi", "dagnn"): StandardForm("dagnn", "semi", "Liu et al., KDD 2020 (their Cora run)", LIU_DAGNN),
+    ("semi", "incepgcn"): StandardForm("incepgcn", "semi", "Rong et al., ICLR 2020 (their Cora script)",
+                                       RONG_INCEPGCN),
     ("full", "gcnii"): StandardForm(
         "gcnii", "full", "Chen et al., ICML 2020 (full.sh)", CHEN_GCNII_FULL,
         per_dataset={"cora": dict(alpha=0.2, weight_decay=1e-4), "citeseer": dict(weight_decay=5e-6),

@@ -1,4 +1,4 @@
-"""Node-classification backbones (GCN, JKNet, GCNII) in original and Ortho-GConv form: the
+"""Node-classification backbones (GCN, JKNet, GCNII, IncepGCN) in original and Ortho-GConv form: the
 subclasses of :class:`~models._gnn.OrthoGNN` (each defines its hidden convolution and takes
 its own arguments from a config, :meth:`~models._gnn.OrthoGNN.config_arguments`), their
 registry (:func:`register_backbone`: one entry per backbone, which every layer sees), and
@@ -179,6 +179,57 @@ class GCNII(OrthoGNN):
         z = (self.identity_map(layer, propagated, transform, weights[layer])
              + self.identity_map(layer, initial, second, second_weight))
         return self.finish_conv(layer, z)
+
+
+@register_backbone
+class IncepGCN(GCN):
+    """Rong et al. 2020 (DropEdge), their ``inceptiongcn`` with one block: after the input
+    layer ``h(0)``, one inception block of ``branches`` parallel GCN branches, branch ``j``
+    (``j = 1 .. branches``) being ``j`` stacked GCN convolutions of ``h(0)``; the head reads
+    the concatenation ``[h(0), branch_1, ..., branch_branches]``, ``hidden x (branches + 1)``
+    channels (their default aggregation ``concat``).
+
+    ``depth`` is the DropEdge paper's layer count, the longest chain of graph convolutions
+    (input layer, the deepest branch, output layer in ``standard``/``official``: the authors'
+    ``--nbaseblocklayer L`` is ``depth = L + 2``); ``branches`` is what ``layout`` leaves of
+    ``depth`` (:meth:`branches_of`). Every branch convolution is a hidden ``hidden x hidden``
+    one (Ortho-GConv orthogonalises each), so ``hidden_layers`` is ``branches (branches + 1)
+    / 2`` and a forward pass multiplies by ``A_hat`` that many times plus its ends
+    (:attr:`propagations`). The hidden convolutions run branch after branch (branch ``j``'s
+    are layers ``j (j - 1) / 2 .. j (j + 1) / 2 - 1``); the first of each reads ``h(0)``.
+    """
+
+    info = BACKBONE_INFO.get("incepgcn")
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.branches = self.branches_of(self.depth, self.layout)
+        firsts = [j * (j + 1) // 2 for j in range(self.branches)]
+        self.branch_firsts = frozenset(firsts)
+        self.branch_lasts = tuple(first + j for j, first in enumerate(firsts))
+
+    @classmethod
+    def branches_of(cls, depth: int, layout: str) -> int:
+        """The block's branches: the graph convolutions of ``depth`` that are not its ends."""
+        return super().hidden_layers_of(depth, layout)
+
+    @classmethod
+    def hidden_layers_of(cls, depth: int, layout: str) -> int:
+        branches = cls.branches_of(depth, layout)
+        return branches * (branches + 1) // 2
+
+    @classmethod
+    def readout_channels(cls, hidden: int, hidden_layers: int, **switches: object) -> int:
+        branches = (math.isqrt(8 * hidden_layers + 1) - 1) // 2  # hidden_layers = b (b + 1) / 2
+        return hidden * (branches + 1)
+
+    def convolve(self, layer, h, h0, weights, edge_index, edge_weight):
+        # a branch's first convolution reads the block's input h(0), the others their branch
+        return super().convolve(layer, h0 if layer in self.branch_firsts else h, h0, weights, edge_index,
+                                edge_weight)
+
+    def readout(self, states):
+        return torch.cat([states[0], *(states[last + 1] for last in self.branch_lasts)], dim=-1)
 
 
 def build_node_model(

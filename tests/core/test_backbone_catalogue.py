@@ -36,7 +36,7 @@ def declare(monkeypatch):
 
 def test_the_tasks_and_valid_names_derive_from_the_declarations():
     assert TASKS.get("node").backbones == ("gcn", "jknet", "gcnii", "gat", "sage", "gin", "appnp", "sgc", "dagnn",
-                                             "mlp")
+                                             "incepgcn", "mlp")
     assert TASKS.get("graph").backbones == ("gunet", "sum-mlp")
     assert all_backbones() == [*TASKS.get("node").backbones, *TASKS.get("graph").backbones]
     assert (TASKS.get("node").reference, TASKS.get("graph").reference) == REFERENCE_BACKBONES == ("mlp", "sum-mlp")
@@ -59,7 +59,7 @@ def test_what_a_config_may_do_follows_the_declared_capabilities(declare):
     declare(BackboneInfo("blind", "node", "a test's", ortho_arm=False))
     with pytest.raises(ConfigError, match="conv_bias=False does not apply to stiff"):
         TrainConfig(dataset="cora", backbone="stiff", conv_bias=False)
-    with pytest.raises(ConfigError, match="layout='official' applies to gcn, jknet, gcnii, not stiff"):
+    with pytest.raises(ConfigError, match="layout='official' applies to gcn, jknet, gcnii, incepgcn, not stiff"):
         TrainConfig(dataset="cora", backbone="stiff", layout="official")
     with pytest.raises(ConfigError, match="backbone 'blind' with ortho=True: blind has no Ortho-GConv arm; set"):
         TrainConfig(dataset="cora", backbone="blind")
@@ -73,9 +73,9 @@ def test_a_fields_readers_are_decided_when_asked(declare):
     """Readers by capability take in a backbone declared after the fields were; readers by
     name do not; users' factories read only where the field says so."""
     packed = readers(packed=True)
-    assert list(packed) == ["gcn", "jknet", "gcnii"]
+    assert list(packed) == ["gcn", "jknet", "gcnii", "incepgcn"]
     declare(BackboneInfo("wide", "node", "a test's", packed=True, conv_bias="switch"))
-    assert list(packed) == ["gcn", "jknet", "gcnii", "wide"] and "wide" in packed
+    assert list(packed) == ["gcn", "jknet", "gcnii", "incepgcn", "wide"] and "wide" in packed
     assert reads("input_T", "wide") and reads("conv_bias", "wide") and not reads("batch_norm", "wide")
     assert not reads("jk", "wide") and reads("jk", "jknet")
     assert list(readers("jknet", factories=True)) == ["jknet", ANY_FACTORY]

@@ -306,7 +306,7 @@ def test_each_backbone_takes_its_own_arguments_from_a_config():
                          theta=1.5, gcnii_variant=True)
     arguments = {name: BACKBONES.get(name).config_arguments(config) for name in BACKBONES}
     assert arguments == {"gcn": {"conv_bias": False}, "jknet": {"conv_bias": False, "jk": "max", "self_loop": True},
-                         "gcnii": {"alpha": 0.2, "theta": 1.5, "variant": True}}
+                         "gcnii": {"alpha": 0.2, "theta": 1.5, "variant": True}, "incepgcn": {"conv_bias": False}}
     gcnii = BACKBONES.get("gcnii")(20, 8, 3, 3, conv_bias=True)
     assert BACKBONE_INFO.get("gcnii").conv_bias == "none" and len(gcnii.conv_biases) == 0
 

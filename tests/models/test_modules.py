@@ -69,7 +69,7 @@ def test_pyg_arguments_are_declared_fields_with_rules():
         with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")):
             config(ortho=True, **values)
     for values, message in [({"backbone": "gin", "layout": "official"}, "layout='official' applies to gcn, jknet, "
-                                                                        "gcnii, not gin"),
+                                                                        "gcnii, incepgcn, not gin"),
                             ({"backbone": FACTORY, "feature_transform": False}, "feature_transform=False applies"),
                             ({"backbone": "gin", "conv_bias": False}, "conv_bias=False does not apply to gin")]:
         with pytest.raises(ConfigError, match=message):

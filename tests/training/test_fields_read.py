@@ -22,7 +22,7 @@ from orthotune.training import run_configs
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "models"))  # the test factories and treatments
 FACTORY = "factories_for_tests:small_gcn"
-NODE_BACKBONES = ["gcn", "jknet", "gcnii", "gat", "sage", "gin", "appnp", "sgc", "dagnn", FACTORY]
+NODE_BACKBONES = ["gcn", "jknet", "gcnii", "gat", "sage", "gin", "appnp", "sgc", "dagnn", "incepgcn", FACTORY]
 #: Another valid value of each field that only some backbones read.
 OTHER = {"input_T": 2, "layout": "standard", "conv_bias": False, "io_bias": False, "batch_norm": True,
          "feature_transform": False, "jk": "max", "gcnii_variant": True, "self_loop": True, "directed": True,
