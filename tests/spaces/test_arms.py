@@ -109,6 +109,15 @@ def test_a_bad_comparison_exits_2_before_any_work(tmp_path):
 
 
 @pytest.mark.slow
+def test_the_sota_presets_train_sgc_without_dropout_as_its_paper_does():
+    # SGC has no dropout (Wu et al.); with none its propagated features are computed once
+    for name in ("paper-sota", "paper-sota-semi"):
+        sgc = [c for c in resolve_space(name).arm_cells() if c.backbones == ("sgc",)]
+        assert sgc and all(not c.train["dropout"].searched() and c.train["dropout"].grid() == [0.0] for c in sgc)
+        others = [c for c in resolve_space(name).arm_cells() if c.backbones == ("gcn",)]
+        assert all(c.train["dropout"].searched() for c in others)
+
+
 def test_the_sota_presets_compare_ortho_gcnii_against_every_other_arm():
     for name, datasets in (("paper-sota", 6), ("paper-sota-semi", 3)):
         preset = resolve_space(name)
