@@ -4,6 +4,7 @@ Cora, the cache (a second plan measures nothing), and what does not fit."""
 import json
 
 import pytest
+from no_probe import NoProbe
 
 from orthotune.plan import PlanEstimate, Resources, asha_expected_epochs, plan_search
 from orthotune.plan._estimate import CellEstimate, asha_rungs, continue_probability, list_schedule, survivors
@@ -116,22 +117,6 @@ def test_a_cell_whose_trial_needs_more_than_a_node_is_named_with_its_figure():
 
 
 # -- measured on real Cora ---------------------------------------------------------------------
-
-class NoProbe:
-    """The start probe, not run (its interpreter takes seconds)."""
-
-    done = True
-    elsewhere = False
-
-    def __init__(self, remeasure, here=True):
-        pass
-
-    def wait(self):
-        pass
-
-    def seconds(self):
-        return 0.0
-
 
 @pytest.fixture
 def counted(monkeypatch, tmp_path):

@@ -2,6 +2,7 @@
 whole plan) are keyed by them: a TF32-off plan never reads a TF32-on measurement."""
 
 import pytest
+from no_probe import NoProbe
 
 from orthotune.plan import plan_search
 from orthotune.search import LaunchOptions
@@ -41,18 +42,6 @@ def test_the_measurement_trains_with_the_switches(monkeypatch, tmp_path):
     import orthotune.plan._cache as kept
     import orthotune.plan._costing as costing
     import orthotune.plan._measuring as measuring
-
-    class NoProbe:  # the start probe, not run (its interpreter takes seconds)
-        done, elsewhere = True, False
-
-        def __init__(self, remeasure, here=True):
-            pass
-
-        def wait(self):
-            pass
-
-        def seconds(self):
-            return 0.0
 
     methods, real = [], measuring.measure
     monkeypatch.setattr(kept, "plan_cache", lambda: tmp_path / "cache")
