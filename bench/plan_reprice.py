@@ -16,12 +16,19 @@ import dataclasses
 import json
 from pathlib import Path
 
-from orthotune.plan import CellEstimate, PlanEstimate, Resources, expected_epochs
+from orthotune.plan import (
+    CellEstimate,
+    PlanEstimate,
+    Resources,
+    ServiceOverhead,
+    expected_epochs,
+    read_service_overhead,
+)
 from orthotune.search import SCHEDULERS, LaunchOptions
 from orthotune.spaces import resolve_space
 
 
-def reprice(plan: dict, overhead: dict, report_every: int) -> PlanEstimate:
+def reprice(plan: dict, overhead: ServiceOverhead, report_every: int) -> PlanEstimate:
     space = resolve_space(plan["space"])
     rungs = SCHEDULERS.get(plan["scheduler"]).stops_at_rungs
     names = {f.name for f in dataclasses.fields(CellEstimate)}
@@ -36,17 +43,17 @@ def reprice(plan: dict, overhead: dict, report_every: int) -> PlanEstimate:
     estimate = PlanEstimate(plan["space"], plan["scheduler"], plan["searcher"], tuple(cells), resources,
                             plan["cpus_per_trial"], plan["gpus_per_trial"], plan["concurrency"],
                             plan["totals"].get("start_s", 0.0), plan.get("machine", {}))
-    about = {"source": "file", "measured": overhead.get("measured", {})}
-    return estimate.with_service(overhead["per_trial_s"], overhead["per_report_s"], about)
+    about = {"source": overhead.source, "measured": overhead.measured}  # as orthotune plan says it
+    return estimate.with_service(overhead.per_trial_s, overhead.per_report_s, about)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("plans", nargs="+", type=Path)
-    parser.add_argument("--service-overhead", type=Path, required=True)
+    parser.add_argument("--service-overhead", required=True)
     parser.add_argument("--report-every", type=int, default=LaunchOptions.__dataclass_fields__["report_every"].default)
     args = parser.parse_args()
-    overhead = json.loads(args.service_overhead.read_text())
+    overhead = read_service_overhead(args.service_overhead)  # the plan's own reader, checks included
     print("| plan | Ray trials | trainer s | service s | service share | wall s | wall h |")
     print("|---|---|---|---|---|---|---|")
     for path in args.plans:
