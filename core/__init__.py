@@ -87,7 +87,14 @@ from orthotune.core._results import (
     result_column_name,
     std,
 )
-from orthotune.core._standard import RONG_DROP_EDGE, STANDARD_FORMS, StandardForm, standard_form
+from orthotune.core._standard import (
+    RONG_DROP_EDGE,
+    RONG_DROP_EDGE_SEMI,
+    RONG_GCN_SEMI,
+    STANDARD_FORMS,
+    StandardForm,
+    standard_form,
+)
 from orthotune.core._treatments import treatment_function
 
 __all__ = [
@@ -107,6 +114,8 @@ __all__ = [
     "RESERVED_ARM_NAMES",
     "RESULT_COLUMNS",
     "RONG_DROP_EDGE",
+    "RONG_DROP_EDGE_SEMI",
+    "RONG_GCN_SEMI",
     "SETTINGS",
     "SPLIT_FIELDS",
     "STANDARD_FORMS",

@@ -183,9 +183,11 @@ class TrainConfig(_OrthoFields):
                             f"a user's treatment, {TREATMENT_SYNTAX}: called as function(model, config) on the "
                             f"built model, it returns the treated torch.nn.Module (empty: none; node backbones "
                             f"trained one model per run)", _V, backbones=_TREATABLE)
-    selection: str = option("val_acc", Rule("str", choices=("val_acc", "val_loss")),
-                             "the epoch that gives a repeat's result: highest validation accuracy, or "
-                             "lowest validation loss (the authors' code); test is only read there", _V)
+    selection: str = option("val_acc", Rule("str", choices=("val_acc", "val_loss", "train_pass_val_loss")),
+                             "the epoch that gives a repeat's result: highest validation accuracy, lowest "
+                             "validation loss (the authors' code), or lowest validation loss of the training "
+                             "pass itself, dropout and DropEdge on (DropEdge's code; node tasks); test is only "
+                             "read there", _V)
     hidden: int | None = option(None, Rule("int", 1, MAX_HIDDEN), "hidden width", _T)
     lr: float | None = option(None, Rule("float", 0.0, low_open=True), "Adam learning rate", _T)
     weight_decay: float | None = option(None, Rule("float", 0.0), "L2 weight decay (Adam's coupled form)", _T)
@@ -279,6 +281,9 @@ class TrainConfig(_OrthoFields):
               f"input_dropout={self.input_dropout!r} applies to node backbones only, not {self.backbone}")
         check(info.task == "node" or self.io_bias,
               f"io_bias={self.io_bias!r} applies to node backbones only, not {self.backbone}")
+        check(info.task == "node" or self.selection != "train_pass_val_loss",
+              f"selection='train_pass_val_loss' applies to node tasks only (a training pass over graphs sees "
+              f"no validation graph), not {info.name}")
         self._check_split_fields()
 
     def _check_split_fields(self) -> None:

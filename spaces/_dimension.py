@@ -13,6 +13,12 @@ from orthotune.core import ConfigError
 RANGE_KEYS = {"low", "high", "step", "log"}
 
 
+#: Field values ``orthotune train`` takes that a search refuses, with the reason. A resumed
+#: search replays each trial's selection from its stored epochs (ASHA's rungs), and those hold
+#: the evaluation's validation loss, not the training pass's.
+NOT_IN_SEARCHES = {("selection", "train_pass_val_loss"): "a resumed search replays selection from stored "
+                   "epochs, which hold the evaluation's validation loss only (use it with orthotune train)"}
+
 @dataclass(frozen=True)
 class Dimension:
     """``kind`` is ``fixed`` (one value), ``choice`` (a list) or ``int``/``float`` (a range)."""
@@ -28,6 +34,10 @@ class Dimension:
     @classmethod
     def parse(cls, name: str, spec: Any) -> Dimension:
         """From YAML: a scalar, a non-empty list, or ``{low, high, step?, log?}``."""
+        for value in spec if isinstance(spec, list) else [spec]:
+            reason = NOT_IN_SEARCHES.get((name, value)) if isinstance(value, str) else None
+            if reason:
+                raise ConfigError(f"{name}={value!r} cannot be searched: {reason}")
         if isinstance(spec, list):
             if not spec:
                 raise ConfigError(f"{name}: the list of values is empty; give at least one value")

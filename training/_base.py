@@ -28,6 +28,7 @@ from orthotune.training._loop import (
     Pack,
     Rng,
     Run,
+    Step,
     TrainingLoop,
     adam_groups,
     fault_codes,
@@ -82,10 +83,11 @@ class BasePack:
                 return out
         start = time.perf_counter()
         with self.rng.active():
-            loss, fault, grads = self.train_step(active, record_grads)
+            step = self.train_step(active, record_grads)
         val_acc, val_loss, test_acc, eval_fault = self.evaluate()
         self.seconds += time.perf_counter() - start
-        return Outcome(loss, val_acc, val_loss, test_acc, first_fault(fault, eval_fault), grads)
+        return Outcome(step.loss, val_acc, val_loss, test_acc, first_fault(step.fault, eval_fault), step.grad_norms,
+                       step.pass_val_loss)
 
     def _graph_epoch(self, active: Tensor) -> Outcome | None:
         """A replay of the captured epoch, capturing it first once the warm-up is over; None
@@ -118,9 +120,10 @@ class BasePack:
                 register(stream)
         try:
             with torch.cuda.graph(graph):
-                loss, fault, _ = self.train_step(static_active, False)
+                step = self.train_step(static_active, False)
                 val_acc, val_loss, test_acc, eval_fault = self.captured_evaluation()
-                outcome = Outcome(loss, val_acc, val_loss, test_acc, first_fault(fault, eval_fault))
+                outcome = Outcome(step.loss, val_acc, val_loss, test_acc, first_fault(step.fault, eval_fault),
+                                  None, step.pass_val_loss)
         except RuntimeError as error:
             message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
             warnings.warn(f"cuda_graph: the epoch could not be captured, training eagerly ({message})",
@@ -144,9 +147,10 @@ class BasePack:
         """The model changed (a compaction): capture again after a new warm-up."""
         self.graph, self.eager_epochs = None, 0
 
-    def train_step(self, active: Tensor, record_grads: bool) -> tuple[Tensor, Tensor, Tensor | None]:
-        """Per slot: the training loss, the failure code (:meth:`loss_fault`) and, with
-        ``record_grads``, the ``[slots, layers]`` gradient norms."""
+    def train_step(self, active: Tensor, record_grads: bool) -> Step:
+        """Per slot: the training loss, the failure code (:meth:`loss_fault`), with
+        ``record_grads`` the ``[slots, layers]`` gradient norms, and where a slot selects by it
+        (``selection: train_pass_val_loss``) the training pass's validation loss."""
         raise NotImplementedError
 
     def evaluate(self) -> tuple[Tensor, Tensor, Tensor, Tensor]:

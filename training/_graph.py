@@ -54,7 +54,7 @@ from orthotune.models import (
 )
 from orthotune.training._base import BaseTrainer, OneRunPack, first_fault
 from orthotune.training._data import DataRoot, load_dataset
-from orthotune.training._loop import Run, Steadiness
+from orthotune.training._loop import Run, Steadiness, Step
 from orthotune.training._options import DEFAULT_OPTIONS, TrainOptions
 
 NUM_FOLDS = 10
@@ -198,8 +198,10 @@ class _GraphPack(OneRunPack):
         self.probe = Batch.from_data_list(list(data.dataset[fold.train[: config.batch_size]]))
         self.best = self.snapshot()
 
-    def train_step(self, active: Tensor, record_grads: bool) -> tuple[Tensor, Tensor, None]:
-        """One epoch of mini-batches (per-epoch gradient norms are recorded for node tasks only)."""
+    def train_step(self, active: Tensor, record_grads: bool) -> Step:
+        """One epoch of mini-batches (per-epoch gradient norms are recorded for node tasks only;
+        a training pass over graphs sees no validation graph: ``train_pass_val_loss`` is refused
+        for graph tasks)."""
         self.model.train()
         total = torch.zeros(1, device=self.device)
         fault = torch.zeros(1, dtype=torch.long, device=self.device)
@@ -213,7 +215,7 @@ class _GraphPack(OneRunPack):
             loss.backward()  # a failed run trains on to the next sync point; its result is frozen
             self.optimizer.step()
             total, graphs = total + loss.detach() * batch.num_graphs, graphs + batch.num_graphs
-        return total / max(graphs, 1), fault, None
+        return Step(total / max(graphs, 1), fault)
 
     def evaluate(self) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         """On the validation and test folds, on the pack's own random stream as its training:

@@ -7,9 +7,11 @@ loop drives every pack one epoch at a time, in lock-step, and keeps the bookkeep
 every run on the device, so that no epoch waits for the host:
 
 - selection: ``val_acc`` (the first epoch with the highest validation accuracy: later
-  epochs must beat it strictly) or ``val_loss`` (the first epoch with the lowest
-  validation loss); test accuracy and the validation loss are read at that epoch and
-  never influence anything;
+  epochs must beat it strictly), ``val_loss`` (the first epoch with the lowest
+  validation loss) or ``train_pass_val_loss`` (the lowest validation loss of the epoch's
+  training pass, dropout and DropEdge on, DropEdge's code: the weights after that step are
+  the selected ones); test accuracy and the evaluation's validation loss are read at that
+  epoch and never influence anything;
 - patience: a run stops after ``patience`` epochs without a strictly better selection
   metric, or at ``epochs``;
 - failure: the first non-finite loss, output or Ortho-GConv weight fails the run (its
@@ -49,6 +51,11 @@ from orthotune.core import (
 )
 from orthotune.training._options import DEFAULT_OPTIONS, TrainOptions
 
+#: The selection that reads the training pass's validation loss (:class:`Step`), and both
+#: selections by a loss.
+PASS_SELECTION = "train_pass_val_loss"
+LOSS_SELECTIONS = frozenset({"val_loss", PASS_SELECTION})
+
 #: Failure codes a pack reports per slot (0: none); the loop keeps the first.
 LOSS, OUTPUT, WEIGHT = 1, 2, 3
 _FAULTS = {LOSS: "loss", OUTPUT: "output", WEIGHT: "Ortho-GConv weight (Newton iteration overflow)"}
@@ -63,6 +70,18 @@ class Outcome(NamedTuple):
     test_acc: Tensor
     fault: Tensor  # long: 0, or the first of LOSS/OUTPUT/WEIGHT seen this epoch
     grad_norms: Tensor | None = None  # [slots, layers] ||dL/dW(l)||_F, when asked to record
+    pass_val_loss: Tensor | None = None  # the training pass's validation loss (selection train_pass_val_loss)
+
+
+class Step(NamedTuple):
+    """One training step of a pack, per slot, on the device: the training loss, the failure
+    code, the gradient norms when asked to record, and the validation loss of the training pass
+    itself (dropout and DropEdge on) where a slot selects by it."""
+
+    loss: Tensor
+    fault: Tensor
+    grad_norms: Tensor | None = None
+    pass_val_loss: Tensor | None = None
 
 
 @dataclass(frozen=True)
@@ -152,7 +171,8 @@ class _Book:
             return torch.tensor(values, dtype=dtype, device=device)
 
         count = len(runs)
-        self.by_loss = per_run([r.config.selection == "val_loss" for r in runs], torch.bool)
+        self.by_loss = per_run([r.config.selection in LOSS_SELECTIONS for r in runs], torch.bool)
+        self.by_pass_loss = per_run([r.config.selection == PASS_SELECTION for r in runs], torch.bool)
         self.max_epochs = per_run([r.config.epochs for r in runs], torch.long)
         self.patience = per_run([r.config.patience for r in runs], torch.long)
         self.active = torch.ones(count, dtype=torch.bool, device=device)
@@ -171,7 +191,9 @@ class _Book:
         self._set("fault_epoch", index, torch.where(new_fault, epoch, self.fault_epoch[index]))
         self._set("fault", index, torch.where(new_fault, out.fault, self.fault[index]))
         healthy = active & ~failed_before & ~new_fault
-        score = torch.where(self.by_loss[index], -out.val_loss, out.val_acc)
+        loss = out.val_loss if out.pass_val_loss is None else \
+            torch.where(self.by_pass_loss[index], out.pass_val_loss, out.val_loss)
+        score = torch.where(self.by_loss[index], -loss, out.val_acc)
         improved = healthy & (score > self.score[index])
         for name, value in (("score", score), ("best_val", out.val_acc), ("best_val_loss", out.val_loss),
                             ("best_test", out.test_acc)):

@@ -34,7 +34,7 @@ from orthotune.models import (
 )
 from orthotune.training._base import BaseTrainer, OneRunPack
 from orthotune.training._drop_edge import edge_stream, kept_edges
-from orthotune.training._loop import Run, Steadiness
+from orthotune.training._loop import PASS_SELECTION, Run, Steadiness, Step
 from orthotune.training._node_data import NodeData
 from orthotune.training._options import DEFAULT_OPTIONS, TrainOptions
 
@@ -75,20 +75,23 @@ class _ModulePack(OneRunPack):
             return self.graph.edge_index
         return kept_edges(self.graph.edge_index, self.config.drop_edge, self.edge_stream)
 
-    def train_step(self, active: Tensor, record_grads: bool) -> tuple[Tensor, Tensor, None]:
+    def train_step(self, active: Tensor, record_grads: bool) -> Step:
         """One training step (per-epoch gradient norms: packed backbones only)."""
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
         with parametrize.cached():  # each W computed once for the pass and the regulariser
             logits = self.model(self.graph.x, self.training_edges())
-            loss = F.cross_entropy(logits[self.train_mask], self.graph.data.y[self.train_mask])
+            y = self.graph.data.y
+            loss = F.cross_entropy(logits[self.train_mask], y[self.train_mask])
+            pass_val_loss = F.cross_entropy(logits[self.val_mask].detach(), y[self.val_mask]).view(1) \
+                if self.config.selection == PASS_SELECTION else None
             if self.config.ortho:
                 loss = loss + orthogonality_regulariser(self.model)
             weights = list(orthogonalised_weights(self.model).values())
             fault = self.loss_fault(~torch.isfinite(loss).view(1), weights)
             loss.backward()  # a failed run stops at the loop's next sync (every epoch); its result is frozen
         self.optimizer.step()
-        return loss.detach().view(1), fault, None
+        return Step(loss.detach().view(1), fault, None, pass_val_loss)
 
     @torch.no_grad()
     def evaluate(self) -> tuple[Tensor, Tensor, Tensor, Tensor]:

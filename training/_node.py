@@ -66,7 +66,7 @@ from orthotune.models import (
 )
 from orthotune.training._base import BasePack, BaseTrainer
 from orthotune.training._drop_edge import edge_stream, slot_adjacency
-from orthotune.training._loop import LoopResult, Run, Steadiness
+from orthotune.training._loop import PASS_SELECTION, LoopResult, Run, Steadiness, Step
 from orthotune.training._memory import pack_capacity
 from orthotune.training._modules import train_modules
 from orthotune.training._node_data import NodeData
@@ -128,6 +128,11 @@ def _state_bytes(config: TrainConfig, data: NodeData) -> int:
     return data.num_nodes * readout_width(config) * 4
 
 
+
+def masked_mean(per_node: Tensor, mask: Tensor) -> Tensor:
+    """Each slot's mean of ``[N, slots]`` values over its own masked nodes, ``[slots]``."""
+    return (per_node * mask).sum(0) / mask.sum(0).clamp_min(1)
+
 class _NodeTask(BaseTrainer):
     """The node task's trainer; what every pack of one call shares: the graph, its features
     and masks. Its packs hold as many runs as fit (:func:`~._memory.pack_capacity`) and the
@@ -173,11 +178,14 @@ class _NodeTask(BaseTrainer):
         node-major (a copy) and its log-softmax over a few classes runs element by element:
         on 24 Cora runs (7 classes) 13.3 ms forward and backward against 3.2 ms here (the
         same losses to 1e-6)."""
+        return masked_mean(self.cross_entropies(logits), mask)
+
+    def cross_entropies(self, logits: Tensor) -> Tensor:
+        """Every node's cross-entropy per slot, ``[N, slots]`` (:meth:`losses` before its mask)."""
         packed = logits.transpose(0, 1)  # [slots, N, C], contiguous as the model made it
         shifted = packed - packed.detach().amax(-1, keepdim=True)
         targets = self.data.y.view(1, -1, 1).expand(packed.shape[0], -1, 1)
-        ce = shifted.exp().sum(-1).log() - shifted.gather(-1, targets).squeeze(-1)
-        return (ce.T * mask).sum(0) / mask.sum(0).clamp_min(1)
+        return (shifted.exp().sum(-1).log() - shifted.gather(-1, targets).squeeze(-1)).T
 
 
 class _NodePack(BasePack):
@@ -194,6 +202,8 @@ class _NodePack(BasePack):
         self.model = task.build(members)
         self.optimizer = PackAdam(self.model, members, capturable=self.graphing)
         self.masks = task.data.masks([r.split for r in members])
+        # DropEdge's code selects by the training pass's own validation loss: computed where a slot asks
+        self.pass_selection = any(r.config.selection == PASS_SELECTION for r in members)
         self.best = {k: v.detach().clone() for k, v in self._packed_state(self.model).items()}
         self.ahead: _Weights | None = None  # effective weights of the current parameters
 
@@ -215,11 +225,13 @@ class _NodePack(BasePack):
         slots = len(self.runs)
         return {k: v for k, v in model.state_dict().items() if v.dim() >= 1 and v.shape[0] == slots}
 
-    def train_step(self, active: Tensor, record_grads: bool) -> tuple[Tensor, Tensor, Tensor | None]:
+    def train_step(self, active: Tensor, record_grads: bool) -> Step:
         self.model.train()
         self.optimizer.zero_grad()
         out = self.model.run(self.task.x, *self.training_adjacency(), weights=self._weights_ahead())
-        loss = self.task.losses(out.logits, self.masks[0]) + out.penalty
+        entropies = self.task.cross_entropies(out.logits)
+        loss = masked_mean(entropies, self.masks[0]) + out.penalty
+        pass_val_loss = masked_mean(entropies.detach(), self.masks[1]) if self.pass_selection else None
         finite = torch.isfinite(loss)
         fault = self.loss_fault(~finite, out.weights)
         if record_grads:  # dL/dW(l) of the effective weights: kept through backward
@@ -232,7 +244,7 @@ class _NodePack(BasePack):
             if param.grad is not None:
                 param.grad.nan_to_num_(0.0, 0.0, 0.0)
         self.optimizer.step()
-        return loss.detach(), fault, grads
+        return Step(loss.detach(), fault, grads, pass_val_loss)
 
     def training_adjacency(self) -> tuple:
         """This epoch's ``A_hat``: the whole graph's, or with DropEdge each slot's own (the

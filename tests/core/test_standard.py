@@ -1,6 +1,13 @@
 """The standard forms are known by name: DropEdge's GCN (issue 50) at its authors' script values."""
 
-from orthotune.core import RONG_DROP_EDGE, STANDARD_FORMS, TrainConfig, standard_form
+from orthotune.core import (
+    RONG_DROP_EDGE,
+    RONG_DROP_EDGE_SEMI,
+    RONG_GCN_SEMI,
+    STANDARD_FORMS,
+    TrainConfig,
+    standard_form,
+)
 
 
 def test_dropedges_gcn_form_is_known_by_its_setting_and_backbone():
@@ -10,7 +17,7 @@ def test_dropedges_gcn_form_is_known_by_its_setting_and_backbone():
     assert {k: values[k] for k in ("layout", "hidden", "lr", "weight_decay", "dropout", "input_dropout", "epochs",
                                    "patience", "selection")} == dict(
         layout="standard", hidden=128, lr=0.01, weight_decay=5e-3, dropout=0.8, input_dropout=0.0, epochs=400,
-        patience=400, selection="val_loss")
+        patience=400, selection="train_pass_val_loss")
     assert "drop_edge" not in values and RONG_DROP_EDGE == {"drop_edge": 0.3}  # the treatment is the arm's
     config = TrainConfig.from_dict({"dataset": "cora", "setting": "dropedge-full", "backbone": "gcn", "ortho": False,
                                     **values, **RONG_DROP_EDGE})
@@ -18,3 +25,16 @@ def test_dropedges_gcn_form_is_known_by_its_setting_and_backbone():
     assert (config.drop_edge, config.weight_decay, config.weight_decay_io, config.weight_decay_output) == (
         0.3, 5e-3, None, None)
     assert standard_form("dropedge-full", "gat", "cora") == {}
+
+
+def test_dropedges_semi_gcn2_values_are_their_scripts_and_make_a_public_split_config():
+    """Their semi-supervised scripts train Kipf & Welling's two graph convolutions on the public
+    split, DropEdge keeping 40% of the edges; one decay on every parameter, no feature dropout."""
+    assert RONG_DROP_EDGE_SEMI == {"drop_edge": 0.6}
+    config = TrainConfig.from_dict({"dataset": "cora", "setting": "semi", "backbone": "gcn", "depth": 2,
+                                    "ortho": False, **RONG_GCN_SEMI, **RONG_DROP_EDGE_SEMI})
+    assert (config.layout, config.hidden, config.lr, config.weight_decay, config.dropout, config.input_dropout) == (
+        "standard", 128, 0.007, 1e-5, 0.8, 0.0)
+    assert (config.weight_decay_io, config.weight_decay_output, config.epochs, config.patience, config.selection) == (
+        None, None, 400, 400, "train_pass_val_loss")
+    assert config.drop_edge == 0.6
