@@ -58,6 +58,10 @@ Groups (``--only``; all by default):
   semi-supervised GCN-2 on the public split at its own script's values (``RONG_GCN_SEMI``,
   DropEdge keeping 40%): 81.10 / 82.80. The paper publishes one run per cell (seed 42), no std:
   the rows say so.
+- ``incepgcn``: IncepGCN with and without DropEdge (Rong et al., ICLR 2020, the authors' README
+  table) in their full-supervised protocol on Cora with the augmented adjacency their IncepGCN
+  script passes (the ``dropedge-full-aug`` setting), 8 layers, 10 seeds, at that script's values
+  (``STANDARD_FORMS[("dropedge-full-aug", "incepgcn")]``, DropEdge keeping 5%): 86.70 / 88.20.
 
 Every row prints the one ``orthotune train`` command that trains it, its repeats, mean
 epochs and wall seconds. ``--seeds N``, ``--folds N`` and ``--max-epochs N`` reduce the
@@ -84,6 +88,7 @@ import torch
 
 from orthotune.core import (
     RONG_DROP_EDGE,
+    RONG_DROP_EDGE_INCEPGCN_FULL,
     RONG_DROP_EDGE_SEMI,
     RONG_GCN_SEMI,
     Group,
@@ -122,7 +127,9 @@ METHODS = {("cora", "sgc"): (2, 81.0, 0.0), ("cora", "appnp"): (2, 83.8, 0.3), (
 DROPEDGE = {2: (86.10, 86.50), 4: (85.50, 87.60)}
 #: Their README's semi-supervised Cora GCN-2 (original, DropEdge): the depth their semi script trains.
 DROPEDGE_SEMI = (81.10, 82.80)
-GROUPS = ["kipf", "gcnii", "gunet", "table3", "mlp", "gcnii-full", "errica", "methods", "dropedge"]
+#: Their README's full-supervised Cora IncepGCN, 8 layers (original, DropEdge): their script's depth.
+INCEPGCN_FULL = (8, 86.70, 88.20)
+GROUPS = ["kipf", "gcnii", "gunet", "table3", "mlp", "gcnii-full", "errica", "methods", "dropedge", "incepgcn"]
 LAYERS = (2, 4, 8)
 FLAGS = {"splits": "split", "seeds": "seed"}
 #: What the original arm does not read (left out of its command).
@@ -211,6 +218,14 @@ def rows(args: argparse.Namespace) -> Iterator[Row]:
                       **RONG_GCN_SEMI, **treatment, "seeds": list(range(10))}
             label = f"cora GCN-2 {arm} (Rong et al., semi-supervised; one run published, no std)"
             yield Row("dropedge", label, values, number)
+    if "incepgcn" in args.only and "cora" in wanted:
+        depth, plain, dropped = INCEPGCN_FULL
+        for arm, treatment, number in (("original", {}, plain), ("DropEdge", RONG_DROP_EDGE_INCEPGCN_FULL, dropped)):
+            values = {"dataset": "cora", "setting": "dropedge-full-aug", "backbone": "incepgcn", "depth": depth,
+                      "ortho": False, **standard_form("dropedge-full-aug", "incepgcn", "cora"), **treatment,
+                      "seeds": list(range(10))}
+            label = f"cora IncepGCN-{depth} {arm} (Rong et al., full-supervised; one run published, no std)"
+            yield Row("incepgcn", label, values, number)
     yield from structure_rows(args, wanted)
 
 

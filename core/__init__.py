@@ -89,6 +89,7 @@ from orthotune.core._results import (
 )
 from orthotune.core._standard import (
     RONG_DROP_EDGE,
+    RONG_DROP_EDGE_INCEPGCN_FULL,
     RONG_DROP_EDGE_SEMI,
     RONG_GCN_SEMI,
     STANDARD_FORMS,
@@ -114,6 +115,7 @@ __all__ = [
     "RESERVED_ARM_NAMES",
     "RESULT_COLUMNS",
     "RONG_DROP_EDGE",
+    "RONG_DROP_EDGE_INCEPGCN_FULL",
     "RONG_DROP_EDGE_SEMI",
     "RONG_GCN_SEMI",
     "SETTINGS",

@@ -112,6 +112,16 @@ RONG_GCN_SEMI = dict(layout="standard", hidden=128, lr=0.007, weight_decay=1e-5,
 #: The DropEdge arm of :data:`RONG_GCN_SEMI`: 40% of the edges kept (``--sampling_percent 0.4``).
 RONG_DROP_EDGE_SEMI = dict(drop_edge=0.6)
 
+#: Rong et al. (ICLR 2020), full-supervised IncepGCN (their script/cora_IncepGCN.sh and
+#: supervised/cora_IncepGCN_nodrop.sh): ``--nbaseblocklayer 6``, orthotune's depth 8 (the longest
+#: chain: input, 6, output), hidden 128, lr 0.01, weight decay 1e-3 on every parameter, dropout
+#: 0.5 (none on the raw features), 400 epochs, patience 400, selected as :data:`RONG_GCN`;
+#: ``AugNormAdj``: the dropedge-full-aug setting. The paper's 8-layer row is this script's depth.
+RONG_INCEPGCN_FULL = dict(hidden=128, lr=0.01, weight_decay=1e-3, dropout=0.5, input_dropout=0.0, epochs=400,
+                          patience=400, selection="train_pass_val_loss")
+#: The DropEdge arm of :data:`RONG_INCEPGCN_FULL`: 5% of the edges kept (``--sampling_percent 0.05``).
+RONG_DROP_EDGE_INCEPGCN_FULL = dict(drop_edge=0.95)
+
 STANDARD_FORMS: dict[tuple[str, str], StandardForm] = {
     # their GraphConvolution layers have no bias (PyG's GCNConv has one)
     ("semi", "gcn"): StandardForm("gcn", "semi", "Kipf & Welling, ICLR 2017", {**KIPF_WELLING, "io_bias": False}),
@@ -135,6 +145,8 @@ STANDARD_FORMS: dict[tuple[str, str], StandardForm] = {
                      "texas": dict(theta=1.5, weight_decay=1e-4), "wisconsin": dict(theta=1.0, weight_decay=5e-4)}),
     # DropEdge's table (Rong et al., ICLR 2020) on FastGCN's full-supervised split
     ("dropedge-full", "gcn"): StandardForm("gcn", "dropedge-full", "Rong et al., ICLR 2020 (cora_GCN.sh)", RONG_GCN),
+    ("dropedge-full-aug", "incepgcn"): StandardForm("incepgcn", "dropedge-full-aug",
+                                                    "Rong et al., ICLR 2020 (cora_IncepGCN.sh)", RONG_INCEPGCN_FULL),
 }
 
 

@@ -2,6 +2,7 @@
 
 from orthotune.core import (
     RONG_DROP_EDGE,
+    RONG_DROP_EDGE_INCEPGCN_FULL,
     RONG_DROP_EDGE_SEMI,
     RONG_GCN_SEMI,
     STANDARD_FORMS,
@@ -38,3 +39,14 @@ def test_dropedges_semi_gcn2_values_are_their_scripts_and_make_a_public_split_co
     assert (config.weight_decay_io, config.weight_decay_output, config.epochs, config.patience, config.selection) == (
         None, None, 400, 400, "train_pass_val_loss")
     assert config.drop_edge == 0.6
+
+
+def test_dropedges_full_incepgcn_form_is_their_8_layer_script_on_the_augmented_setting():
+    assert STANDARD_FORMS[("dropedge-full-aug", "incepgcn")].setting == "dropedge-full-aug"
+    values = standard_form("dropedge-full-aug", "incepgcn", "cora")
+    config = TrainConfig.from_dict({"dataset": "cora", "setting": "dropedge-full-aug", "backbone": "incepgcn",
+                                    "depth": 8, "ortho": False, **values, **RONG_DROP_EDGE_INCEPGCN_FULL})
+    assert (config.layout, config.hidden, config.lr, config.weight_decay, config.dropout, config.input_dropout) == (
+        "standard", 128, 0.01, 1e-3, 0.5, 0.0)
+    assert (config.drop_edge, config.epochs, config.patience, config.selection) == (0.95, 400, 400,
+                                                                                   "train_pass_val_loss")

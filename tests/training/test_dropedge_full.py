@@ -45,11 +45,13 @@ def test_the_setting_is_declared_once_and_unknown_settings_list_it():
     info = SETTINGS.get("dropedge-full")
     assert (info.split, info.adjacency, info.repeats_field) == ("fastgcn", "first-order", "seeds")
     assert {SETTINGS.get(name).adjacency for name in SETTINGS if name != "dropedge-full"} == {"augmented"}
+    augmented = SETTINGS.get("dropedge-full-aug")  # the same split, their other scripts' adjacency
+    assert (augmented.split, augmented.adjacency, augmented.repeats_field) == ("fastgcn", "augmented", "seeds")
     for name in ("cora", "citeseer", "pubmed"):
-        assert "dropedge-full" in DATASETS.get(name).settings
+        assert {"dropedge-full", "dropedge-full-aug"} <= set(DATASETS.get(name).settings)
     with pytest.raises(ConfigError, match="dropedge-full"):
         SETTINGS.get("fastgcn-full")
-    with pytest.raises(ConfigError, match="valid: full, semi, dropedge-full"):
+    with pytest.raises(ConfigError, match="valid: full, semi, dropedge-full, dropedge-full-aug"):
         DATASETS.get("cora").check_setting("bogus")
     with pytest.raises(ConfigError, match="not available for texas"):
         TrainConfig(dataset="texas", setting="dropedge-full")
@@ -78,3 +80,19 @@ def test_packed_gcn_trains_on_it_and_pyg_convolutions_are_refused(data_root):
     assert result.status == "completed"
     with pytest.raises(ConfigError, match="first-order adjacency"):
         run_configs([TrainConfig(backbone="gat", **base)], torch.device("cpu"), root)
+
+
+def test_the_augmented_form_has_the_same_split_and_kipfs_adjacency_where_pyg_convolutions_train(data_root):
+    """IncepGCN's full-supervised script (issue 50): DropEdge's split, the graph as the semi
+    setting propagates it, and PyG's convolutions normalising their own way agree with it."""
+    augmented, first = load_node_data("cora", "dropedge-full-aug", data_root), load_node_data(
+        "cora", "dropedge-full", data_root)
+    assert all(torch.equal(a, b) for a, b in zip(augmented.masks([0]), first.masks([0])))
+    assert not augmented.first_order
+    assert torch.equal(augmented.adj.to_dense(), load_node_data("cora", "semi", data_root).adj.to_dense())
+    config = TrainConfig(dataset="cora", setting="dropedge-full-aug", backbone="incepgcn", depth=8, ortho=False)
+    assert (config.hidden, config.lr, config.weight_decay, config.dropout, config.epochs) == (128, 0.01, 1e-3, 0.5, 400)
+    base = dict(dataset="cora", setting="dropedge-full-aug", ortho=False, depth=2, hidden=8, epochs=2, patience=2,
+                seeds=(0,))
+    (result,) = run_configs([TrainConfig(backbone="gat", **base)], torch.device("cpu"), str(data_root.path))
+    assert result.status == "completed"
