@@ -7,10 +7,9 @@ loop drives every pack one epoch at a time, in lock-step, and keeps the bookkeep
 every run on the device, so that no epoch waits for the host:
 
 - selection: ``val_acc`` (the first epoch with the highest validation accuracy: later
-  epochs must beat it strictly), ``val_loss`` (the first epoch with the lowest
-  validation loss) or ``train_pass_val_loss`` (the lowest validation loss of the epoch's
-  training pass, dropout and DropEdge on, DropEdge's code: the weights after that step are
-  the selected ones); test accuracy and the evaluation's validation loss are read at that
+  epochs must beat it strictly), ``val_loss`` (the first epoch with the lowest validation
+  loss) or ``train_pass_val_loss`` (that of the training pass, dropout and DropEdge on:
+  DropEdge's code); test accuracy and the evaluation's validation loss are read at that
   epoch and never influence anything;
 - patience: a run stops after ``patience`` epochs without a strictly better selection
   metric, or at ``epochs``;
@@ -74,9 +73,8 @@ class Outcome(NamedTuple):
 
 
 class Step(NamedTuple):
-    """One training step of a pack, per slot, on the device: the training loss, the failure
-    code, the gradient norms when asked to record, and the validation loss of the training pass
-    itself (dropout and DropEdge on) where a slot selects by it."""
+    """A pack's training step, per slot, on the device: loss, failure code, gradient norms when
+    recorded, and the pass's own validation loss where a slot selects by it."""
 
     loss: Tensor
     fault: Tensor
