@@ -47,7 +47,10 @@ from orthotune.core._cells import (
     named_arm,
 )
 from orthotune.core._config import (
+    LOSS_SELECTIONS,
+    PASS_SELECTION,
     PROFILES,
+    SELECTIONS,
     SPLIT_FIELDS,
     OrthoSettings,
     TrainConfig,
@@ -106,7 +109,9 @@ __all__ = [
     "BACKBONE_INFO",
     "CACHE_ENV",
     "DATASETS",
+    "LOSS_SELECTIONS",
     "OBJECTIVE",
+    "PASS_SELECTION",
     "PROFILES",
     "REASON_LIMIT",
     "REFERENCE",
@@ -118,6 +123,7 @@ __all__ = [
     "RONG_DROP_EDGE_INCEPGCN_FULL",
     "RONG_DROP_EDGE_SEMI",
     "RONG_GCN_SEMI",
+    "SELECTIONS",
     "SETTINGS",
     "SPLIT_FIELDS",
     "STANDARD_FORMS",

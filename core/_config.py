@@ -29,6 +29,12 @@ from orthotune.core._errors import ConfigError, check
 from orthotune.core._fields import Group, Rule, by_group, declared, option, validate_fields
 from orthotune.core._treatments import NO_TREATMENT, TREATMENT_SYNTAX, check_treatment_reference
 
+#: The ``selection`` rules: validation accuracy, the evaluation's validation loss, or the training
+#: pass's own (DropEdge's code; node tasks); :data:`LOSS_SELECTIONS` are those by a loss.
+PASS_SELECTION = "train_pass_val_loss"
+SELECTIONS = ("val_acc", "val_loss", PASS_SELECTION)
+LOSS_SELECTIONS = frozenset({"val_loss", PASS_SELECTION})
+
 _O, _V, _C, _T, _R = Group.ORTHO, Group.VARIANT, Group.CELL, Group.TRAIN, Group.REPEATS
 #: Static caps of depth and hidden width (see the fields' declarations).
 MAX_DEPTH, MAX_HIDDEN = 1024, 4096
@@ -183,7 +189,7 @@ class TrainConfig(_OrthoFields):
                             f"a user's treatment, {TREATMENT_SYNTAX}: called as function(model, config) on the "
                             f"built model, it returns the treated torch.nn.Module (empty: none; node backbones "
                             f"trained one model per run)", _V, backbones=_TREATABLE)
-    selection: str = option("val_acc", Rule("str", choices=("val_acc", "val_loss", "train_pass_val_loss")),
+    selection: str = option("val_acc", Rule("str", choices=SELECTIONS),
                              "the epoch that gives a repeat's result: highest validation accuracy, lowest "
                              "validation loss (the authors' code), or lowest validation loss of the training "
                              "pass itself, dropout and DropEdge on (DropEdge's code; node tasks); test is only "
@@ -281,8 +287,8 @@ class TrainConfig(_OrthoFields):
               f"input_dropout={self.input_dropout!r} applies to node backbones only, not {self.backbone}")
         check(info.task == "node" or self.io_bias,
               f"io_bias={self.io_bias!r} applies to node backbones only, not {self.backbone}")
-        check(info.task == "node" or self.selection != "train_pass_val_loss",
-              f"selection='train_pass_val_loss' applies to node tasks only (a training pass over graphs sees "
+        check(info.task == "node" or self.selection != PASS_SELECTION,
+              f"selection={PASS_SELECTION!r} applies to node tasks only (a training pass over graphs sees "
               f"no validation graph), not {info.name}")
         self._check_split_fields()
 

@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from orthotune.core._config import PASS_SELECTION
+
 
 @dataclass(frozen=True)
 class StandardForm:
@@ -81,7 +83,7 @@ LIU_DAGNN = dict(hidden=64, lr=0.01, weight_decay=5e-3, dropout=0.8, epochs=1000
 #: their early stopping's patience of 400 on the validation loss of the training pass (dropout and
 #: dropped edges on: ``train_pass_val_loss``), whose checkpoint after that step is tested.
 RONG_INCEPGCN = dict(hidden=128, lr=0.004, weight_decay=5e-5, dropout=0.3, input_dropout=0.0, drop_edge=0.6,
-                     epochs=400, patience=400, selection="train_pass_val_loss")
+                     epochs=400, patience=400, selection=PASS_SELECTION)
 
 #: Rong et al. (ICLR 2020), full-supervised GCN (their script/cora_GCN.sh and
 #: supervised/cora_GCN_nodrop.sh, train_new.py): hidden 128, dropout 0.8 after each hidden
@@ -96,7 +98,7 @@ RONG_INCEPGCN = dict(hidden=128, lr=0.004, weight_decay=5e-5, dropout=0.3, input
 #: (``--normalization FirstOrderGCN``) is the dropedge-full setting's. Kept differences: their
 #: weights start uniform in +-1/sqrt(fan-out) (ours PyG's), and they run one seed (42).
 RONG_GCN = dict(hidden=128, lr=0.01, weight_decay=5e-3, dropout=0.8, input_dropout=0.0, epochs=400, patience=400,
-                selection="train_pass_val_loss")
+                selection=PASS_SELECTION)
 #: The DropEdge arm of Rong et al.'s scripts over :data:`RONG_GCN`: 30% of the edges dropped.
 RONG_DROP_EDGE = dict(drop_edge=0.3)
 
@@ -108,7 +110,7 @@ RONG_DROP_EDGE = dict(drop_edge=0.3)
 #: and ``--task_type semi`` the public split. Unlike :data:`RONG_GCN`, these are the values of
 #: the very depth the paper's row reports. Kept differences as :data:`RONG_GCN`'s.
 RONG_GCN_SEMI = dict(layout="standard", hidden=128, lr=0.007, weight_decay=1e-5, dropout=0.8, input_dropout=0.0,
-                     epochs=400, patience=400, selection="train_pass_val_loss")
+                     epochs=400, patience=400, selection=PASS_SELECTION)
 #: The DropEdge arm of :data:`RONG_GCN_SEMI`: 40% of the edges kept (``--sampling_percent 0.4``).
 RONG_DROP_EDGE_SEMI = dict(drop_edge=0.6)
 
@@ -118,7 +120,7 @@ RONG_DROP_EDGE_SEMI = dict(drop_edge=0.6)
 #: 0.5 (none on the raw features), 400 epochs, patience 400, selected as :data:`RONG_GCN`;
 #: ``AugNormAdj``: the dropedge-full-aug setting. The paper's 8-layer row is this script's depth.
 RONG_INCEPGCN_FULL = dict(hidden=128, lr=0.01, weight_decay=1e-3, dropout=0.5, input_dropout=0.0, epochs=400,
-                          patience=400, selection="train_pass_val_loss")
+                          patience=400, selection=PASS_SELECTION)
 #: The DropEdge arm of :data:`RONG_INCEPGCN_FULL`: 5% of the edges kept (``--sampling_percent 0.05``).
 RONG_DROP_EDGE_INCEPGCN_FULL = dict(drop_edge=0.95)
 

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from orthotune.core import ConfigError
+from orthotune.core import PASS_SELECTION, ConfigError
 
 RANGE_KEYS = {"low", "high", "step", "log"}
 
@@ -16,8 +16,9 @@ RANGE_KEYS = {"low", "high", "step", "log"}
 #: Field values ``orthotune train`` takes that a search refuses, with the reason. A resumed
 #: search replays each trial's selection from its stored epochs (ASHA's rungs), and those hold
 #: the evaluation's validation loss, not the training pass's.
-NOT_IN_SEARCHES = {("selection", "train_pass_val_loss"): "a resumed search replays selection from stored "
+NOT_IN_SEARCHES = {("selection", PASS_SELECTION): "a resumed search replays selection from stored "
                    "epochs, which hold the evaluation's validation loss only (use it with orthotune train)"}
+
 
 @dataclass(frozen=True)
 class Dimension:

@@ -40,6 +40,8 @@ import torch
 from torch import Tensor, nn
 
 from orthotune.core import (
+    LOSS_SELECTIONS,
+    PASS_SELECTION,
     EpochCallback,
     EpochReport,
     EpochValues,
@@ -49,11 +51,6 @@ from orthotune.core import (
     mean_or_zero,
 )
 from orthotune.training._options import DEFAULT_OPTIONS, TrainOptions
-
-#: The selection that reads the training pass's validation loss (:class:`Step`), and both
-#: selections by a loss.
-PASS_SELECTION = "train_pass_val_loss"
-LOSS_SELECTIONS = frozenset({"val_loss", PASS_SELECTION})
 
 #: Failure codes a pack reports per slot (0: none); the loop keeps the first.
 LOSS, OUTPUT, WEIGHT = 1, 2, 3

@@ -22,7 +22,7 @@ from torch import Tensor
 from torch.nn.utils import parametrize
 from torch_geometric.utils import remove_self_loops, to_edge_index
 
-from orthotune.core import ConfigResult, EpochCallback, TrainConfig, check
+from orthotune.core import PASS_SELECTION, ConfigResult, EpochCallback, TrainConfig, check
 from orthotune.models import (
     NodeModule,
     build_module_model,
@@ -34,7 +34,7 @@ from orthotune.models import (
 )
 from orthotune.training._base import BaseTrainer, OneRunPack
 from orthotune.training._drop_edge import edge_stream, kept_edges
-from orthotune.training._loop import PASS_SELECTION, Run, Steadiness, Step
+from orthotune.training._loop import Run, Steadiness, Step
 from orthotune.training._node_data import NodeData
 from orthotune.training._options import DEFAULT_OPTIONS, TrainOptions
 

@@ -45,6 +45,7 @@ from torch import Tensor, nn
 from torch_geometric.utils import remove_self_loops, to_edge_index
 
 from orthotune.core import (
+    PASS_SELECTION,
     ConfigResult,
     EpochCallback,
     Group,
@@ -66,7 +67,7 @@ from orthotune.models import (
 )
 from orthotune.training._base import BasePack, BaseTrainer
 from orthotune.training._drop_edge import edge_stream, slot_adjacency
-from orthotune.training._loop import PASS_SELECTION, LoopResult, Run, Steadiness, Step
+from orthotune.training._loop import LoopResult, Run, Steadiness, Step
 from orthotune.training._memory import pack_capacity
 from orthotune.training._modules import train_modules
 from orthotune.training._node_data import NodeData
@@ -128,10 +129,10 @@ def _state_bytes(config: TrainConfig, data: NodeData) -> int:
     return data.num_nodes * readout_width(config) * 4
 
 
-
 def masked_mean(per_node: Tensor, mask: Tensor) -> Tensor:
     """Each slot's mean of ``[N, slots]`` values over its own masked nodes, ``[slots]``."""
     return (per_node * mask).sum(0) / mask.sum(0).clamp_min(1)
+
 
 class _NodeTask(BaseTrainer):
     """The node task's trainer; what every pack of one call shares: the graph, its features
