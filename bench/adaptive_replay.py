@@ -20,13 +20,16 @@ import argparse
 import json
 import sys
 
+from orthotune.cli import default_store
+from orthotune.core import OrthotuneError
 from orthotune.reports import Filters, adaptive_replay
 from orthotune.search import FEW_TRIALS, LOOK_STEP, STOPPING_RULES
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--store", default="runs/store", help="the results store (default: runs/store)")
+    parser.add_argument("--store", default=default_store(),
+                        help="the results store (default: $ORTHOTUNE_STORE, else runs/store)")
     parser.add_argument("--search", nargs="+", required=True, help="the fixed-budget searches to replay")
     parser.add_argument("--rule", default="flat", help=f"stopping rule, one of: {', '.join(STOPPING_RULES.names())}")
     parser.add_argument("--first", type=int, default=FEW_TRIALS, help=f"first look (default: {FEW_TRIALS})")
@@ -57,4 +60,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except OrthotuneError as error:  # a store or search that is not there: one line and exit 2, as the CLI's
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(2)

@@ -28,6 +28,8 @@ import sys
 
 import numpy as np
 
+from orthotune.cli import default_store
+from orthotune.core import OrthotuneError
 from orthotune.reports import Filters, adaptive_replay
 from orthotune.search import LOOK_STEP, STOPPING_RULES, ArmTrials, StoppingRule
 
@@ -77,7 +79,8 @@ CANDIDATES = {
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--store", default="runs/store", help="the results store (default: runs/store)")
+    parser.add_argument("--store", default=default_store(),
+                        help="the results store (default: $ORTHOTUNE_STORE, else runs/store)")
     parser.add_argument("--search", nargs="+", required=True, help="the fixed-budget searches to replay")
     args = parser.parse_args(argv)
     for name, settled in CANDIDATES.items():
@@ -93,4 +96,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except OrthotuneError as error:  # a store or search that is not there: one line and exit 2, as the CLI's
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(2)

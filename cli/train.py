@@ -232,6 +232,9 @@ def summarise(result: ConfigResult) -> dict:
         OBJECTIVE: result.mean(OBJECTIVE),
         "test_acc": result.mean("test_acc"),
         "test_acc_std": result.std("test_acc"),
+        # each repeat's own, in the repeats' order: where one published run sits among ours
+        "val_accs": [r.val_acc for r in runs],
+        "test_accs": [r.test_acc for r in runs],
         "best_epoch": [r.best_epoch for r in runs] if len(runs) > 1 else runs[0].best_epoch,
         "epochs": [r.epochs for r in runs] if len(runs) > 1 else runs[0].epochs,
         "m_sig": result.mean("m_sig"),

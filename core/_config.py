@@ -1,10 +1,9 @@
 """The one training-config type: every field declared once, validated at the edge.
 
-The Ortho-GConv fields are declared once in :class:`_OrthoFields`, which both
-:class:`OrthoSettings` (what a model needs) and :class:`TrainConfig` (what a run needs)
-extend. Every field is a :func:`~orthotune.core._fields.option`: its rule, doc and group
-drive validation here and the space parser, store schema, CLI options and report keys
-elsewhere. A new switch is one line here.
+The Ortho-GConv fields are declared once in :class:`_OrthoFields`, which both :class:`OrthoSettings`
+(what a model needs) and :class:`TrainConfig` (what a run needs) extend. Every field is an
+:func:`~orthotune.core._fields.option`: its rule, doc and group drive validation here and the space
+parser, store schema, CLI options and report keys elsewhere. A new switch is one declaration here.
 """
 
 from __future__ import annotations
@@ -38,17 +37,16 @@ LOSS_SELECTIONS = frozenset({"val_loss", PASS_SELECTION})
 _O, _V, _C, _T, _R = Group.ORTHO, Group.VARIANT, Group.CELL, Group.TRAIN, Group.REPEATS
 #: Static caps of depth and hidden width (see the fields' declarations).
 MAX_DEPTH, MAX_HIDDEN = 1024, 4096
-#: The values of ``layout`` (what each builds: ``orthotune.models.OrthoGNN``).
-LAYOUTS = ("linear", "standard", "official")
+#: The values of ``layout`` (what each builds: ``orthotune.models.OrthoGNN``) and of ``init``.
+LAYOUTS, INITS = ("linear", "standard", "official"), ("glorot", "fan_out")
 #: The fields of the random setting's split (``orthotune.training`` draws it from them).
 SPLIT_FIELDS = ("split_train", "split_val", "split_stratify", "split_per_class")
-#: Who reads the fields some backbones only read (``option(..., backbones=...)``), as
-#: ``models`` and ``training`` build and train them, by the capabilities the backbones declare
-#: (``core.BackboneInfo``) or, for a backbone's own arguments, by name: orthotune's packed node
-#: backbones (``models.build_node_model``) and PyG's (``models.build_module_model``); a user's
-#: factory gets depth, hidden and dropout alone (``factory(in_size, hidden, out_size, depth,
-#: dropout)``), and its Ortho-GConv arm the Ortho-GConv values; graph backbones (Graph U-Nets)
-#: their own arguments and the mini-batch size.
+#: Who reads the fields some backbones only read (``option(..., backbones=...)``), as ``models`` and
+#: ``training`` build and train them, by the capabilities the backbones declare (``core.BackboneInfo``)
+#: or, for a backbone's own arguments, by name: orthotune's packed node backbones
+#: (``models.build_node_model``) and PyG's (``models.build_module_model``); a user's factory gets depth,
+#: hidden and dropout alone (``factory(in_size, hidden, out_size, depth, dropout)``), and its
+#: Ortho-GConv arm the Ortho-GConv values; graph backbones their own arguments and the batch size.
 _PACKED = readers(packed=True)
 #: node models whose ``layout`` places their graph convolutions (not SGC's or DAGNN's one form)
 _NODE_GRAPH = readers(task="node", reference=False, layouts=True)
@@ -114,10 +112,8 @@ class OrthoSettings(_OrthoFields):
 PROFILES: dict[str, dict[str, Any]] = {
     "default": {},
     "paper": dict(bound="frobenius", hybrid="init", target="cI", squared_norm=False, centre_rows=False),
-    # conv_bias is left to each config: the authors' hidden GCN convolutions have no bias
-    # (their `--bias` switches only the input/output layers'); the official presets set it.
-    # So are io_bias and input_dropout: only the authors' JKNet lacks input/output biases
-    # and input-feature dropout (their GCN and GCNII have both)
+    # conv_bias, io_bias and input_dropout are left to each config (the official presets set them): the
+    # authors' hidden GCN convolutions have no bias; only their JKNet lacks input/output biases and input dropout
     "official": dict(bound="covariance", centre_rows=True, hybrid="reparam", target="ones",
                      squared_norm=True, input_T=4, layout="official", selection="val_loss"),
 }
@@ -178,6 +174,10 @@ class TrainConfig(_OrthoFields):
     feature_transform: bool = option(True, Rule("bool"),
                                       "hidden transformations W(l); false: propagation only (the paper's "
                                       "Figure 1d)", _V, backbones=_PACKED)
+    init: str = option("glorot", Rule("str", choices=INITS),
+                       "how plain weights start: glorot (PyG's; biases zero) or fan_out (weights and biases "
+                       "uniform in +-1/sqrt(fan-out), as the DropEdge and GCNII authors' graph convolutions)", _V,
+                       backbones=_PACKED)
     jk: str = option("cat", Rule("str", choices=("cat", "max")), "JKNet aggregation", _V, backbones=readers("jknet"))
     gcnii_variant: bool = option(False, Rule("bool"), "GCNII* (separate weights for the two terms)", _V,
                                  backbones=readers("gcnii"))
@@ -293,8 +293,7 @@ class TrainConfig(_OrthoFields):
         self._check_split_fields()
 
     def _check_split_fields(self) -> None:
-        """The ``split_*`` fields belong to the random setting (its defaults fill them);
-        elsewhere they are refused rather than ignored."""
+        """The ``split_*`` fields belong to the random setting (its defaults fill them); elsewhere refused."""
         fields = {name: getattr(self, name) for name in SPLIT_FIELDS}
         if SETTINGS.get(self.setting).split != "random":
             given = [f"{k}={v!r}" for k, v in fields.items() if v is not None]
@@ -305,8 +304,8 @@ class TrainConfig(_OrthoFields):
 
     def _check_capabilities(self, task: str) -> None:
         """What the backbone's declaration says it cannot do is refused, not ignored: an
-        Ortho-GConv arm, dropping a bias it always has, and (a node backbone outside orthotune's
-        packed family: PyG's models, factories) the switches only that family has."""
+        Ortho-GConv arm, dropping a bias it always has, and (a backbone outside orthotune's packed
+        family: PyG's models, factories, graph backbones) the switches only that family has."""
         backbone = backbone_info(self.backbone)
         what = " is the structure-agnostic reference (it never reads an edge) and" if backbone.reference else ""
         check(not self.ortho or backbone.ortho_arm,
@@ -314,9 +313,10 @@ class TrainConfig(_OrthoFields):
               f"set ortho false")
         check(self.conv_bias or backbone.conv_bias != "fixed",
               f"conv_bias=False does not apply to {self.backbone} (its convolutions always have a bias)")
+        packed = ", ".join(n for n in BACKBONE_INFO if BACKBONE_INFO.get(n).packed)
+        check(self.init == "glorot" or backbone.packed, f"init={self.init!r} applies to {packed}, not {self.backbone}")
         if task != "node" or backbone.packed:
             return
-        packed = ", ".join(n for n in BACKBONE_INFO if BACKBONE_INFO.get(n).packed)
         check(self.layout != "official", f"layout='official' applies to {packed}, not {self.backbone}")
         check(self.feature_transform, f"feature_transform=False applies to {packed}, not {self.backbone}")
 

@@ -83,7 +83,7 @@ LIU_DAGNN = dict(hidden=64, lr=0.01, weight_decay=5e-3, dropout=0.8, epochs=1000
 #: their early stopping's patience of 400 on the validation loss of the training pass (dropout and
 #: dropped edges on: ``train_pass_val_loss``), whose checkpoint after that step is tested.
 RONG_INCEPGCN = dict(hidden=128, lr=0.004, weight_decay=5e-5, dropout=0.3, input_dropout=0.0, drop_edge=0.6,
-                     epochs=400, patience=400, selection=PASS_SELECTION)
+                     epochs=400, patience=400, selection=PASS_SELECTION, init="fan_out")
 
 #: Rong et al. (ICLR 2020), full-supervised GCN (their script/cora_GCN.sh and
 #: supervised/cora_GCN_nodrop.sh, train_new.py): hidden 128, dropout 0.8 after each hidden
@@ -95,10 +95,11 @@ RONG_INCEPGCN = dict(hidden=128, lr=0.004, weight_decay=5e-5, dropout=0.3, input
 #: :data:`RONG_DROP_EDGE`), the original keeps all. Their scripts publish these values for their
 #: 4-layer GCN (``--nbaseblocklayer 2``: graph-convolution input, 2 hidden, output) only; the
 #: paper's GCN-2 row has no script, so these values stand for both depths. Their adjacency
-#: (``--normalization FirstOrderGCN``) is the dropedge-full setting's. Kept differences: their
-#: weights start uniform in +-1/sqrt(fan-out) (ours PyG's), and they run one seed (42).
+#: (``--normalization FirstOrderGCN``) is the dropedge-full setting's; their layers' weights and biases
+#: start uniform in +-1/sqrt(fan-out) (``init="fan_out"``, as every DropEdge form here). Kept
+#: difference: they run one seed (42).
 RONG_GCN = dict(hidden=128, lr=0.01, weight_decay=5e-3, dropout=0.8, input_dropout=0.0, epochs=400, patience=400,
-                selection=PASS_SELECTION)
+                selection=PASS_SELECTION, init="fan_out")
 #: The DropEdge arm of Rong et al.'s scripts over :data:`RONG_GCN`: 30% of the edges dropped.
 RONG_DROP_EDGE = dict(drop_edge=0.3)
 
@@ -110,9 +111,15 @@ RONG_DROP_EDGE = dict(drop_edge=0.3)
 #: and ``--task_type semi`` the public split. Unlike :data:`RONG_GCN`, these are the values of
 #: the very depth the paper's row reports. Kept differences as :data:`RONG_GCN`'s.
 RONG_GCN_SEMI = dict(layout="standard", hidden=128, lr=0.007, weight_decay=1e-5, dropout=0.8, input_dropout=0.0,
-                     epochs=400, patience=400, selection=PASS_SELECTION)
+                     epochs=400, patience=400, selection=PASS_SELECTION, init="fan_out")
 #: The DropEdge arm of :data:`RONG_GCN_SEMI`: 40% of the edges kept (``--sampling_percent 0.4``).
 RONG_DROP_EDGE_SEMI = dict(drop_edge=0.6)
+#: The same model on CiteSeer (their script/semi-supervised/citeseer_GCN.sh and
+#: citeseer_GCN_nodrop.sh): lr 0.01, weight decay 5e-4, dropout 0.3, the rest as :data:`RONG_GCN_SEMI`.
+#: (Their PubMed scripts propagate by ``D^-1 (A + I)`` with a self-loop weight: not offered.)
+RONG_GCN_SEMI_CITESEER = {**RONG_GCN_SEMI, "lr": 0.01, "weight_decay": 5e-4, "dropout": 0.3}
+#: The DropEdge arm of :data:`RONG_GCN_SEMI_CITESEER`: 20% of the edges kept (``--sampling_percent 0.2``).
+RONG_DROP_EDGE_SEMI_CITESEER = dict(drop_edge=0.8)
 
 #: Rong et al. (ICLR 2020), full-supervised IncepGCN (their script/cora_IncepGCN.sh and
 #: supervised/cora_IncepGCN_nodrop.sh): ``--nbaseblocklayer 6``, orthotune's depth 8 (the longest
@@ -120,7 +127,7 @@ RONG_DROP_EDGE_SEMI = dict(drop_edge=0.6)
 #: 0.5 (none on the raw features), 400 epochs, patience 400, selected as :data:`RONG_GCN`;
 #: ``AugNormAdj``: the dropedge-full-aug setting. The paper's 8-layer row is this script's depth.
 RONG_INCEPGCN_FULL = dict(hidden=128, lr=0.01, weight_decay=1e-3, dropout=0.5, input_dropout=0.0, epochs=400,
-                          patience=400, selection=PASS_SELECTION)
+                          patience=400, selection=PASS_SELECTION, init="fan_out")
 #: The DropEdge arm of :data:`RONG_INCEPGCN_FULL`: 5% of the edges kept (``--sampling_percent 0.05``).
 RONG_DROP_EDGE_INCEPGCN_FULL = dict(drop_edge=0.95)
 

@@ -248,7 +248,8 @@ def build_node_model(
     model = BACKBONES.get(config.backbone)
     return model(in_channels, config.hidden, num_classes, config.depth, config.dropout, ortho=ortho, seeds=seeds,
                  layout=config.layout, batch_norm=config.batch_norm, feature_transform=config.feature_transform,
-                 input_dropout=config.input_dropout, io_bias=config.io_bias, **model.config_arguments(config))
+                 input_dropout=config.input_dropout, io_bias=config.io_bias, init=config.init,
+                 **model.config_arguments(config))
 
 
 def readout_width(config: TrainConfig) -> int:

@@ -1,26 +1,23 @@
 """The base of orthotune's packed node backbones (GCN, JKNet, GCNII: ``models._backbones``).
 
-Every model is one family behind :class:`OrthoGNN`, as in PyG's ``basic_gnn``: ``depth``
-graph convolutions (PyG's ``num_layers``), of which the ``layout`` makes the input and
-output layers linear maps or graph convolutions; the hidden ones each have a
-``hidden x hidden`` transformation ``W(l)`` (orthogonalised in the Ortho-GConv form; built
-by the :meth:`OrthoGNN.init_conv` hook; see :class:`OrthoGNN`). Propagation multiplies by the
-symmetrically normalised adjacency with self-loops (``A_hat``), computed once by the data
-module; passed as PyG's :class:`~torch_geometric.EdgeIndex` (see :func:`~models._packing.adjacency`) it is
-a sparse matmul whose backward pass reuses a transposed layout cached once instead of
-transposing the sparse matrix every epoch.
+Every model is one family behind :class:`OrthoGNN`, as in PyG's ``basic_gnn``: ``depth`` graph convolutions
+(PyG's ``num_layers``), of which the ``layout`` makes the input and output layers linear maps or graph
+convolutions; the hidden ones each have a ``hidden x hidden`` transformation ``W(l)`` (orthogonalised in the
+Ortho-GConv form; built by the :meth:`OrthoGNN.init_conv` hook; see :class:`OrthoGNN`). Propagation multiplies
+by the symmetrically normalised adjacency with self-loops (``A_hat``), computed once by the data module;
+passed as PyG's :class:`~torch_geometric.EdgeIndex` (see :func:`~models._packing.adjacency`) it is a sparse
+matmul whose backward pass reuses a transposed layout cached once instead of transposing the sparse matrix
+every epoch.
 
-All models carry a leading *pack* dimension: ``packs`` independent models (own seeds,
-own Ortho-GConv settings, own dropout masks, own BatchNorm statistics) trained as one.
-Every parameter and buffer has the pack as its first dimension. Hidden states are
-pack-major, ``[packs, N, hidden]``: each pack's transformation is one matrix of a
-batched matmul, and propagation multiplies all packs at once by a block-diagonal
-``A_hat`` (one copy per pack, built once per adjacency; as fast as one product over
-``[N, packs * hidden]``, without the copies between layouts). Node features may be dense
-``[N, in]`` or :class:`~models._layers.SparseFeatures` (the trainer passes sparse
-bag-of-words features that way: the input projection is then one block-diagonal sparse
-matmul for all packs and dropout masks the non-zeros). An epoch therefore issues the same
-kernels whatever the pack size.
+All models carry a leading *pack* dimension: ``packs`` independent models (own seeds, own Ortho-GConv
+settings, own dropout masks, own BatchNorm statistics) trained as one. Every parameter and buffer has the pack
+as its first dimension. Hidden states are pack-major, ``[packs, N, hidden]``: each pack's transformation is
+one matrix of a batched matmul, and propagation multiplies all packs at once by a block-diagonal ``A_hat``
+(one copy per pack, built once per adjacency; as fast as one product over ``[N, packs * hidden]``, without the
+copies between layouts). Node features may be dense ``[N, in]`` or :class:`~models._layers.SparseFeatures`
+(the trainer passes sparse bag-of-words features that way: the input projection is then one block-diagonal
+sparse matmul for all packs and dropout masks the non-zeros). An epoch therefore issues the same kernels
+whatever the pack size.
 """
 
 from __future__ import annotations
@@ -40,6 +37,7 @@ from orthotune.models._layers import (
     PackedLinear,
     SparseFeatures,
     effective_weights,
+    init_biases_,
     regularisation,
     share_targets,
 )
@@ -48,8 +46,8 @@ from orthotune.models._rules import check_rules
 
 
 class Pass(NamedTuple):
-    """One forward pass with what training and the steadiness metrics need; node-major
-    views of the pack-major states."""
+    """One forward pass with what training and the steadiness metrics need; node-major views of the pack-major
+    states."""
 
     logits: Tensor  # [N, packs, out]
     first: Tensor  # h(0): the input layer's output, input of the first hidden convolution, [N, packs, hidden]
@@ -67,10 +65,9 @@ class Layout(NamedTuple):
 
 
 class OrthoGNN(nn.Module):
-    """Base class of the node backbones, as PyG's ``BasicGNN``: construction goes through
-    hooks that each layout and switch fill in (:meth:`init_input`, :meth:`init_conv`,
-    :meth:`init_output`, :meth:`init_extra`, ...), and subclasses define
-    :meth:`convolve` (one hidden layer) and may widen what the head reads
+    """Base class of the node backbones, as PyG's ``BasicGNN``: construction goes through hooks that each
+    layout and switch fill in (:meth:`init_input`, :meth:`init_conv`, :meth:`init_output`, :meth:`init_extra`,
+    ...), and subclasses define :meth:`convolve` (one hidden layer) and may widen what the head reads
     (:meth:`readout_channels`, :meth:`readout`).
 
     ``depth`` counts every graph convolution, i.e. the propagations by ``A_hat`` of one
@@ -102,7 +99,8 @@ class OrthoGNN(nn.Module):
     ``batch_norm`` normalises each convolution's output before its activation, per pack
     slot (the hidden ones and a graph-convolution input layer);
     ``feature_transform=False`` drops every ``W(l)`` (propagation only, the paper's Figure
-    1d), which leaves nothing to orthogonalise.
+    1d), which leaves nothing to orthogonalise; ``init`` is how plain weights and biases start
+    (``TrainConfig.init``: Glorot and zeros, or uniform in ``+-1/sqrt(fan-out)``).
     """
 
     #: Per layout: which end layers are graph convolutions (subclasses override entries).
@@ -134,6 +132,7 @@ class OrthoGNN(nn.Module):
         feature_transform: bool = True,
         input_dropout: float | None = None,
         io_bias: bool = True,
+        init: str = "glorot",
     ) -> None:
         super().__init__()
         check_rules(depth=depth, dropout=dropout, input_dropout=input_dropout, hidden=hidden_channels,
@@ -163,6 +162,8 @@ class OrthoGNN(nn.Module):
         self.propagation = SimpleConv(aggr="sum")
         self._blocks: tuple[EdgeIndex, OptTensor, BlockAdjacency] | None = None
         self._streams: list[torch.Generator] | None = None  # per slot, made on first use
+        self.init = init  # on every transformation, a subclass's own included, before they are drawn
+        self.apply(lambda layer: setattr(layer, "init", init) if isinstance(layer, PackedLinear) else None)
         self.reset_parameters()
 
     # --- what a layout makes of a depth -------------------------------------------------
@@ -252,7 +253,7 @@ class OrthoGNN(nn.Module):
         self.reset_extra(generators)
         for bias in (*self.conv_biases, self.input_bias, self.output_bias):
             if bias is not None:
-                nn.init.zeros_(bias)
+                init_biases_(bias, self.init, generators)
         for norm in self.norms:
             norm.reset_parameters()
 
@@ -268,8 +269,7 @@ class OrthoGNN(nn.Module):
         return [p for name, p in self.named_parameters() if name.startswith("output")]
 
     def io_parameters(self) -> list[nn.Parameter]:
-        """The input and output layers' parameters; everything else belongs to the hidden
-        convolutions (``weight_decay``)."""
+        """The input and output layers' parameters; the rest is the hidden convolutions' (``weight_decay``)."""
         return [*self.input_parameters(), *self.output_parameters()]
 
     # --- forward ---------------------------------------------------------------------------

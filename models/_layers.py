@@ -11,6 +11,7 @@ slot draws its own mask, and all slots' products run as one block-diagonal spars
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -190,6 +191,16 @@ class _PackedSparseMatmul(torch.autograd.Function):
         return None, None, grad_weight.view(packs, channels, -1)
 
 
+def init_biases_(bias: Tensor, init: str, generators: Sequence[torch.Generator | None]) -> None:
+    """A ``[packs, channels]`` bias as ``init`` starts it (``TrainConfig.init``): zeros
+    (``glorot``), or each slot uniform in ``+-1/sqrt(channels)`` from its own generator."""
+    with torch.no_grad():
+        if init != "fan_out":
+            bias.zero_()
+        for p, generator in enumerate(generators if init == "fan_out" else ()):
+            bias[p].uniform_(-1 / math.sqrt(bias.shape[-1]), 1 / math.sqrt(bias.shape[-1]), generator=generator)
+
+
 class PackedLinear(nn.Module):
     """``y = x W_p^T + b_p`` for each of ``packs`` models ``p`` at once.
 
@@ -246,18 +257,25 @@ class PackedLinear(nn.Module):
                 self.register_buffer("c", target)
         self.reset_parameters()
 
+    #: How a plain (not Ortho-GConv) weight and the bias start (``TrainConfig.init``); the model
+    #: sets it on each of its layers before its first initialisation.
+    init = "glorot"
+
     def reset_parameters(self, generators: Sequence[torch.Generator | None] | None = None) -> None:
         generators = generators or [None] * self.packs
         for p, generator in enumerate(generators):
             if self.ortho is not None:
                 init_ortho_weight_(self.weight.data[p], self.ortho[p], generator)
+            elif self.init == "fan_out":  # their [in, out] weight's size(1): our out_channels
+                bound = 1 / math.sqrt(self.out_channels)
+                self.weight.data[p].uniform_(-bound, bound, generator=generator)
             else:
                 nn.init.xavier_uniform_(self.weight.data[p], generator=generator)
             if self.init_ortho is not None:
                 settings = self.init_ortho[p]
                 orthogonalise_once_(self.weight.data[p], settings.input_T, settings, self.init_ortho_rows)
         if self.bias is not None:
-            nn.init.zeros_(self.bias)
+            init_biases_(self.bias, self.init, generators)
         if self.ortho is not None:
             nn.init.ones_(self.c)
 

@@ -15,7 +15,8 @@ Every function here takes arrays with any leading batch shape (the A/A simulatio
 10^4 families at once) and is a pure function of one arm's trials in the order the searcher
 proposed them: nothing of Ray, the store or the reports. The rules are chosen by name
 (:data:`STOPPING_RULES`); ``never`` is the fixed budget; ``flat-or-same`` an opt-in, more
-lenient rule (its replay and its held-out check: ``docs/adaptive.md``).
+lenient rule that failed its held-out check: it stops more, and changes more of the fixed
+budget's verdicts than ``flat`` (the replays: ``docs/adaptive.md``).
 """
 
 from __future__ import annotations
@@ -162,7 +163,8 @@ STOPPING_RULES.add("flat-or-same", StoppingRule(
     "flat-or-same",
     f"an arm is settled at a look k when it is flat (the flat rule) or its validation-selected winner among its "
     f"first k trials is the winner among its first k - {LOOK_STEP} (its last {LOOK_STEP} trials changed nothing the "
-    f"verdict reads); a pair stops when both arms are; validation only, read the same way for both arms",
+    f"verdict reads); a pair stops when both arms are; validation only, read the same way for both arms; "
+    f"it changes more of the fixed budget's verdicts than flat on held-out corpora (docs/adaptive.md#citeseer)",
     flat_or_same, f"both arms flat on validation over k = {{half}}..{{k}} or unchanged winners over the last "
     f"{LOOK_STEP} trials"))
 STOPPING_RULES.add("never", StoppingRule(

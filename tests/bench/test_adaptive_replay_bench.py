@@ -2,6 +2,8 @@
 stored fixed-budget search (hand-made here: both arms settled from their first trial)."""
 
 import importlib.util
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -35,3 +37,13 @@ def test_the_replay_prints_each_pairs_verdicts_stop_and_the_totals(tmp_path, cap
     assert row.split()[-2:] == ["20", "50%"] and row.count("gain, significant") == 2
     assert out[-1].startswith("kept the fixed budget's verdict: 1 of 1 pairs (100%); trials: 50.0% of the fixed "
                               "budget's")
+
+
+@pytest.mark.parametrize("script", ["adaptive_replay.py", "stopping_candidates.py"])
+def test_a_missing_store_is_one_line_and_exit_2_and_the_store_comes_from_the_environment(tmp_path, script):
+    """Like the CLI: $ORTHOTUNE_STORE names the store when --store does not."""
+    missing = tmp_path / "no-store"
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / script), "--search", "x"], capture_output=True,
+                          text=True, timeout=120, cwd=tmp_path, env={**os.environ, "ORTHOTUNE_STORE": str(missing)})
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.splitlines() == [f"error: no orthotune store at {str(missing)!r}"]

@@ -15,6 +15,15 @@ def test_train_json_has_the_documented_keys(capsys):
         assert key in summary
 
 
+def test_train_json_carries_each_repeats_accuracies_and_their_mean(capsys):
+    assert main(["train", "--dataset", "cora", "--depth", "2", "--epochs", "5", "--seed", "0", "1", "2",
+                 "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert len(summary["test_accs"]) == len(summary["val_accs"]) == 3
+    assert summary["test_acc"] == pytest.approx(sum(summary["test_accs"]) / 3)
+    assert summary["val_acc"] == pytest.approx(sum(summary["val_accs"]) / 3)
+
+
 def test_a_backbone_without_an_ortho_arm_trains_its_original_and_prints_what_it_reads(capsys):
     """No --no-ortho needed: the reference has no Ortho-GConv arm, so `train` takes the original;
     its printed config carries only the fields it reads (no Ortho-GConv switch)."""

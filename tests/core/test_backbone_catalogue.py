@@ -61,6 +61,12 @@ def test_what_a_config_may_do_follows_the_declared_capabilities(declare):
         TrainConfig(dataset="cora", backbone="stiff", conv_bias=False)
     with pytest.raises(ConfigError, match="layout='official' applies to gcn, jknet, gcnii, incepgcn, not stiff"):
         TrainConfig(dataset="cora", backbone="stiff", layout="official")
+    with pytest.raises(ConfigError, match="init='fan_out' applies to gcn, jknet, gcnii, incepgcn, not stiff"):
+        TrainConfig(dataset="cora", backbone="stiff", init="fan_out")
+    with pytest.raises(ConfigError, match="init='fan_out' applies to gcn, jknet, gcnii, incepgcn, not gunet"):
+        TrainConfig(dataset="proteins", backbone="gunet", init="fan_out")
+    with pytest.raises(ConfigError, match="init='kaiming' must be one of 'glorot', 'fan_out'"):
+        TrainConfig(dataset="cora", init="kaiming")
     with pytest.raises(ConfigError, match="backbone 'blind' with ortho=True: blind has no Ortho-GConv arm; set"):
         TrainConfig(dataset="cora", backbone="blind")
     assert TrainConfig(dataset="cora", backbone="blind", ortho=False).backbone == "blind"

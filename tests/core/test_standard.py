@@ -4,7 +4,9 @@ from orthotune.core import (
     RONG_DROP_EDGE,
     RONG_DROP_EDGE_INCEPGCN_FULL,
     RONG_DROP_EDGE_SEMI,
+    RONG_DROP_EDGE_SEMI_CITESEER,
     RONG_GCN_SEMI,
+    RONG_GCN_SEMI_CITESEER,
     STANDARD_FORMS,
     TrainConfig,
     standard_form,
@@ -50,3 +52,17 @@ def test_dropedges_full_incepgcn_form_is_their_8_layer_script_on_the_augmented_s
         "standard", 128, 0.01, 1e-3, 0.5, 0.0)
     assert (config.drop_edge, config.epochs, config.patience, config.selection) == (0.95, 400, 400,
                                                                                    "train_pass_val_loss")
+
+
+def test_dropedges_forms_start_their_weights_as_their_layers_do():
+    """Their GraphConvolutionBS draws weights and biases uniform in +-1/sqrt(fan-out): every
+    DropEdge form says so, and builds a config that does."""
+    forms = [STANDARD_FORMS[key].values for key in (("dropedge-full", "gcn"), ("dropedge-full-aug", "incepgcn"),
+                                                    ("semi", "incepgcn"))]
+    for values in (*forms, RONG_GCN_SEMI, RONG_GCN_SEMI_CITESEER):
+        assert values["init"] == "fan_out"
+    config = TrainConfig.from_dict({"dataset": "citeseer", "setting": "semi", "backbone": "gcn", "depth": 2,
+                                    "ortho": False, **RONG_GCN_SEMI_CITESEER, **RONG_DROP_EDGE_SEMI_CITESEER})
+    assert (config.init, config.lr, config.weight_decay, config.dropout, config.drop_edge) == (
+        "fan_out", 0.01, 5e-4, 0.3, 0.8)
+    assert "init" not in STANDARD_FORMS[("semi", "gcn")].values  # Kipf & Welling's GCN starts as Glorot's

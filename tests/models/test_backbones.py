@@ -1,3 +1,5 @@
+import math
+
 import pytest
 import torch
 
@@ -63,6 +65,9 @@ SWITCHES = [
     ("jknet", {"jk": "max", "layout": "official"}),
     ("gcnii", {"variant": True}),
     ("gcnii", {"batch_norm": True, "layout": "official"}),
+    ("gcn", {"init": "fan_out", "layout": "standard"}),
+    ("jknet", {"init": "fan_out", "self_loop": True}),
+    ("incepgcn", {"init": "fan_out", "layout": "standard"}),
 ]
 
 
@@ -334,3 +339,27 @@ def test_io_parameters_are_the_input_and_output_layers(layout):
     assert io == inputs | outputs
     convolutions = [p for p in model.parameters() if id(p) not in io]
     assert any(p is model.transforms[0].weight for p in convolutions)
+
+
+def test_fan_out_init_draws_weights_and_biases_as_the_authors_layers():
+    """``init="fan_out"``: every plain weight uniform in +-1/sqrt(out) and every bias in
+    +-1/sqrt(its width), each slot its own draw; ``glorot`` keeps the biases at zero."""
+    fan_out = BACKBONES.get("gcn")(20, 8, 3, 3, layout="standard", seeds=(0, 1), init="fan_out")
+    for layer in (fan_out.input, *fan_out.transforms, fan_out.output):
+        bound = 1 / math.sqrt(layer.out_channels)
+        assert 0.8 * bound < layer.weight.abs().max() <= bound
+        assert not torch.equal(layer.weight[0], layer.weight[1])
+    biases = [*fan_out.conv_biases, fan_out.input_bias, fan_out.output_bias]
+    assert len(biases) == 3
+    for bias in biases:
+        assert 0 < bias.abs().max() <= 1 / math.sqrt(bias.shape[-1]) and not torch.equal(bias[0], bias[1])
+    linear = BACKBONES.get("gcn")(20, 8, 3, 3, layout="linear", seeds=(0,), init="fan_out")
+    assert linear.output.bias.abs().max() > 0  # a linear layer's own bias too
+    glorot = BACKBONES.get("gcn")(20, 8, 3, 3, layout="standard", seeds=(0, 1))
+    assert all(not bias.any() for bias in (*glorot.conv_biases, glorot.input_bias, glorot.output_bias))
+    # the Ortho-GConv arm's square weights keep their own (hybrid) initialisation
+    ortho = BACKBONES.get("gcn")(20, 8, 3, 3, ortho=[OrthoSettings(beta=0.0)], init="fan_out")
+    assert all(torch.equal(t.weight[0], torch.eye(8)) for t in ortho.transforms)
+    config = TrainConfig(dataset="cora", backbone="incepgcn", depth=4, hidden=8, init="fan_out", ortho=False)
+    model = build_node_model(config, 20, 3, seeds=(0,), ortho=None)
+    assert model.init == "fan_out" and all(t.init == "fan_out" for t in model.transforms)

@@ -37,7 +37,8 @@ TRIALS = [
     ("hybrid", STR), ("target", STR), ("target_trainable", BOOL), ("squared_norm", BOOL), ("centre_rows", BOOL),
     ("norm_groups", INT), ("input_T", INT), ("dataset", STR, REQUIRED), ("setting", STR, REQUIRED),
     ("backbone", STR, REQUIRED), ("depth", INT), ("ortho", BOOL), ("arm", STR), ("variant", STR), ("layout", STR),
-    ("conv_bias", BOOL), ("io_bias", BOOL), ("batch_norm", BOOL), ("feature_transform", BOOL), ("jk", STR),
+    ("conv_bias", BOOL), ("io_bias", BOOL), ("batch_norm", BOOL), ("feature_transform", BOOL), ("init", STR),
+    ("jk", STR),
     ("gcnii_variant", BOOL), ("self_loop", BOOL), ("directed", BOOL), ("treatment", STR), ("selection", STR),
     ("hidden", INT),
     ("lr", FLOAT), ("weight_decay", FLOAT), ("weight_decay_io", FLOAT), ("weight_decay_output", FLOAT),
@@ -136,8 +137,10 @@ def _with_arm(expected: dict) -> dict:
     added since, each after the one it follows: ``arm`` (named arms) null, as a default pair's
     row writes it (its arm derives from ``ortho``); the ``treatment`` switch at its declared
     default, the empty string (``_migrate.fill_switch_defaults``); ``drop_edge`` null (a run
-    before DropEdge dropped no edge)."""
-    after = {"ortho": ("arm", None), "directed": ("treatment", ""), "dropout": ("drop_edge", None)}
+    before DropEdge dropped no edge); the ``init`` switch at its default, ``glorot`` (how every
+    weight started before it)."""
+    after = {"ortho": ("arm", None), "directed": ("treatment", ""), "dropout": ("drop_edge", None),
+             "feature_transform": ("init", "glorot")}
 
     def row(r: dict) -> dict:
         out = {}

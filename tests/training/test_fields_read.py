@@ -25,7 +25,8 @@ FACTORY = "factories_for_tests:small_gcn"
 NODE_BACKBONES = ["gcn", "jknet", "gcnii", "gat", "sage", "gin", "appnp", "sgc", "dagnn", "incepgcn", FACTORY]
 #: Another valid value of each field that only some backbones read.
 OTHER = {"input_T": 2, "layout": "standard", "conv_bias": False, "io_bias": False, "batch_norm": True,
-         "feature_transform": False, "jk": "max", "gcnii_variant": True, "self_loop": True, "directed": True,
+         "feature_transform": False, "init": "fan_out", "jk": "max", "gcnii_variant": True, "self_loop": True,
+         "directed": True,
          "weight_decay_io": 0.5, "weight_decay_output": 0.5, "input_dropout": 0.9, "alpha": 0.9, "theta": 2.0,
          "heads": 2, "aggr": "max", "K": 2, "batch_size": 4, "drop_edge": 0.5,
          "treatment": "treatments_for_tests:wrapped",
@@ -37,7 +38,8 @@ OTHER = {"input_T": 2, "layout": "standard", "conv_bias": False, "io_bias": Fals
 READER = {"input_T": "gcn", "layout": "gcn", "conv_bias": "sage", "io_bias": "appnp", "batch_norm": "gin",
           "jk": "jknet", "gcnii_variant": "gcnii", "self_loop": "jknet", "directed": FACTORY,
           "weight_decay_io": "gat", "weight_decay_output": "gcn", "input_dropout": "appnp", "alpha": "gcnii",
-          "theta": "gcnii", "heads": "gat", "aggr": "sage", "K": "appnp", "drop_edge": "gcn", "treatment": "sgc"}
+          "theta": "gcnii", "heads": "gat", "aggr": "sage", "K": "appnp", "drop_edge": "gcn", "treatment": "sgc",
+          "init": "incepgcn"}
 RESTRICTED = [f.name for f in declared(TrainConfig) if f.metadata["backbones"] is not None]
 
 
