@@ -59,6 +59,10 @@ Groups (``--only``; all by default):
   DropEdge keeping 40%): 81.10 / 82.80; and on CiteSeer at that dataset's script values
   (``RONG_GCN_SEMI_CITESEER``, DropEdge keeping 20%): 70.80 / 72.30. The paper publishes one run
   per cell (seed 42), no std: the rows say so.
+- ``dropedge-jknet``: JKNet with and without DropEdge (the authors' README table, full-supervised
+  Cora, their ``cora_JKNet.sh``: the dense block of 14 hidden convolutions, depth 16 in the
+  ``official`` layout, ``STANDARD_FORMS[("dropedge-full-aug", "jknet")]``, DropEdge keeping 20%):
+  86.20 / 88.00, 10 seeds, in the ``dropedge-full-aug`` setting.
 - ``incepgcn``: IncepGCN with and without DropEdge (Rong et al., ICLR 2020, the authors' README
   table) in their full-supervised protocol on Cora with the augmented adjacency their IncepGCN
   script passes (the ``dropedge-full-aug`` setting), 8 layers, 10 seeds, at that script's values
@@ -90,6 +94,7 @@ import torch
 from orthotune.core import (
     RONG_DROP_EDGE,
     RONG_DROP_EDGE_INCEPGCN_FULL,
+    RONG_DROP_EDGE_JKNET_FULL,
     RONG_DROP_EDGE_SEMI,
     RONG_DROP_EDGE_SEMI_CITESEER,
     RONG_GCN_SEMI,
@@ -132,9 +137,13 @@ DROPEDGE = {2: (86.10, 86.50), 4: (85.50, 87.60)}
 #: with each dataset's script values: dataset -> (values, DropEdge arm, original, DropEdge).
 DROPEDGE_SEMI = {"cora": (RONG_GCN_SEMI, RONG_DROP_EDGE_SEMI, 81.10, 82.80),
                  "citeseer": (RONG_GCN_SEMI_CITESEER, RONG_DROP_EDGE_SEMI_CITESEER, 70.80, 72.30)}
-#: Their README's full-supervised Cora IncepGCN, 8 layers (original, DropEdge): their script's depth.
-INCEPGCN_FULL = (8, 86.70, 88.20)
-GROUPS = ["kipf", "gcnii", "gunet", "table3", "mlp", "gcnii-full", "errica", "methods", "dropedge", "incepgcn"]
+#: Their README's full-supervised Cora rows on the augmented adjacency, at their scripts' depths:
+#: group -> (backbone, depth, original, DropEdge, the DropEdge arm's treatment).
+FULL_AUG = {"incepgcn": ("incepgcn", 8, 86.70, 88.20, RONG_DROP_EDGE_INCEPGCN_FULL),
+            "dropedge-jknet": ("jknet", 16, 86.20, 88.00, RONG_DROP_EDGE_JKNET_FULL)}
+BACKBONE_LABELS = {"incepgcn": "IncepGCN", "jknet": "JKNet"}
+GROUPS = ["kipf", "gcnii", "gunet", "table3", "mlp", "gcnii-full", "errica", "methods", "dropedge", "incepgcn",
+          "dropedge-jknet"]
 LAYERS = (2, 4, 8)
 FLAGS = {"splits": "split", "seeds": "seed"}
 #: What the original arm does not read (left out of its command).
@@ -211,14 +220,16 @@ def rows(args: argparse.Namespace) -> Iterator[Row]:
                 yield Row("methods", f"{dataset} {backbone.upper()} depth {depth}", values, mean, std)
     if "dropedge" in args.only:
         yield from dropedge_rows(wanted)
-    if "incepgcn" in args.only and "cora" in wanted:
-        depth, plain, dropped = INCEPGCN_FULL
-        for arm, treatment, number in (("original", {}, plain), ("DropEdge", RONG_DROP_EDGE_INCEPGCN_FULL, dropped)):
-            values = {"dataset": "cora", "setting": "dropedge-full-aug", "backbone": "incepgcn", "depth": depth,
-                      "ortho": False, **standard_form("dropedge-full-aug", "incepgcn", "cora"), **treatment,
+    for group, (backbone, depth, plain, dropped, treatment) in FULL_AUG.items():
+        if group not in args.only or "cora" not in wanted:
+            continue
+        for arm, arm_values, number in (("original", {}, plain), ("DropEdge", treatment, dropped)):
+            values = {"dataset": "cora", "setting": "dropedge-full-aug", "backbone": backbone, "depth": depth,
+                      "ortho": False, **standard_form("dropedge-full-aug", backbone, "cora"), **arm_values,
                       "seeds": list(range(10))}
-            label = f"cora IncepGCN-{depth} {arm} (Rong et al., full-supervised; one run published, no std)"
-            yield Row("incepgcn", label, values, number)
+            label = (f"cora {BACKBONE_LABELS[backbone]}-{depth} {arm} (Rong et al., full-supervised; one run "
+                     f"published, no std)")
+            yield Row(group, label, values, number)
     yield from structure_rows(args, wanted)
 
 

@@ -93,6 +93,7 @@ from orthotune.core._results import (
 from orthotune.core._standard import (
     RONG_DROP_EDGE,
     RONG_DROP_EDGE_INCEPGCN_FULL,
+    RONG_DROP_EDGE_JKNET_FULL,
     RONG_DROP_EDGE_SEMI,
     RONG_DROP_EDGE_SEMI_CITESEER,
     RONG_GCN_SEMI,
@@ -123,6 +124,7 @@ __all__ = [
     "RESULT_COLUMNS",
     "RONG_DROP_EDGE",
     "RONG_DROP_EDGE_INCEPGCN_FULL",
+    "RONG_DROP_EDGE_JKNET_FULL",
     "RONG_DROP_EDGE_SEMI",
     "RONG_DROP_EDGE_SEMI_CITESEER",
     "RONG_GCN_SEMI",

@@ -130,6 +130,17 @@ RONG_INCEPGCN_FULL = dict(hidden=128, lr=0.01, weight_decay=1e-3, dropout=0.5, i
                           patience=400, selection=PASS_SELECTION, init="fan_out")
 #: The DropEdge arm of :data:`RONG_INCEPGCN_FULL`: 5% of the edges kept (``--sampling_percent 0.05``).
 RONG_DROP_EDGE_INCEPGCN_FULL = dict(drop_edge=0.95)
+#: Rong et al. (ICLR 2020), full-supervised JKNet (their script/cora_JKNet.sh and cora_JKNet_nodrop.sh,
+#: ``--type densegcn``, the Ortho-GConv authors' JKNet too): ``--nbaseblocklayer 14``, depth 16 in the
+#: ``official`` layout (graph-convolution input, 14 hidden convolutions, jumping knowledge over the input
+#: layer and each of them, graph-convolution output), a bias on every layer, hidden 128, lr 0.008, weight
+#: decay 5e-4 on every parameter, dropout 0.8 (none on the raw features), 400 epochs, patience 400,
+#: selected as :data:`RONG_GCN`; ``AugNormAdj``: the dropedge-full-aug setting.
+RONG_JKNET_FULL = dict(layout="official", conv_bias=True, io_bias=True, hidden=128, lr=0.008, weight_decay=5e-4,
+                       dropout=0.8, input_dropout=0.0, epochs=400, patience=400, selection=PASS_SELECTION,
+                       init="fan_out")
+#: The DropEdge arm of :data:`RONG_JKNET_FULL`: 20% of the edges kept (``--sampling_percent 0.2``).
+RONG_DROP_EDGE_JKNET_FULL = dict(drop_edge=0.8)
 
 STANDARD_FORMS: dict[tuple[str, str], StandardForm] = {
     # their GraphConvolution layers have no bias (PyG's GCNConv has one)
@@ -156,6 +167,8 @@ STANDARD_FORMS: dict[tuple[str, str], StandardForm] = {
     ("dropedge-full", "gcn"): StandardForm("gcn", "dropedge-full", "Rong et al., ICLR 2020 (cora_GCN.sh)", RONG_GCN),
     ("dropedge-full-aug", "incepgcn"): StandardForm("incepgcn", "dropedge-full-aug",
                                                     "Rong et al., ICLR 2020 (cora_IncepGCN.sh)", RONG_INCEPGCN_FULL),
+    ("dropedge-full-aug", "jknet"): StandardForm("jknet", "dropedge-full-aug", "Rong et al., ICLR 2020 (cora_JKNet.sh)",
+                                                 RONG_JKNET_FULL),
 }
 
 

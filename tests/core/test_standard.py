@@ -3,6 +3,7 @@
 from orthotune.core import (
     RONG_DROP_EDGE,
     RONG_DROP_EDGE_INCEPGCN_FULL,
+    RONG_DROP_EDGE_JKNET_FULL,
     RONG_DROP_EDGE_SEMI,
     RONG_DROP_EDGE_SEMI_CITESEER,
     RONG_GCN_SEMI,
@@ -58,7 +59,7 @@ def test_dropedges_forms_start_their_weights_as_their_layers_do():
     """Their GraphConvolutionBS draws weights and biases uniform in +-1/sqrt(fan-out): every
     DropEdge form says so, and builds a config that does."""
     forms = [STANDARD_FORMS[key].values for key in (("dropedge-full", "gcn"), ("dropedge-full-aug", "incepgcn"),
-                                                    ("semi", "incepgcn"))]
+                                                    ("dropedge-full-aug", "jknet"), ("semi", "incepgcn"))]
     for values in (*forms, RONG_GCN_SEMI, RONG_GCN_SEMI_CITESEER):
         assert values["init"] == "fan_out"
     config = TrainConfig.from_dict({"dataset": "citeseer", "setting": "semi", "backbone": "gcn", "depth": 2,
@@ -66,3 +67,17 @@ def test_dropedges_forms_start_their_weights_as_their_layers_do():
     assert (config.init, config.lr, config.weight_decay, config.dropout, config.drop_edge) == (
         "fan_out", 0.01, 5e-4, 0.3, 0.8)
     assert "init" not in STANDARD_FORMS[("semi", "gcn")].values  # Kipf & Welling's GCN starts as Glorot's
+
+
+def test_dropedges_full_jknet_form_is_their_dense_block_of_16_with_every_bias():
+    """Their densegcn (--nbaseblocklayer 14) is orthotune's official JKNet at depth 16, with the
+    biases their layers have (the Ortho-GConv authors' JKNet drops them; DropEdge's does not)."""
+    values = standard_form("dropedge-full-aug", "jknet", "cora")
+    config = TrainConfig.from_dict({"dataset": "cora", "setting": "dropedge-full-aug", "backbone": "jknet",
+                                    "depth": 16, "ortho": False, **values, **RONG_DROP_EDGE_JKNET_FULL})
+    assert (config.layout, config.conv_bias, config.io_bias, config.jk, config.self_loop) == (
+        "official", True, True, "cat", False)
+    assert (config.hidden, config.lr, config.weight_decay, config.dropout, config.input_dropout, config.drop_edge) == (
+        128, 0.008, 5e-4, 0.8, 0.0, 0.8)
+    assert (config.epochs, config.patience, config.selection, config.init) == (400, 400, "train_pass_val_loss",
+                                                                               "fan_out")
