@@ -11,7 +11,6 @@ slot draws its own mask, and all slots' products run as one block-diagonal spars
 
 from __future__ import annotations
 
-import math
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -24,6 +23,7 @@ from orthotune.core import OrthoSettings, check
 from orthotune.models._dropout import dropout
 from orthotune.models._ortho import (
     check_packable,
+    fan_out_uniform_,
     init_ortho_weight_,
     mix_identity,
     newton_orthogonalise,
@@ -194,11 +194,11 @@ class _PackedSparseMatmul(torch.autograd.Function):
 def init_biases_(bias: Tensor, init: str, generators: Sequence[torch.Generator | None]) -> None:
     """A ``[packs, channels]`` bias as ``init`` starts it (``TrainConfig.init``): zeros
     (``glorot``), or each slot uniform in ``+-1/sqrt(channels)`` from its own generator."""
-    with torch.no_grad():
-        if init != "fan_out":
-            bias.zero_()
-        for p, generator in enumerate(generators if init == "fan_out" else ()):
-            bias[p].uniform_(-1 / math.sqrt(bias.shape[-1]), 1 / math.sqrt(bias.shape[-1]), generator=generator)
+    if init != "fan_out":
+        nn.init.zeros_(bias)
+        return
+    for p, generator in enumerate(generators):
+        fan_out_uniform_(bias.data[p], bias.shape[-1], generator)
 
 
 class PackedLinear(nn.Module):
@@ -267,8 +267,7 @@ class PackedLinear(nn.Module):
             if self.ortho is not None:
                 init_ortho_weight_(self.weight.data[p], self.ortho[p], generator)
             elif self.init == "fan_out":  # their [in, out] weight's size(1): our out_channels
-                bound = 1 / math.sqrt(self.out_channels)
-                self.weight.data[p].uniform_(-bound, bound, generator=generator)
+                fan_out_uniform_(self.weight.data[p], self.out_channels, generator)
             else:
                 nn.init.xavier_uniform_(self.weight.data[p], generator=generator)
             if self.init_ortho is not None:

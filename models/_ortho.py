@@ -34,6 +34,13 @@ CENTRED_EPS = 1e-5
 BOUNDS = ("covariance", "frobenius")
 
 
+def fan_out_uniform_(tensor: Tensor, fan_out: int, generator: torch.Generator | None = None) -> Tensor:
+    """Fill ``tensor`` uniform in ``+-1/sqrt(fan_out)``, as the authors' layers draw weights and biases."""
+    bound = 1.0 / math.sqrt(fan_out)
+    with torch.no_grad():
+        return tensor.uniform_(-bound, bound, generator=generator)
+
+
 def hybrid_init_(
     weight: Tensor, beta: float, generator: torch.Generator | None = None
 ) -> Tensor:
@@ -59,9 +66,7 @@ def init_ortho_weight_(
     """
     if settings.hybrid == "init":
         return hybrid_init_(weight, settings.beta, generator)
-    bound = 1.0 / math.sqrt(weight.shape[-1])
-    with torch.no_grad():
-        return weight.uniform_(-bound, bound, generator=generator)
+    return fan_out_uniform_(weight, weight.shape[-1], generator)
 
 
 def mix_identity(p: Tensor, beta: Tensor) -> Tensor:
