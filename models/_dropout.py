@@ -7,6 +7,7 @@ slot a generator of its own, so a run's masks do not depend on the slots beside 
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 
 import torch
@@ -49,6 +50,19 @@ def dropout(x: Tensor, p: float, training: bool, streams: Sequence[torch.Generat
         uniform = draws.view(torch.int16)[:, :per_slot]
     keep = uniform.bitwise_and_((1 << DROPOUT_BITS) - 1) >= round(p * (1 << DROPOUT_BITS))
     return x * (keep.view_as(x) * (1.0 / (1.0 - p)))
+
+
+def csr_dropout(x: Tensor, p: float, training: bool) -> Tensor:
+    """:func:`dropout` of a sparse CSR ``x``: only its stored values are drawn, in their
+    row-major order, which are the draws ``nonzero_dropout`` makes for the same ``x`` dense
+    (where it is at most 10% non-zero); a dropped zero stays zero, so the result has dense
+    dropout's distribution."""
+    if not training or p == 0.0:
+        return x
+    with warnings.catch_warnings():  # torch flags sparse CSR as beta on first construction
+        warnings.simplefilter("ignore", UserWarning)
+        return torch.sparse_csr_tensor(x.crow_indices(), x.col_indices(), dropout(x.values(), p, training),
+                                       tuple(x.shape), check_invariants=False)
 
 
 #: Added to a run's seed for its dropout stream, so its masks are not drawn from the

@@ -48,6 +48,7 @@ from torch_geometric.nn.models import GAT, GIN, MLP, GraphSAGE
 from torch_geometric.nn.models.basic_gnn import BasicGNN
 
 from orthotune.core import TASKS, ConfigError, Registry, TrainConfig, check, is_factory, one_line
+from orthotune.models._dropout import csr_dropout
 from orthotune.models._layers import nonzero_dropout
 from orthotune.models._parametrize import Selector, orthogonalise, square_conv_weights
 from orthotune.models._treatment import apply_treatment
@@ -55,17 +56,26 @@ from orthotune.models._treatment import apply_treatment
 
 class NodeModule(nn.Module):
     """A non-packed node model: ``body`` maps (features, edges) to logits; ``output`` is the layer
-    whose input is the last hidden state (the steadiness metrics read it; None: unknown)."""
+    whose input is the last hidden state (the steadiness metrics read it; None: unknown).
+
+    ``sparse_input``: the body's first use of the features is a linear layer (``F.linear``
+    reads a sparse CSR matrix too), so a trainer may hand it sparse CSR features: bag-of-words
+    features (Cora's 1.3% non-zero) then cost a sparse product instead of a dense one. The
+    MLP reference, APPNP, DAGNN and PyG's models in the ``linear`` layout declare it; PyG's
+    convolutions reading the features (``standard``), SGC and a user's model read dense ones."""
 
     def __init__(self, body: nn.Module, hidden: int, select: Selector | None = None,
                  inputs: nn.Module | None = None, output: nn.Module | None = None,
-                 input_dropout: float = 0.0) -> None:
+                 input_dropout: float = 0.0, sparse_input: bool = False) -> None:
         super().__init__()
         self.body, self.hidden_channels = body, hidden  # the default selector reads hidden_channels
-        self.select, self.input_dropout = select, input_dropout
+        self.select, self.input_dropout, self.sparse_input = select, input_dropout, sparse_input
         self._inputs, self._output = [inputs], [output]  # lists: not registered twice as children
 
     def forward(self, x: Tensor, edge_index: Tensor) -> Tensor:
+        if x.layout == torch.sparse_csr:
+            check(self.sparse_input, "this model reads dense features, not a sparse CSR matrix")
+            return self.body(csr_dropout(x, self.input_dropout, self.training), edge_index)
         return self.body(nonzero_dropout(x, self.input_dropout, self.training), edge_index)
 
     @property
@@ -124,7 +134,7 @@ def _gnn_model(gnn_class: type[BasicGNN], config: TrainConfig, features: int, cl
         gnn = gnn_class(config.hidden, config.hidden, config.depth, **common)
         body = _Linear(gnn, features, config.hidden, classes, config.dropout, config.io_bias)
         return NodeModule(body, config.hidden, inputs=body.input, output=body.output,
-                          input_dropout=input_dropout_of(config))
+                          input_dropout=input_dropout_of(config), sparse_input=True)
     gnn = gnn_class(features, config.hidden, config.depth, out_channels=classes, **common)
     return NodeModule(gnn, config.hidden, inputs=gnn.convs[0], output=gnn.convs[-1],
                       input_dropout=input_dropout_of(config))
@@ -142,7 +152,7 @@ def _appnp_model(config: TrainConfig, features: int, classes: int) -> NodeModule
 
     lins = body.mlp.lins
     return NodeModule(body, config.hidden, select=select, inputs=lins[0], output=lins[-1],
-                      input_dropout=input_dropout_of(config))
+                      input_dropout=input_dropout_of(config), sparse_input=True)
 
 
 class _FeatureMLP(nn.Module):
@@ -162,7 +172,8 @@ def _mlp_model(config: TrainConfig, features: int, classes: int) -> NodeModule:
     features (``input_dropout``) and after each hidden layer."""
     body = _FeatureMLP([features, *[config.hidden] * (config.depth - 1), classes], config.dropout, config.io_bias)
     lins = body.mlp.lins
-    return NodeModule(body, config.hidden, inputs=lins[0], output=lins[-1], input_dropout=input_dropout_of(config))
+    return NodeModule(body, config.hidden, inputs=lins[0], output=lins[-1], input_dropout=input_dropout_of(config),
+                      sparse_input=True)
 
 
 #: ``(config, features, classes) -> NodeModule`` per catalogue name.
@@ -205,6 +216,7 @@ def _treated(model: NodeModule, config: TrainConfig) -> NodeModule:
     output and Ortho-GConv selector (its input dropout is the wrapped model's own)."""
     out = apply_treatment(model, config)
     if isinstance(out, NodeModule):
+        out.sparse_input = False  # what a treatment does to the features' path is not known
         return out
     return NodeModule(out, model.hidden_channels, select=model.select, inputs=model._inputs[0],
                       output=model.output_layer)

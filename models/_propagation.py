@@ -68,7 +68,8 @@ class _Dagnn(nn.Module):
 def _dagnn_model(config: TrainConfig, features: int, classes: int) -> NodeModule:
     body = _Dagnn([features, config.hidden, classes], config.dropout, config.depth, config.io_bias)
     lins = body.mlp.lins
-    return NodeModule(body, config.hidden, inputs=lins[0], output=lins[-1], input_dropout=input_dropout_of(config))
+    return NodeModule(body, config.hidden, inputs=lins[0], output=lins[-1], input_dropout=input_dropout_of(config),
+                      sparse_input=True)
 
 
 def _sgc_model(config: TrainConfig, features: int, classes: int) -> NodeModule:

@@ -35,13 +35,14 @@ from orthotune.models import (
 from orthotune.training._base import BaseTrainer, OneRunPack
 from orthotune.training._drop_edge import edge_stream, kept_edges
 from orthotune.training._loop import Run, Steadiness, Step
-from orthotune.training._node_data import NodeData
+from orthotune.training._node_data import SPARSE_CROSSOVER, NodeData, input_features
 from orthotune.training._options import DEFAULT_OPTIONS, TrainOptions
 
 
 class _Graph(BaseTrainer):
-    """The trainer of one model per run; what every run of one call shares: dense features,
-    the graph's edges without self-loops (the symmetrised graph ``A_hat`` was built from), labels."""
+    """The trainer of one model per run; what every run of one call shares: dense features (and
+    the same as sparse CSR, where they are sparse enough, for the models that read it), the
+    graph's edges without self-loops (the symmetrised graph ``A_hat`` was built from), labels."""
 
     def __init__(self, data: NodeData, device: torch.device, options: TrainOptions = DEFAULT_OPTIONS) -> None:
         super().__init__(device, options)
@@ -50,6 +51,14 @@ class _Graph(BaseTrainer):
         self.x = x.float()
         self.x_norms = feature_norms(self.x)
         self.edge_index = remove_self_loops(to_edge_index(data.adj)[0])[0]
+        # sparse only where the crossover is measured: the weight's gradient of a linear layer on
+        # sparse CSR input is a dense x sparse product, not yet run on a GPU
+        features = input_features(self.x, device) if device.type in SPARSE_CROSSOVER else self.x
+        self.sparse_x = None if isinstance(features, Tensor) else features.matrix(features.values)
+
+    def inputs(self, model: NodeModule) -> Tensor:
+        """The features ``model`` reads: sparse CSR where it takes them and they are sparse."""
+        return self.sparse_x if model.sparse_input and self.sparse_x is not None else self.x
 
     def packs(self, runs: list[Run]) -> list[_ModulePack]:
         return [_ModulePack(self, run, i) for i, run in enumerate(runs)]
@@ -68,6 +77,7 @@ class _ModulePack(OneRunPack):
         self.train_mask, self.val_mask, self.test_mask = (m[:, 0].bool() for m in graph.data.masks([run.split]))
         self.best = self.snapshot()
         self.edge_stream = edge_stream(run) if config.drop_edge else None
+        self.x = graph.inputs(self.model)
 
     def training_edges(self) -> Tensor:
         """This epoch's edges: the whole graph's, or DropEdge's kept share (the run's own stream)."""
@@ -80,7 +90,7 @@ class _ModulePack(OneRunPack):
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
         with parametrize.cached():  # each W computed once for the pass and the regulariser
-            logits = self.model(self.graph.x, self.training_edges())
+            logits = self.model(self.x, self.training_edges())
             y = self.graph.data.y
             loss = F.cross_entropy(logits[self.train_mask], y[self.train_mask])
             pass_val_loss = F.cross_entropy(logits[self.val_mask].detach(), y[self.val_mask]).view(1) \
@@ -97,7 +107,7 @@ class _ModulePack(OneRunPack):
     def evaluate(self) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         self.model.eval()
         with parametrize.cached():
-            logits = self.model(self.graph.x, self.graph.edge_index)
+            logits = self.model(self.x, self.graph.edge_index)
             weights = list(orthogonalised_weights(self.model).values())
         y = self.graph.data.y
         fault = self.output_fault(~torch.isfinite(logits).all().view(1), weights)
@@ -124,7 +134,7 @@ class _ModulePack(OneRunPack):
         try:
             with parametrize.cached():
                 weights = self._layer_weights()
-                logits = self.model(self.graph.x, self.graph.edge_index)
+                logits = self.model(self.x, self.graph.edge_index)
                 loss = F.cross_entropy(logits[self.train_mask], self.graph.data.y[self.train_mask])
                 grads = torch.autograd.grad(loss, weights, allow_unused=True) if weights else []
                 norms = [0.0 if g is None else float(g.norm()) for g in grads]

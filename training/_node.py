@@ -60,7 +60,6 @@ from orthotune.models import (
     feature_norms,
     is_module_backbone,
     layer_gradient_norms,
-    node_features,
     readout_width,
     signal_magnification,
     smoothness,
@@ -70,20 +69,12 @@ from orthotune.training._drop_edge import edge_stream, slot_adjacency
 from orthotune.training._loop import LoopResult, Run, Steadiness, Step
 from orthotune.training._memory import pack_capacity
 from orthotune.training._modules import train_modules
-from orthotune.training._node_data import NodeData
+from orthotune.training._node_data import NodeData, input_features
 from orthotune.training._options import DEFAULT_OPTIONS, TrainOptions
 from orthotune.training._pack_adam import PackAdam
 
 #: Fields that may differ between the slots of one pack (everything else must agree).
 PER_RUN = frozenset({"selection", "input_T"})
-
-#: Per device type, node features at most this dense take the sparse input path (dropout
-#: on the non-zeros, a block-diagonal sparse product), measured where the two paths cross:
-#: on the 2-core EPYC (one thread, a pack of 5 on [19717, 500] features, forward and
-#: backward of the input layer) the sparse path won at 10% and 15% density in every round,
-#: the two split at 20%, dense won at 25% and 30% (bench/epoch_bytes.py's notes,
-#: docs/benchmarks.md). Devices not measured keep the models' own threshold.
-SPARSE_CROSSOVER = {"cpu": 0.15}
 
 
 def choose_device(requested: str | None = None) -> torch.device:
@@ -145,8 +136,7 @@ class _NodeTask(BaseTrainer):
         super().__init__(device, options)
         self.data = data
         # sparse bag-of-words: sparse input projection (PubMed's 10.02% too, on a CPU)
-        crossover = SPARSE_CROSSOVER.get(device.type)
-        self.x = node_features(data.x) if crossover is None else node_features(data.x, crossover)
+        self.x = input_features(data.x, device)
         self.x_norms = feature_norms(data.x)  # M_sig's ||h_i(0)|| = ||x_i|| (the paper's H(0) = X)
         self.adj = adjacency(data.adj)
         self.edges = remove_self_loops(to_edge_index(data.adj)[0])[0]  # what DropEdge draws from

@@ -15,6 +15,7 @@ from torch_geometric.nn.conv.gcn_conv import gcn_norm
 from torch_geometric.utils import remove_self_loops, to_torch_csr_tensor
 
 from orthotune.core import DATASETS, SETTINGS, DatasetInfo, OrthotuneError, TrainConfig, check
+from orthotune.models import node_features
 from orthotune.training._data import DataRoot, check_masks, load_dataset
 from orthotune.training._given import RandomSplit
 
@@ -74,6 +75,22 @@ class NodeData:
             for key in ("x", "adj", "y", "train_mask", "val_mask", "test_mask")
         }
         return replace(self, **moved)
+
+
+#: Per device type, node features at most this dense take the sparse input path (dropout
+#: on the non-zeros, a sparse product), measured where the two paths cross: on the 2-core
+#: EPYC (one thread, a pack of 5 on [19717, 500] features, forward and backward of the input
+#: layer) the sparse path won at 10% and 15% density in every round, the two split at 20%,
+#: dense won at 25% and 30% (bench/epoch_bytes.py's notes, docs/benchmarks.md). Devices not
+#: measured keep the models' own threshold.
+SPARSE_CROSSOVER = {"cpu": 0.15}
+
+
+def input_features(x: Tensor, device: torch.device) -> Tensor:
+    """``x`` as the input layer reads it on ``device``: ``models.SparseFeatures`` where it is
+    at most the device's crossover density, else ``x``."""
+    crossover = SPARSE_CROSSOVER.get(device.type)
+    return node_features(x) if crossover is None else node_features(x, crossover)
 
 
 def load_node_data(

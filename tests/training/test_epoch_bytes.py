@@ -12,7 +12,8 @@ from orthotune.core import TrainConfig
 from orthotune.models._layers import SparseFeatures
 from orthotune.training import TrainOptions
 from orthotune.training._loop import runs_of
-from orthotune.training._node import SPARSE_CROSSOVER, _NodeTask
+from orthotune.training._node import _NodeTask
+from orthotune.training._node_data import SPARSE_CROSSOVER
 
 CPU = torch.device("cpu")
 
