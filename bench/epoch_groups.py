@@ -12,7 +12,10 @@ hidden layers of the ``linear`` layout, S = P N H 4 bytes one packed state, nnz 
 non-zeros of X and of A_hat): every tensor an unfused but otherwise minimal op sequence
 needs is read once and written once, int32 indices, a one-byte dropout mask, the sparse
 input path and one adjacency shared by the slots. It is a floor for the op sequence, not
-for the arithmetic: on a CPU the dense matmuls are bound by FLOPs before bytes.
+for the arithmetic: on a CPU the dense matmuls are bound by FLOPs before bytes. JKNet's head
+(``jk: cat``) reads the L + 1 states side by side: its dropout and matmuls move (L + 1) S, and
+the concatenation, written in the forward and the evaluation and read back in the backward,
+counts under ``other``.
 """
 
 from __future__ import annotations
@@ -104,18 +107,20 @@ def floor_bytes(case: dict) -> dict[str, float]:
     layers, x_nnz, a_nnz = case["depth"], case["x_nnz"], case["adj_nnz"]
     s, logits = p * n * h * 4, p * n * c * 4
     adjacency = a_nnz * 8  # int32 column + fp32 value; row pointers are N
-    params = p * (f * h + h + layers * (h * h + h) + h * c + c) * 4
+    width = layers + 1 if case.get("backbone") == "jknet" else 1  # the head's input, in states
+    head = width * s
+    params = p * (f * h + h + layers * (h * h + h) + width * h * c + c) * 4
     input_forward = p * x_nnz * 4 + x_nnz * 4 + p * f * h * 4 + s
-    dropped = layers + 1  # before each hidden convolution and before the head
+    concatenation = 2 * head if width > 1 else 0  # the states read, the head's input written
     return {
-        "dropout": dropped * 4.5 * s + 2.25 * p * x_nnz * 4,
+        "dropout": layers * 4.5 * s + 4.5 * head + 2.25 * p * x_nnz * 4,  # before each hidden convolution, the head
         "bias and activation": (layers + 1) * 5 * s,
         "sparse products": 2 * layers * (2 * s + adjacency) + input_forward + p * x_nnz * 4 + s + p * f * h * 4,
-        "dense matmuls": layers * 6 * s + (s + logits) + (logits + s) + (s + logits),
+        "dense matmuls": layers * 6 * s + (head + logits) + (logits + head) + (head + logits),
         "optimizer step": 7 * params,
         "keep-best": 2 * params,
-        "evaluation": input_forward + layers * (2 * s + 2 * s + adjacency + 2 * s) + s + logits,
-        OTHER: 4 * logits * 2,
+        "evaluation": input_forward + layers * (2 * s + 2 * s + adjacency + 2 * s) + concatenation + head + logits,
+        OTHER: 4 * logits * 2 + 2 * concatenation,
     }
 
 
