@@ -144,9 +144,11 @@ def run(args: argparse.Namespace) -> int:
         check_dataset_files,
         choose_device,
         is_prepared,
+        retain_freed_memory,
         run_configs,
     )
 
+    retain_freed_memory()  # this command owns its process, as a trial's worker does: reuse freed activations
     root = DataRoot.resolve(args.data_root, args.download)
     check_dataset_files(config.dataset, config.setting, root)  # fetched here with --download
     device = choose_device(args.device)

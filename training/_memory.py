@@ -2,7 +2,7 @@
 
 :func:`pack_capacity` sizes packs from measured memory per run. :func:`retain_freed_memory`
 changes the whole process's allocator, so training never calls it: the entry points that
-own the process (the Ray trainable, the benchmarks) opt in.
+own the process (the Ray trainable, `orthotune train`, the plan's measuring, the benchmarks) opt in.
 
 Why keep freed memory:
 

@@ -24,6 +24,15 @@ def test_train_json_carries_each_repeats_accuracies_and_their_mean(capsys):
     assert summary["val_acc"] == pytest.approx(sum(summary["val_accs"]) / 3)
 
 
+def test_train_keeps_freed_memory_for_reuse_as_a_trials_worker_does(capsys, monkeypatch):
+    import orthotune.training as training
+
+    calls = []
+    monkeypatch.setattr(training, "retain_freed_memory", lambda: calls.append("retained") or True)
+    assert main(["train", "--dataset", "cora", "--depth", "2", "--epochs", "2", "--split", "0"]) == 0
+    assert calls == ["retained"]
+
+
 def test_a_backbone_without_an_ortho_arm_trains_its_original_and_prints_what_it_reads(capsys):
     """No --no-ortho needed: the reference has no Ortho-GConv arm, so `train` takes the original;
     its printed config carries only the fields it reads (no Ortho-GConv switch)."""
