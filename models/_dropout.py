@@ -49,7 +49,9 @@ def dropout(x: Tensor, p: float, training: bool, streams: Sequence[torch.Generat
             row.random_(generator=stream)
         uniform = draws.view(torch.int16)[:, :per_slot]
     keep = uniform.bitwise_and_((1 << DROPOUT_BITS) - 1) >= round(p * (1 << DROPOUT_BITS))
-    return x * (keep.view_as(x) * (1.0 / (1.0 - p)))
+    # the mask made float first, then scaled in place: the same values as ``keep * scale``, whose
+    # mixed bool-float product took 1.2-1.7x as long ([24, 2708, 64] and [5, 19717, 64], one thread)
+    return x * keep.view_as(x).to(torch.get_default_dtype()).mul_(1.0 / (1.0 - p))
 
 
 def csr_dropout(x: Tensor, p: float, training: bool) -> Tensor:
