@@ -4,7 +4,7 @@ parametrization of any module's weights (:func:`orthogonalise`), and PyG's model
 from orthotune.models._backbones import BACKBONES, build_node_model, readout_width, register_backbone
 from orthotune.models._gnn import OrthoGNN
 from orthotune.models._graph_unet import GRAPH_BACKBONES, OrthoGraphNet
-from orthotune.models._layers import node_features
+from orthotune.models._layers import SparseFeatures, node_features
 from orthotune.models._metrics import feature_norms, issued_ops, layer_gradient_norms, signal_magnification, smoothness
 from orthotune.models._modules import MODULE_BACKBONES, NodeModule, build_module_model, is_module_backbone
 from orthotune.models._packing import adjacency
@@ -28,6 +28,7 @@ __all__ = [
     "OrthoGNN",
     "TreatmentFailed",
     "OrthoGraphNet",
+    "SparseFeatures",
     "adjacency",
     "apply_treatment",
     "build_module_model",

@@ -25,6 +25,7 @@ from torch_geometric.utils import remove_self_loops, to_edge_index
 from orthotune.core import PASS_SELECTION, ConfigResult, EpochCallback, TrainConfig, check
 from orthotune.models import (
     NodeModule,
+    SparseFeatures,
     build_module_model,
     feature_norms,
     orthogonalised_weights,
@@ -54,7 +55,7 @@ class _Graph(BaseTrainer):
         # sparse only where the crossover is measured: the weight's gradient of a linear layer on
         # sparse CSR input is a dense x sparse product, not yet run on a GPU
         features = input_features(self.x, device) if device.type in SPARSE_CROSSOVER else self.x
-        self.sparse_x = None if isinstance(features, Tensor) else features.matrix(features.values)
+        self.sparse_x = features.matrix(features.values) if isinstance(features, SparseFeatures) else None
 
     def inputs(self, model: NodeModule) -> Tensor:
         """The features ``model`` reads: sparse CSR where it takes them and they are sparse."""

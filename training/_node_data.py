@@ -15,7 +15,7 @@ from torch_geometric.nn.conv.gcn_conv import gcn_norm
 from torch_geometric.utils import remove_self_loops, to_torch_csr_tensor
 
 from orthotune.core import DATASETS, SETTINGS, DatasetInfo, OrthotuneError, TrainConfig, check
-from orthotune.models import node_features
+from orthotune.models import SparseFeatures, node_features
 from orthotune.training._data import DataRoot, check_masks, load_dataset
 from orthotune.training._given import RandomSplit
 
@@ -86,9 +86,9 @@ class NodeData:
 SPARSE_CROSSOVER = {"cpu": 0.15}
 
 
-def input_features(x: Tensor, device: torch.device) -> Tensor:
-    """``x`` as the input layer reads it on ``device``: ``models.SparseFeatures`` where it is
-    at most the device's crossover density, else ``x``."""
+def input_features(x: Tensor, device: torch.device) -> Tensor | SparseFeatures:
+    """``x`` as the input layer reads it on ``device``: sparse where it is at most the device's
+    crossover density, else ``x``."""
     crossover = SPARSE_CROSSOVER.get(device.type)
     return node_features(x) if crossover is None else node_features(x, crossover)
 
