@@ -7,7 +7,6 @@ slot a generator of its own, so a run's masks do not depend on the slots beside 
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Sequence
 
 import torch
@@ -52,19 +51,6 @@ def dropout(x: Tensor, p: float, training: bool, streams: Sequence[torch.Generat
     # the mask made float first, then scaled in place: the same values as ``keep * scale``, whose
     # mixed bool-float product took 1.2-1.7x as long ([24, 2708, 64] and [5, 19717, 64], one thread)
     return x * keep.view_as(x).to(torch.get_default_dtype()).mul_(1.0 / (1.0 - p))
-
-
-def csr_dropout(x: Tensor, p: float, training: bool) -> Tensor:
-    """:func:`dropout` of a sparse CSR ``x``: only its stored values are drawn, in their
-    row-major order, which are the draws ``nonzero_dropout`` makes for the same ``x`` dense
-    (where it is at most 10% non-zero); a dropped zero stays zero, so the result has dense
-    dropout's distribution."""
-    if not training or p == 0.0:
-        return x
-    with warnings.catch_warnings():  # torch flags sparse CSR as beta on first construction
-        warnings.simplefilter("ignore", UserWarning)
-        return torch.sparse_csr_tensor(x.crow_indices(), x.col_indices(), dropout(x.values(), p, training),
-                                       tuple(x.shape), check_invariants=False)
 
 
 #: Added to a run's seed for its dropout stream, so its masks are not drawn from the

@@ -54,6 +54,14 @@ def nonzero_dropout(x: Tensor, p: float, training: bool) -> Tensor:
     return torch.zeros_like(flat).index_put_((support,), dropout(flat[support], p, training)).view_as(x)
 
 
+def csr_dropout(x: Tensor, p: float, training: bool) -> Tensor:
+    """:func:`nonzero_dropout` of a sparse CSR ``x``: its stored values drawn in their row-major order, the
+    draws ``nonzero_dropout`` makes for the same ``x`` dense (where that is at most 10% non-zero)."""
+    if not training or p == 0.0:
+        return x
+    return _csr(x.crow_indices(), x.col_indices(), dropout(x.values(), p, training), x.shape)
+
+
 @dataclass(frozen=True)
 class SparseFeatures:
     """Node features ``[N, in]`` as CSR (``crow``, ``col``, ``values``) plus the CSR

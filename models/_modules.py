@@ -48,8 +48,7 @@ from torch_geometric.nn.models import GAT, GIN, MLP, GraphSAGE
 from torch_geometric.nn.models.basic_gnn import BasicGNN
 
 from orthotune.core import TASKS, ConfigError, Registry, TrainConfig, check, is_factory, one_line
-from orthotune.models._dropout import csr_dropout
-from orthotune.models._layers import nonzero_dropout
+from orthotune.models._layers import csr_dropout, nonzero_dropout
 from orthotune.models._parametrize import Selector, orthogonalise, square_conv_weights
 from orthotune.models._treatment import apply_treatment
 
