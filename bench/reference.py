@@ -67,6 +67,10 @@ Groups (``--only``; all by default):
   table) in their full-supervised protocol on Cora with the augmented adjacency their IncepGCN
   script passes (the ``dropedge-full-aug`` setting), 8 layers, 10 seeds, at that script's values
   (``STANDARD_FORMS[("dropedge-full-aug", "incepgcn")]``, DropEdge keeping 5%): 86.70 / 88.20.
+- ``incepgcn-semi``: IncepGCN with and without DropEdge on the public split (the authors' README
+  semi-supervised table, 4 layers, the depth of their CiteSeer and PubMed scripts: two branches),
+  10 seeds, at each dataset's script values (``STANDARD_FORMS[("semi", "incepgcn")]``): CiteSeer
+  69.30 / 72.70 (DropEdge keeping 5%), PubMed 77.70 / 79.50 (keeping 80%).
 
 Every row prints the one ``orthotune train`` command that trains it, its repeats, mean
 epochs and wall seconds. ``--seeds N``, ``--folds N`` and ``--max-epochs N`` reduce the
@@ -142,8 +146,11 @@ DROPEDGE_SEMI = {"cora": (RONG_GCN_SEMI, RONG_DROP_EDGE_SEMI, 81.10, 82.80),
 FULL_AUG = {"incepgcn": ("incepgcn", 8, 86.70, 88.20, RONG_DROP_EDGE_INCEPGCN_FULL),
             "dropedge-jknet": ("jknet", 16, 86.20, 88.00, RONG_DROP_EDGE_JKNET_FULL)}
 BACKBONE_LABELS = {"incepgcn": "IncepGCN", "jknet": "JKNet"}
+#: Their README's semi-supervised IncepGCN at the depth of each dataset's script (4: two branches):
+#: dataset -> (original, DropEdge); the values are ``STANDARD_FORMS[("semi", "incepgcn")]``'s.
+INCEPGCN_SEMI = {"citeseer": (69.30, 72.70), "pubmed": (77.70, 79.50)}
 GROUPS = ["kipf", "gcnii", "gunet", "table3", "mlp", "gcnii-full", "errica", "methods", "dropedge", "incepgcn",
-          "dropedge-jknet"]
+          "dropedge-jknet", "incepgcn-semi"]
 LAYERS = (2, 4, 8)
 FLAGS = {"splits": "split", "seeds": "seed"}
 #: What the original arm does not read (left out of its command).
@@ -230,7 +237,22 @@ def rows(args: argparse.Namespace) -> Iterator[Row]:
             label = (f"cora {BACKBONE_LABELS[backbone]}-{depth} {arm} (Rong et al., full-supervised; one run "
                      f"published, no std)")
             yield Row(group, label, values, number)
+    if "incepgcn-semi" in args.only:
+        yield from incepgcn_semi_rows(wanted)
     yield from structure_rows(args, wanted)
+
+
+def incepgcn_semi_rows(wanted: set[str]) -> Iterator[Row]:
+    """IncepGCN-4 on the public split, each arm at its dataset's script values (module doc)."""
+    for dataset, published in INCEPGCN_SEMI.items():
+        if dataset not in wanted:
+            continue
+        form = standard_form("semi", "incepgcn", dataset)
+        for arm, rate, number in (("original", 0.0, published[0]), ("DropEdge", form["drop_edge"], published[1])):
+            values = {"dataset": dataset, "setting": "semi", "backbone": "incepgcn", "depth": 4, "ortho": False,
+                      **form, "drop_edge": rate, "seeds": list(range(10))}
+            label = f"{dataset} IncepGCN-4 {arm} (Rong et al., semi-supervised; one run published, no std)"
+            yield Row("incepgcn-semi", label, values, number)
 
 
 def dropedge_rows(wanted: set[str]) -> Iterator[Row]:

@@ -84,6 +84,12 @@ LIU_DAGNN = dict(hidden=64, lr=0.01, weight_decay=5e-3, dropout=0.8, epochs=1000
 #: dropped edges on: ``train_pass_val_loss``), whose checkpoint after that step is tested.
 RONG_INCEPGCN = dict(hidden=128, lr=0.004, weight_decay=5e-5, dropout=0.3, input_dropout=0.0, drop_edge=0.6,
                      epochs=400, patience=400, selection=PASS_SELECTION, init="fan_out")
+#: Their semi-supervised CiteSeer and PubMed IncepGCN scripts (script/semi-supervised/citeseer_IncepGCN.sh,
+#: pubmed_IncepGCN.sh and their ``_nodrop`` twins): ``--nbaseblocklayer 2``, that is depth 4 (input, 2
+#: branches, output), on ``AugNormAdj`` (the semi setting's ``A_hat``), the rest as :data:`RONG_INCEPGCN`.
+#: Per dataset over it; ``drop_edge`` is the DropEdge arm's (their ``_nodrop`` scripts keep every edge).
+RONG_INCEPGCN_SEMI_DATASETS = {"citeseer": dict(lr=0.005, weight_decay=1e-3, dropout=0.8, drop_edge=0.95),
+                               "pubmed": dict(lr=0.003, weight_decay=5e-3, dropout=0.3, drop_edge=0.2)}
 
 #: Rong et al. (ICLR 2020), full-supervised GCN (their script/cora_GCN.sh and
 #: supervised/cora_GCN_nodrop.sh, train_new.py): hidden 128, dropout 0.8 after each hidden
@@ -156,8 +162,8 @@ STANDARD_FORMS: dict[tuple[str, str], StandardForm] = {
     ("semi", "appnp"): StandardForm("appnp", "semi", "Gasteiger et al., ICLR 2019", KLICPERA_APPNP),
     ("semi", "gat"): StandardForm("gat", "semi", "Velickovic et al., ICLR 2018", VELICKOVIC_GAT),
     ("semi", "dagnn"): StandardForm("dagnn", "semi", "Liu et al., KDD 2020 (their Cora run)", LIU_DAGNN),
-    ("semi", "incepgcn"): StandardForm("incepgcn", "semi", "Rong et al., ICLR 2020 (their Cora script)",
-                                       RONG_INCEPGCN),
+    ("semi", "incepgcn"): StandardForm("incepgcn", "semi", "Rong et al., ICLR 2020 (their semi-supervised scripts)",
+                                       RONG_INCEPGCN, per_dataset=RONG_INCEPGCN_SEMI_DATASETS),
     ("full", "gcnii"): StandardForm(
         "gcnii", "full", "Chen et al., ICML 2020 (full.sh)", CHEN_GCNII_FULL,
         per_dataset={"cora": dict(alpha=0.2, weight_decay=1e-4), "citeseer": dict(weight_decay=5e-6),

@@ -50,3 +50,14 @@ def test_dropedges_semi_rows_take_each_datasets_own_script_and_number():
     citeseer = TrainConfig.from_dict(semi["citeseer", 0.8].values)
     assert (citeseer.lr, citeseer.weight_decay, citeseer.dropout, citeseer.hidden) == (0.01, 5e-4, 0.3, 128)
     assert TrainConfig.from_dict(semi["cora", 0.6].values).lr == 0.007
+
+
+def test_incepgcn_semi_rows_are_their_two_branch_scripts_both_arms():
+    reference = reference_module()
+    rows = {(row.values["dataset"], row.values["drop_edge"]): row for row in every_row(reference)
+            if row.group == "incepgcn-semi"}
+    assert set(rows) == {("citeseer", 0.0), ("citeseer", 0.95), ("pubmed", 0.0), ("pubmed", 0.2)}
+    assert [rows[key].published for key in sorted(rows)] == [69.30, 72.70, 77.70, 79.50]
+    for row in rows.values():
+        config = TrainConfig.from_dict(row.values)
+        assert (config.backbone, config.depth, config.setting, config.ortho) == ("incepgcn", 4, "semi", False)

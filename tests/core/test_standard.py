@@ -81,3 +81,18 @@ def test_dropedges_full_jknet_form_is_their_dense_block_of_16_with_every_bias():
         128, 0.008, 5e-4, 0.8, 0.0, 0.8)
     assert (config.epochs, config.patience, config.selection, config.init) == (400, 400, "train_pass_val_loss",
                                                                                "fan_out")
+
+
+def test_dropedges_semi_incepgcn_form_holds_each_datasets_script():
+    """Their CiteSeer and PubMed semi-supervised IncepGCN scripts (two branches: depth 4) have
+    their own values and DropEdge rates; Cora's (the 64-layer script) stays the form's base."""
+    cora = standard_form("semi", "incepgcn", "cora")
+    assert (cora["lr"], cora["weight_decay"], cora["dropout"], cora["drop_edge"]) == (0.004, 5e-5, 0.3, 0.6)
+    expected = {"citeseer": (0.005, 1e-3, 0.8, 0.95), "pubmed": (0.003, 5e-3, 0.3, 0.2)}
+    for dataset, (lr, decay, dropout, rate) in expected.items():
+        values = standard_form("semi", "incepgcn", dataset)
+        config = TrainConfig.from_dict({"dataset": dataset, "setting": "semi", "backbone": "incepgcn", "depth": 4,
+                                        "ortho": False, **values})
+        assert (config.lr, config.weight_decay, config.dropout, config.drop_edge) == (lr, decay, dropout, rate)
+        assert (config.hidden, config.input_dropout, config.epochs, config.selection, config.init) == (
+            128, 0.0, 400, "train_pass_val_loss", "fan_out")
