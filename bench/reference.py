@@ -67,6 +67,10 @@ Groups (``--only``; all by default):
   table) in their full-supervised protocol on Cora with the augmented adjacency their IncepGCN
   script passes (the ``dropedge-full-aug`` setting), 8 layers, 10 seeds, at that script's values
   (``STANDARD_FORMS[("dropedge-full-aug", "incepgcn")]``, DropEdge keeping 5%): 86.70 / 88.20.
+- ``dropedge-jknet-semi``: JKNet with and without DropEdge on the public split (their
+  semi-supervised ``cora_JKNet.sh``: the dense block of 2 hidden convolutions, depth 4, lr 0.001,
+  ``STANDARD_FORMS[("semi-rw", "jknet")]``, DropEdge keeping 40%), in the ``semi-rw`` setting (their
+  ``AugRWalk`` operator ``D^-1 (A + I)``): 80.20 / 83.30, 10 seeds.
 - ``incepgcn-semi``: IncepGCN with and without DropEdge on the public split (the authors' README
   semi-supervised table, 4 layers, the depth of their CiteSeer and PubMed scripts: two branches),
   10 seeds, at each dataset's script values (``STANDARD_FORMS[("semi", "incepgcn")]``): CiteSeer
@@ -99,6 +103,7 @@ from orthotune.core import (
     RONG_DROP_EDGE,
     RONG_DROP_EDGE_INCEPGCN_FULL,
     RONG_DROP_EDGE_JKNET_FULL,
+    RONG_DROP_EDGE_JKNET_SEMI,
     RONG_DROP_EDGE_SEMI,
     RONG_DROP_EDGE_SEMI_CITESEER,
     RONG_GCN_SEMI,
@@ -141,16 +146,17 @@ DROPEDGE = {2: (86.10, 86.50), 4: (85.50, 87.60)}
 #: with each dataset's script values: dataset -> (values, DropEdge arm, original, DropEdge).
 DROPEDGE_SEMI = {"cora": (RONG_GCN_SEMI, RONG_DROP_EDGE_SEMI, 81.10, 82.80),
                  "citeseer": (RONG_GCN_SEMI_CITESEER, RONG_DROP_EDGE_SEMI_CITESEER, 70.80, 72.30)}
-#: Their README's full-supervised Cora rows on the augmented adjacency, at their scripts' depths:
-#: group -> (backbone, depth, original, DropEdge, the DropEdge arm's treatment).
-FULL_AUG = {"incepgcn": ("incepgcn", 8, 86.70, 88.20, RONG_DROP_EDGE_INCEPGCN_FULL),
-            "dropedge-jknet": ("jknet", 16, 86.20, 88.00, RONG_DROP_EDGE_JKNET_FULL)}
+#: Their README's Cora rows at their scripts' depths and operators: group -> (setting, backbone,
+#: depth, original, DropEdge, the DropEdge arm's treatment).
+DROPEDGE_FORMS = {"incepgcn": ("dropedge-full-aug", "incepgcn", 8, 86.70, 88.20, RONG_DROP_EDGE_INCEPGCN_FULL),
+                  "dropedge-jknet": ("dropedge-full-aug", "jknet", 16, 86.20, 88.00, RONG_DROP_EDGE_JKNET_FULL),
+                  "dropedge-jknet-semi": ("semi-rw", "jknet", 4, 80.20, 83.30, RONG_DROP_EDGE_JKNET_SEMI)}
 BACKBONE_LABELS = {"incepgcn": "IncepGCN", "jknet": "JKNet"}
 #: Their README's semi-supervised IncepGCN at the depth of each dataset's script (4: two branches):
 #: dataset -> (original, DropEdge); the values are ``STANDARD_FORMS[("semi", "incepgcn")]``'s.
 INCEPGCN_SEMI = {"citeseer": (69.30, 72.70), "pubmed": (77.70, 79.50)}
 GROUPS = ["kipf", "gcnii", "gunet", "table3", "mlp", "gcnii-full", "errica", "methods", "dropedge", "incepgcn",
-          "dropedge-jknet", "incepgcn-semi"]
+          "dropedge-jknet", "dropedge-jknet-semi", "incepgcn-semi"]
 LAYERS = (2, 4, 8)
 FLAGS = {"splits": "split", "seeds": "seed"}
 #: What the original arm does not read (left out of its command).
@@ -227,14 +233,15 @@ def rows(args: argparse.Namespace) -> Iterator[Row]:
                 yield Row("methods", f"{dataset} {backbone.upper()} depth {depth}", values, mean, std)
     if "dropedge" in args.only:
         yield from dropedge_rows(wanted)
-    for group, (backbone, depth, plain, dropped, treatment) in FULL_AUG.items():
+    for group, (setting, backbone, depth, plain, dropped, treatment) in DROPEDGE_FORMS.items():
         if group not in args.only or "cora" not in wanted:
             continue
+        task = "semi" if setting.startswith("semi") else "full"
         for arm, arm_values, number in (("original", {}, plain), ("DropEdge", treatment, dropped)):
-            values = {"dataset": "cora", "setting": "dropedge-full-aug", "backbone": backbone, "depth": depth,
-                      "ortho": False, **standard_form("dropedge-full-aug", backbone, "cora"), **arm_values,
+            values = {"dataset": "cora", "setting": setting, "backbone": backbone, "depth": depth,
+                      "ortho": False, **standard_form(setting, backbone, "cora"), **arm_values,
                       "seeds": list(range(10))}
-            label = (f"cora {BACKBONE_LABELS[backbone]}-{depth} {arm} (Rong et al., full-supervised; one run "
+            label = (f"cora {BACKBONE_LABELS[backbone]}-{depth} {arm} (Rong et al., {task}-supervised; one run "
                      f"published, no std)")
             yield Row(group, label, values, number)
     if "incepgcn-semi" in args.only:

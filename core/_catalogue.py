@@ -35,8 +35,9 @@ class SettingInfo:
     split: str
     defaults: Mapping[str, Any] = field(default_factory=dict, hash=False)  # training defaults
     # the graph operator the packed backbones propagate with (the node loaders build it):
-    # "augmented", D^-1/2 (A + I) D^-1/2 (Kipf & Welling's renormalisation), or "first-order",
-    # I + D^-1/2 A D^-1/2 (their first-order form, the DropEdge scripts' FirstOrderGCN)
+    # "augmented", D^-1/2 (A + I) D^-1/2 (Kipf & Welling's renormalisation), "first-order",
+    # I + D^-1/2 A D^-1/2 (their first-order form, the DropEdge scripts' FirstOrderGCN), or
+    # "random-walk", D^-1 (A + I) (the DropEdge scripts' AugRWalk: each node's mean with its neighbours)
     adjacency: str = "augmented"
 
 
@@ -65,6 +66,13 @@ SETTINGS.add("semi", SettingInfo(
     split="public",
     defaults=dict(depth=2, hidden=64, lr=0.01, weight_decay=5e-4, dropout=0.5, epochs=1500, patience=200,
                   alpha=0.1, theta=0.5)))
+#: - semi-rw: the public split with the random-walk operator ``D^-1 (A + I)``, which DropEdge's
+#:   semi-supervised Cora JKNet and IncepGCN scripts pass (``--normalization AugRWalk``);
+#:   semi's defaults.
+SETTINGS.add("semi-rw", SettingInfo(
+    "semi-rw", "semi-supervised (random-walk adjacency)", repeat="seed", repeats_field="seeds",
+    default_repeats=tuple(range(10)), split="public", defaults=SETTINGS.get("semi").defaults,
+    adjacency="random-walk"))
 #: - dropedge-full: DropEdge's full-supervised protocol (Rong et al., ICLR 2020) on FastGCN's
 #:   split (Chen et al., ICLR 2018; split "fastgcn"): Planetoid's 1000 public test nodes test;
 #:   of the nodes before the first test node (the files' labelled ``allx`` block) the last 500
@@ -214,8 +222,8 @@ class DatasetRegistry(Registry[DatasetInfo]):
 
 #: One entry per dataset; sizes as PyG loads the files (tests/training/test_data.py checks
 #: them). Graph U-Nets' per-dataset GCN width (``l_dim``) and batch size go on top of cv10's.
-#: The Planetoid datasets' settings: Geom-GCN's splits, the public split and DropEdge's two forms.
-_PLANETOID_SETTINGS = ("full", "semi", "dropedge-full", "dropedge-full-aug")
+#: The Planetoid datasets' settings: Geom-GCN's splits, the public split (either operator) and DropEdge's two forms.
+_PLANETOID_SETTINGS = ("full", "semi", "semi-rw", "dropedge-full", "dropedge-full-aug")
 DATASETS: DatasetRegistry = DatasetRegistry("dataset")
 for _info in (
     DatasetInfo("cora", "node", _PLANETOID_SETTINGS, "planetoid", "Planetoid/Cora", 2708, 1433),

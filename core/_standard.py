@@ -147,6 +147,12 @@ RONG_JKNET_FULL = dict(layout="official", conv_bias=True, io_bias=True, hidden=1
                        init="fan_out")
 #: The DropEdge arm of :data:`RONG_JKNET_FULL`: 20% of the edges kept (``--sampling_percent 0.2``).
 RONG_DROP_EDGE_JKNET_FULL = dict(drop_edge=0.8)
+#: Rong et al. (ICLR 2020), semi-supervised Cora JKNet (their script/semi-supervised/cora_JKNet.sh and
+#: cora_JKNet_nodrop.sh, ``--type densegcn --nbaseblocklayer 2``): the ``official`` JKNet at depth 4, as
+#: :data:`RONG_JKNET_FULL` but lr 0.001, on the public split with ``AugRWalk``: the semi-rw setting.
+RONG_JKNET_SEMI = {**RONG_JKNET_FULL, "lr": 0.001}
+#: The DropEdge arm of :data:`RONG_JKNET_SEMI`: 40% of the edges kept (``--sampling_percent 0.4``).
+RONG_DROP_EDGE_JKNET_SEMI = dict(drop_edge=0.6)
 
 STANDARD_FORMS: dict[tuple[str, str], StandardForm] = {
     # their GraphConvolution layers have no bias (PyG's GCNConv has one)
@@ -175,6 +181,8 @@ STANDARD_FORMS: dict[tuple[str, str], StandardForm] = {
                                                     "Rong et al., ICLR 2020 (cora_IncepGCN.sh)", RONG_INCEPGCN_FULL),
     ("dropedge-full-aug", "jknet"): StandardForm("jknet", "dropedge-full-aug", "Rong et al., ICLR 2020 (cora_JKNet.sh)",
                                                  RONG_JKNET_FULL),
+    ("semi-rw", "jknet"): StandardForm("jknet", "semi-rw", "Rong et al., ICLR 2020 (semi-supervised cora_JKNet.sh)",
+                                       RONG_JKNET_SEMI),
 }
 
 

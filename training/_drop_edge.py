@@ -4,9 +4,10 @@ share ``drop_edge`` of its edges removed at random; evaluation reads the whole g
 As the authors' sampler: every epoch keeps a random ``int(E * (1 - drop_edge))`` of the ``E``
 directed edges (self-loops excluded; the graph's symmetrised edges, each direction drawn on its
 own), and the kept graph is normalised afresh, ``D^-1/2 (A + I) D^-1/2`` with ``D`` its row
-sums (the authors' ``AugNormAdj``; at rate 0 the whole graph's ``A_hat``), or, where the
-setting's graph is first-order, ``I + D^-1/2 A D^-1/2`` (their ``FirstOrderGCN``, which their
-scripts pass). PyG's convolutions (one model per run) normalise the kept edges themselves.
+sums (the authors' ``AugNormAdj``; at rate 0 the whole graph's ``A_hat``), or the setting's
+own operator: ``I + D^-1/2 A D^-1/2`` (their ``FirstOrderGCN``) or ``D^-1 (A + I)`` (their
+``AugRWalk``), as their scripts pass. PyG's convolutions (one model per run) normalise the
+kept edges themselves.
 
 Which edges an epoch keeps comes from the run's own stream (:func:`edge_stream`: its seed and
 split, nothing else), so a run keeps the same edges alone, in any pack and beside any other
@@ -21,10 +22,9 @@ import numpy as np
 import torch
 from torch import Tensor
 from torch_geometric import EdgeIndex
-from torch_geometric.nn.conv.gcn_conv import gcn_norm
 
 from orthotune.training._loop import Run
-from orthotune.training._node_data import first_order_norm
+from orthotune.training._node_data import operator_weights
 
 #: This stream's tag among a run's random streams (weights and dropout draw from others).
 DROP_EDGE_STREAM = 0x44524F50
@@ -45,16 +45,15 @@ def kept_edges(edge_index: Tensor, rate: float, generator: torch.Generator) -> T
 
 
 def slot_adjacency(edge_index: Tensor, num_nodes: int, rates: Sequence[float],
-                   generators: Sequence[torch.Generator], first_order: bool = False) -> tuple[EdgeIndex, Tensor]:
-    """One epoch's ``A_hat`` of each slot (its kept edges, renormalised) on the diagonal of one
+                   generators: Sequence[torch.Generator], adjacency: str = "augmented") -> tuple[EdgeIndex, Tensor]:
+    """One epoch's ``A_hat`` of each slot (its kept edges, renormalised as the setting's
+    ``adjacency``: :func:`~orthotune.training._node_data.operator_weights`) on the diagonal of one
     ``slots * N`` square adjacency, row-sorted, with its edge weights: what a packed model's
-    propagation multiplies all slots' states by at once (``first_order``: each kept graph's
-    ``I + D^-1/2 A D^-1/2``)."""
+    propagation multiplies all slots' states by at once."""
     pairs, weights = [], []
     for slot, (rate, generator) in enumerate(zip(rates, generators)):
         kept = kept_edges(edge_index, rate, generator) if rate > 0 else edge_index
-        index, weight = first_order_norm(kept, num_nodes) if first_order else \
-            gcn_norm(kept, None, num_nodes, add_self_loops=True, flow="target_to_source")
+        index, weight = operator_weights(kept, num_nodes, adjacency)
         order = torch.argsort(index[0] * num_nodes + index[1])
         pairs.append(index[:, order] + slot * num_nodes)
         weights.append(weight[order])

@@ -169,6 +169,7 @@ def train_modules(
     options: TrainOptions = DEFAULT_OPTIONS,
 ) -> list[ConfigResult]:
     """Train every run of every config, one model per run, in lock-step (see the module docstring)."""
-    check(not data.first_order, f"setting {data.setting!r} propagates the first-order adjacency, which the "
-                                f"packed backbones read; {configs[0].backbone}'s own convolutions normalise theirs")
+    check(data.adjacency == "augmented", f"setting {data.setting!r} propagates the {data.adjacency} adjacency, "
+                                         f"which the packed backbones read; {configs[0].backbone}'s own "
+                                         f"convolutions normalise theirs")
     return _Graph(data, device, options).train(configs, on_epoch)

@@ -243,7 +243,7 @@ class _NodePack(BasePack):
         if not any(self.drop_rates):
             return self.task.adj
         return slot_adjacency(self.task.edges, self.task.data.num_nodes, self.drop_rates, self.edge_streams,
-                              self.task.data.first_order)
+                              self.task.data.adjacency)
 
     @torch.no_grad()
     def evaluate(self, ahead: bool = True) -> tuple[Tensor, Tensor, Tensor, Tensor]:

@@ -41,7 +41,7 @@ class NodeData:
     num_classes: int
     num_edges: int  # directed edges of the loaded graph, before symmetrisation
     random: RandomSplit | None = None
-    first_order: bool = False  # adj is I + D^-1/2 A D^-1/2 (the setting's ``adjacency``), DropEdge's too
+    adjacency: str = "augmented"  # the setting's graph operator (``SettingInfo.adjacency``), DropEdge's too
 
     @property
     def num_nodes(self) -> int:
@@ -105,7 +105,7 @@ def load_node_data(
     dataset = load_dataset(name, setting, data_root)
     data: Data = dataset[0]
     num_edges = data.num_edges
-    split, first_order = SETTINGS.get(setting).split, SETTINGS.get(setting).adjacency == "first-order"
+    split, adjacency = SETTINGS.get(setting).split, SETTINGS.get(setting).adjacency
     check(data.x is not None and data.y is not None, f"dataset {info.name!r} has no node features x or labels y")
     if split == "official":  # the dataset's own split (OGB's), unnormalised features
         train, val, test = _official_masks(dataset, data.num_nodes)
@@ -118,31 +118,31 @@ def load_node_data(
         name=info.name,
         setting=setting,
         x=data.x.float(),
-        adj=normalised_adjacency(data.edge_index, data.num_nodes, directed, first_order),
+        adj=normalised_adjacency(data.edge_index, data.num_nodes, directed, adjacency),
         y=y,
         train_mask=train,
         val_mask=val,
         test_mask=test,
         num_classes=int(y.max()) + 1,
         num_edges=num_edges,
-        first_order=first_order,
+        adjacency=adjacency,
     )
 
 
 def normalised_adjacency(edge_index: Tensor, num_nodes: int, directed: bool = False,
-                         first_order: bool = False) -> Tensor:
+                         adjacency: str = "augmented") -> Tensor:
     """GCN's ``A_hat = D^-1/2 (A + I) D^-1/2`` with ``A[source, target]``.
 
     Undirected (default): the graph symmetrised by PyG's ``ToUndirected``, then ``GCNNorm``.
     ``directed``: the edges as loaded, ``D`` the row sums (out-degree + 1), as the authors'
     ``sys_normalized_adjacency`` does for their directed WebKB graphs; row ``i`` of
     ``A_hat h`` then aggregates node ``i``'s out-neighbours, as their ``spmm(adj, h)``.
-    ``first_order``: ``I + D^-1/2 A D^-1/2`` instead (``D`` without the self-loop), as the
-    DropEdge scripts' FirstOrderGCN (:func:`first_order_norm`).
+    ``adjacency`` other than ``augmented``: that operator instead (:func:`operator_weights`).
     """
-    if first_order:
+    if adjacency != "augmented":
         graph = Data(edge_index=edge_index, num_nodes=num_nodes)
-        index, weight = first_order_norm((graph if directed else T.ToUndirected()(graph)).edge_index, num_nodes)
+        edges = (graph if directed else T.ToUndirected()(graph)).edge_index
+        index, weight = operator_weights(edges, num_nodes, adjacency)
     elif directed:
         index, weight = gcn_norm(edge_index, None, num_nodes, add_self_loops=True, flow="target_to_source")
     else:
@@ -153,14 +153,26 @@ def normalised_adjacency(edge_index: Tensor, num_nodes: int, directed: bool = Fa
         return to_torch_csr_tensor(index, weight, (num_nodes, num_nodes))
 
 
-def first_order_norm(edge_index: Tensor, num_nodes: int) -> tuple[Tensor, Tensor]:
-    """``I + D^-1/2 A D^-1/2`` of ``edge_index`` (self-loops dropped first; ``D`` the row sums
-    of ``A``, an isolated node's row the identity's), as edges and weights."""
+def operator_weights(edge_index: Tensor, num_nodes: int, adjacency: str) -> tuple[Tensor, Tensor]:
+    """A setting's graph operator over ``edge_index`` (``A[source, target]``, taken as given:
+    each direction its own edge), as edges and weights, ``D`` the row sums:
+    ``augmented`` ``D^-1/2 (A + I) D^-1/2``; ``first-order`` ``I + D^-1/2 A D^-1/2`` (DropEdge's
+    FirstOrderGCN); ``random-walk`` ``D^-1 (A + I)`` (DropEdge's AugRWalk: row ``i`` of ``A_hat h``
+    is the mean of node ``i`` and its out-neighbours). Self-loops in ``edge_index`` are dropped
+    first (PyG's Planetoid loader drops them too)."""
+    if adjacency == "augmented":
+        return gcn_norm(edge_index, None, num_nodes, add_self_loops=True, flow="target_to_source")
     edges = remove_self_loops(edge_index)[0]
-    index, weight = gcn_norm(edges, None, num_nodes, add_self_loops=False, flow="target_to_source")
     loops = torch.arange(num_nodes, device=edge_index.device)
-    ones = torch.ones(num_nodes, dtype=weight.dtype, device=weight.device)
-    return torch.cat([index, torch.stack([loops, loops])], 1), torch.cat([weight, ones])
+    if adjacency == "first-order":
+        index, weight = gcn_norm(edges, None, num_nodes, add_self_loops=False, flow="target_to_source")
+        ones = torch.ones(num_nodes, dtype=weight.dtype, device=weight.device)
+        return torch.cat([index, torch.stack([loops, loops])], 1), torch.cat([weight, ones])
+    check(adjacency == "random-walk", f"adjacency {adjacency!r} is not one of augmented, first-order, random-walk")
+    index = torch.cat([edges, torch.stack([loops, loops])], 1)
+    degree = torch.zeros(num_nodes, device=edge_index.device).index_add_(
+        0, index[0], torch.ones(index.shape[1], device=edge_index.device))
+    return index, degree.reciprocal()[index[0]]
 
 
 def _given_masks(data: Data, info: DatasetInfo, split: str) -> tuple[Tensor, Tensor, Tensor]:

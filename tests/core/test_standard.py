@@ -4,6 +4,7 @@ from orthotune.core import (
     RONG_DROP_EDGE,
     RONG_DROP_EDGE_INCEPGCN_FULL,
     RONG_DROP_EDGE_JKNET_FULL,
+    RONG_DROP_EDGE_JKNET_SEMI,
     RONG_DROP_EDGE_SEMI,
     RONG_DROP_EDGE_SEMI_CITESEER,
     RONG_GCN_SEMI,
@@ -96,3 +97,14 @@ def test_dropedges_semi_incepgcn_form_holds_each_datasets_script():
         assert (config.lr, config.weight_decay, config.dropout, config.drop_edge) == (lr, decay, dropout, rate)
         assert (config.hidden, config.input_dropout, config.epochs, config.selection, config.init) == (
             128, 0.0, 400, "train_pass_val_loss", "fan_out")
+
+
+def test_dropedges_semi_jknet_form_is_their_dense_block_of_4_on_the_random_walk_operator():
+    """Their semi-supervised cora_JKNet.sh passes AugRWalk: the semi-rw setting's form."""
+    assert STANDARD_FORMS[("semi-rw", "jknet")].setting == "semi-rw"
+    config = TrainConfig.from_dict({"dataset": "cora", "setting": "semi-rw", "backbone": "jknet", "depth": 4,
+                                    "ortho": False, **standard_form("semi-rw", "jknet", "cora"),
+                                    **RONG_DROP_EDGE_JKNET_SEMI})
+    assert (config.layout, config.conv_bias, config.io_bias, config.init) == ("official", True, True, "fan_out")
+    assert (config.hidden, config.lr, config.weight_decay, config.dropout, config.input_dropout, config.drop_edge) == (
+        128, 0.001, 5e-4, 0.8, 0.0, 0.6)
