@@ -181,6 +181,8 @@ STANDARD_FORMS: dict[tuple[str, str], StandardForm] = {
                                                     "Rong et al., ICLR 2020 (cora_IncepGCN.sh)", RONG_INCEPGCN_FULL),
     ("dropedge-full-aug", "jknet"): StandardForm("jknet", "dropedge-full-aug", "Rong et al., ICLR 2020 (cora_JKNet.sh)",
                                                  RONG_JKNET_FULL),
+    ("semi-rw", "incepgcn"): StandardForm("incepgcn", "semi-rw", "Rong et al., ICLR 2020 (semi-supervised "
+                                          "cora_IncepGCN.sh, on its D^-1 (A + I))", RONG_INCEPGCN),
     ("semi-rw", "jknet"): StandardForm("jknet", "semi-rw", "Rong et al., ICLR 2020 (semi-supervised cora_JKNet.sh)",
                                        RONG_JKNET_SEMI),
 }
