@@ -87,7 +87,7 @@ def test_a_setting_is_one_entry(register):
     assert space.max_epochs() == 100
     assert Filters(settings=("low",)).settings == ("low",)
     assert setting_title("low") == "low-label" and repeat_noun("low") == "seed"
-    assert "seed for semi/dropedge-full/dropedge-full-aug/official/low" in _repeat_nouns()
+    assert "seed for semi/semi-rw/dropedge-full/dropedge-full-aug/official/low" in _repeat_nouns()
     assert required_files("cora2", "low")[0] == "Planetoid/Cora2/raw/ind.cora2.x"  # the public split's files
     assert "low" in help_of("train", "setting") and "low 16" in help_of("train", "hidden")
     assert "low" in help_of("best", "setting")
