@@ -123,10 +123,9 @@ PROFILES: dict[str, dict[str, Any]] = {
 class TrainConfig(_OrthoFields):
     """Everything one training run of one config needs.
 
-    ``splits`` and ``seeds`` name the repeats: run ``i`` uses ``splits[i]`` and ``seeds[i]``;
-    a tuple of length one is broadcast over the other. With ``full`` the repeats are
-    Geom-GCN splits, with ``semi``/``official`` seeds of the single split, with ``cv10`` the
-    folds. Fields left ``None`` take the dataset's and setting's defaults.
+    ``splits`` and ``seeds`` name the repeats: run ``i`` uses ``splits[i]`` and ``seeds[i]``; a tuple of length one
+    is broadcast over the other. With ``full`` the repeats are Geom-GCN splits, with ``semi``/``official`` seeds of
+    the single split, with ``cv10`` the folds. Fields left ``None`` take the dataset's and setting's defaults.
     """
 
     dataset: str = option(None, Rule("str"), "dataset name: a catalogue name, pyg:CLASS[/NAME] (a "
@@ -303,14 +302,12 @@ class TrainConfig(_OrthoFields):
               f"split_train={self.split_train} + split_val={self.split_val} must be below 1 (test takes the rest)")
 
     def _check_capabilities(self, task: str) -> None:
-        """What the backbone's declaration says it cannot do is refused, not ignored: an
-        Ortho-GConv arm, dropping a bias it always has, and (a backbone outside orthotune's packed
-        family: PyG's models, factories, graph backbones) the switches only that family has."""
+        """What the backbone's declaration says it cannot do is refused, not ignored: an Ortho-GConv arm, dropping a
+        bias it always has, and (outside the packed family) that family's switches and settings' operators."""
         backbone = backbone_info(self.backbone)
         what = " is the structure-agnostic reference (it never reads an edge) and" if backbone.reference else ""
-        check(not self.ortho or backbone.ortho_arm,
-              f"backbone {self.backbone!r} with ortho=True: {self.backbone}{what} has no Ortho-GConv arm; "
-              f"set ortho false")
+        check(not self.ortho or backbone.ortho_arm, f"backbone {self.backbone!r} with ortho=True: "
+                                                     f"{self.backbone}{what} has no Ortho-GConv arm; set ortho false")
         check(self.conv_bias or backbone.conv_bias != "fixed",
               f"conv_bias=False does not apply to {self.backbone} (its convolutions always have a bias)")
         packed = ", ".join(n for n in BACKBONE_INFO if BACKBONE_INFO.get(n).packed)
@@ -319,6 +316,9 @@ class TrainConfig(_OrthoFields):
             return
         check(self.layout != "official", f"layout='official' applies to {packed}, not {self.backbone}")
         check(self.feature_transform, f"feature_transform=False applies to {packed}, not {self.backbone}")
+        adjacency = SETTINGS.get(self.setting).adjacency  # PyG's convolutions and factories normalise their own way
+        check(adjacency == "augmented", f"setting {self.setting!r} propagates the {adjacency} "
+              f"adjacency, which {packed} read; {self.backbone}'s own convolutions normalise theirs")
 
     def _check_treatments(self) -> None:
         """DropEdge and a user's treatment are refused, not ignored, where the backbone cannot

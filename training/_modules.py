@@ -22,7 +22,7 @@ from torch import Tensor
 from torch.nn.utils import parametrize
 from torch_geometric.utils import remove_self_loops, to_edge_index
 
-from orthotune.core import PASS_SELECTION, ConfigResult, EpochCallback, TrainConfig, check
+from orthotune.core import PASS_SELECTION, ConfigResult, EpochCallback, TrainConfig
 from orthotune.models import (
     NodeModule,
     SparseFeatures,
@@ -169,7 +169,5 @@ def train_modules(
     options: TrainOptions = DEFAULT_OPTIONS,
 ) -> list[ConfigResult]:
     """Train every run of every config, one model per run, in lock-step (see the module docstring)."""
-    check(data.adjacency == "augmented", f"setting {data.setting!r} propagates the {data.adjacency} adjacency, "
-                                         f"which the packed backbones read; {configs[0].backbone}'s own "
-                                         f"convolutions normalise theirs")
+    # a setting's own operator (first-order, random-walk) is refused for these backbones by TrainConfig
     return _Graph(data, device, options).train(configs, on_epoch)

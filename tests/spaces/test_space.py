@@ -162,3 +162,13 @@ def test_a_stored_spaces_smoke_flag_reads_without_parsing_it():
     assert parse_space(quick).smoke_test  # the flag as the parser reads it
     for other in ({**quick, "budget": 3}, {**quick, "smoke_test": "yes"}, [quick], None):
         assert not is_smoke_test(other)
+
+
+@pytest.mark.parametrize("setting, operator", [("semi-rw", "random-walk"), ("dropedge-full", "first-order")])
+def test_a_setting_whose_operator_pygs_convolutions_cannot_read_refuses_them_at_parse(setting, operator):
+    """GAT normalises its own edges: on a setting with its own operator it would train another
+    graph, so the space is refused before any work, naming the operator and the backbones that read it."""
+    with pytest.raises(ConfigError, match=f"setting '{setting}' propagates the {operator} adjacency, which gcn, "
+                                          f"jknet, gcnii, incepgcn read; gat's own convolutions"):
+        parse_space({"datasets": ["cora"], "setting": setting, "backbones": ["gcn", "gat"], "depths": [2]})
+    assert parse_space({"datasets": ["cora"], "setting": setting, "backbones": ["gcn", "jknet"], "depths": [2]})
