@@ -317,7 +317,7 @@ class TrainConfig(_OrthoFields):
         check(self.layout != "official", f"layout='official' applies to {packed}, not {self.backbone}")
         check(self.feature_transform, f"feature_transform=False applies to {packed}, not {self.backbone}")
         adjacency = SETTINGS.get(self.setting).adjacency  # PyG's convolutions and factories normalise their own way
-        check(adjacency == "augmented", f"setting {self.setting!r} propagates the {adjacency} "
+        check(backbone.reference or adjacency == "augmented", f"setting {self.setting!r} propagates the {adjacency} "
               f"adjacency, which {packed} read; {self.backbone}'s own convolutions normalise theirs")
 
     def _check_treatments(self) -> None:

@@ -171,4 +171,6 @@ def test_a_setting_whose_operator_pygs_convolutions_cannot_read_refuses_them_at_
     with pytest.raises(ConfigError, match=f"setting '{setting}' propagates the {operator} adjacency, which gcn, "
                                           f"jknet, gcnii, incepgcn read; gat's own convolutions"):
         parse_space({"datasets": ["cora"], "setting": setting, "backbones": ["gcn", "gat"], "depths": [2]})
-    assert parse_space({"datasets": ["cora"], "setting": setting, "backbones": ["gcn", "jknet"], "depths": [2]})
+    space = parse_space({"datasets": ["cora"], "setting": setting, "backbones": ["gcn", "jknet"], "depths": [2],
+                         "reference": True})  # the structure-agnostic reference never reads an edge
+    assert [cell.backbones[0] for cell in space.cells()] == ["gcn", "jknet", "mlp"]

@@ -127,3 +127,6 @@ def test_random_walk_adjacency_averages_each_node_with_its_neighbours(data_root)
     assert result.status == "completed"
     with pytest.raises(ConfigError, match="random-walk adjacency"):
         run_configs([TrainConfig(backbone="gat", **base)], torch.device("cpu"), root)
+    # the structure-agnostic reference never reads an edge: it trains on any operator's setting
+    (reference,) = run_configs([TrainConfig(backbone="mlp", **base)], torch.device("cpu"), root)
+    assert reference.status == "completed"
