@@ -131,23 +131,17 @@ def load_node_data(
 
 def normalised_adjacency(edge_index: Tensor, num_nodes: int, directed: bool = False,
                          adjacency: str = "augmented") -> Tensor:
-    """GCN's ``A_hat = D^-1/2 (A + I) D^-1/2`` with ``A[source, target]``.
+    """The setting's operator (:func:`operator_weights`; GCN's ``A_hat = D^-1/2 (A + I) D^-1/2``
+    by default) with ``A[source, target]``, as CSR.
 
-    Undirected (default): the graph symmetrised by PyG's ``ToUndirected``, then ``GCNNorm``.
-    ``directed``: the edges as loaded, ``D`` the row sums (out-degree + 1), as the authors'
+    Undirected (default): the graph symmetrised by PyG's ``ToUndirected`` first. ``directed``:
+    the edges as loaded, ``D`` the row sums (out-degree + 1), as the authors'
     ``sys_normalized_adjacency`` does for their directed WebKB graphs; row ``i`` of
     ``A_hat h`` then aggregates node ``i``'s out-neighbours, as their ``spmm(adj, h)``.
-    ``adjacency`` other than ``augmented``: that operator instead (:func:`operator_weights`).
     """
-    if adjacency != "augmented":
-        graph = Data(edge_index=edge_index, num_nodes=num_nodes)
-        edges = (graph if directed else T.ToUndirected()(graph)).edge_index
-        index, weight = operator_weights(edges, num_nodes, adjacency)
-    elif directed:
-        index, weight = gcn_norm(edge_index, None, num_nodes, add_self_loops=True, flow="target_to_source")
-    else:
-        graph = T.GCNNorm()(T.ToUndirected()(Data(edge_index=edge_index, num_nodes=num_nodes)))
-        index, weight = graph.edge_index, graph.edge_weight
+    if not directed:
+        edge_index = T.ToUndirected()(Data(edge_index=edge_index, num_nodes=num_nodes)).edge_index
+    index, weight = operator_weights(edge_index, num_nodes, adjacency)
     with warnings.catch_warnings():  # torch flags sparse CSR as beta on every construction
         warnings.simplefilter("ignore", UserWarning)
         return to_torch_csr_tensor(index, weight, (num_nodes, num_nodes))
