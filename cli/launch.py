@@ -35,6 +35,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "once if it finished), else start it; what a requeued or resubmitted batch job runs")
     add_store_argument(parser)
     parser.add_argument("--datasets", nargs="+", metavar="DATASET", help="override the space's datasets")
+    parser.add_argument("--arms", nargs="+", metavar="ARM",
+                        help="keep only these of the space's named arms (the arms it compares; those its comparisons "
+                             "need must stay)")
     groups = {section: parser if section == SECTIONS[0] else parser.add_argument_group(section)
               for section in SECTIONS}
     groups["cluster"].add_argument(
@@ -148,7 +151,8 @@ def _space(args: argparse.Namespace):
     from orthotune.spaces import resolve_space
 
     space = resolve_space(args.space)
-    return space.with_datasets(args.datasets) if args.datasets else space
+    space = space.with_datasets(args.datasets) if args.datasets else space
+    return space.with_arms(args.arms) if getattr(args, "arms", None) else space
 
 
 def default_name(space_name: str) -> str:

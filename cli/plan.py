@@ -63,6 +63,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--space", required=True,
                         help=f"a preset ({', '.join(sorted(PRESETS.names()))}) or a space YAML file")
     parser.add_argument("--datasets", nargs="+", metavar="DATASET", help="override the space's datasets")
+    parser.add_argument("--arms", nargs="+", metavar="ARM",
+                        help="keep only these of the space's named arms (the arms it compares; those its comparisons "
+                             "need must stay)")
     where = parser.add_argument_group("the resources (default: this machine, one node)")
     where.add_argument("--cpus", type=_positive(float), metavar="N", help="CPUs per node")
     where.add_argument("--gpus", type=_count, metavar="N", help="GPUs per node")

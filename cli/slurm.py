@@ -62,6 +62,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"a preset ({', '.join(sorted(PRESETS.names()))}) or a space YAML file")
     add_store_argument(parser)
     parser.add_argument("--datasets", nargs="+", metavar="DATASET", help="override the space's datasets")
+    parser.add_argument("--arms", nargs="+", metavar="ARM",
+                        help="keep only these of the space's named arms (the arms it compares; those its comparisons "
+                             "need must stay)")
     parser.add_argument("--data-root", metavar="DIR",
                         help="raw data folder, seen by every node at this path (default: $ORTHOTUNE_DATA_ROOT)")
     groups = {section: parser if section == SECTIONS[0] else parser.add_argument_group(section)
@@ -259,6 +262,8 @@ def driver_arguments(args: argparse.Namespace, options: LaunchOptions, store: st
              "--data-root", data_root, "--progress", "plain"]
     if args.datasets:
         words += ["--datasets", *args.datasets]
+    if getattr(args, "arms", None):
+        words += ["--arms", *args.arms]
     for f in dataclasses.fields(LaunchOptions):
         if f.metadata["cli"] is None or f.name in JOB_SETS | {"name"} or not hasattr(args, f.name):
             continue

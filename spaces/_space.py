@@ -25,7 +25,7 @@ from orthotune.core import (
     standard_form,
     treatment_function,
 )
-from orthotune.spaces._arms import ORTHO_KEYS, ArmSpec, Comparisons, arm_parts
+from orthotune.spaces._arms import ORTHO_KEYS, ArmSpec, Comparisons, arm_parts, kept_arms
 from orthotune.spaces._dimension import Dimension, grid_count, grid_product, pick
 from orthotune.spaces._names import registry_names
 
@@ -330,6 +330,10 @@ class SearchSpace:
             raise ConfigError(f"space {self.name}: no variant covers datasets {', '.join(chosen)}")
         return replace(self, datasets=chosen, variants=tuple(kept))
 
+    def with_arms(self, names: Sequence[str]) -> SearchSpace:
+        """The space with the named arms only, compared among themselves (``_arms.kept_arms``)."""
+        return replace(self, arms=kept_arms(self, names))
+
     def to_dict(self) -> dict[str, Any]:
         """A YAML-able form that :func:`parse_space` reads back to an equal space (a search's
         record holds it: ``--resume`` parses it back, reports read its flags with
@@ -347,10 +351,7 @@ class SearchSpace:
             out = {k: v for k, v in out.items() if k not in ("backbones", "depths", "original")}
             out["arms"] = {arm.name: arm.to_dict() for arm in self.arms}
             out["compare"] = (self.compare or Comparisons()).to_yaml()
-        if self.smoke_test:
-            out["smoke_test"] = True
-        if self.reference:
-            out["reference"] = True
+        out.update({key: True for key in ("smoke_test", "reference") if getattr(self, key)})
         if self.setting is not None:
             out["setting"] = self.setting
         if self.repeats is not None:

@@ -15,6 +15,12 @@ from orthotune.cli import main
         (["--space", "quick", "--searcher", "bayes"], "unknown search algorithm 'bayes'; valid: optuna, random, grid"),
         (["--space", "quick", "--scheduler", "pbt"], "unknown scheduler 'pbt'; valid: asha, fifo"),
         (["--space", "quick", "--datasets", "mnist"], "unknown dataset 'mnist' in datasets"),
+        (["--space", "paper-sota", "--arms", "GCN", "GIN"],
+         "unknown arm 'GIN'; valid: GCN, GAT, APPNP, SGC, DAGNN, JKNet, JKNet+DropEdge, IncepGCN+DropEdge, GCNII, "
+         "Ortho-GCNII"),
+        (["--space", "paper-sota", "--arms", "GCN", "GAT"], "--arms GCN GAT: space: compare.against 'Ortho-GCNII' "
+                                                          "is no arm; arms: GCN, GAT"),
+        (["--space", "quick", "--arms", "original"], "--arms needs a space with named arms"),
         (["--space", "quick", "--samples", "0"], "samples=0 must be >= 1"),
         (["--space", "quick", "--gpus-per-trial", "1.5"], "gpus_per_trial=1.5 must be a fraction <= 1"),
         (["--space", "quick", "--name", "a/b"], "search name 'a/b' must start with a letter or digit"),
@@ -34,6 +40,26 @@ def test_bad_launch_input_is_one_line(tmp_path, capsys, args, message):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0], err
     assert not store.exists()
+
+
+@pytest.mark.parametrize("command", ["launch", "plan", "slurm"])
+def test_arms_given_reach_the_search_and_a_slurm_job_s_driver(tmp_path, command):
+    import argparse
+
+    from orthotune.cli import build_parser
+    from orthotune.cli.launch import search_options
+
+    words = [command, "--space", "paper-sota", "--datasets", "texas", "--arms", "Ortho-GCNII", "GCN"]
+    args = build_parser(command).parse_args(words + (["--store", str(tmp_path / "s")] if command != "plan" else []))
+    options = search_options(argparse.Namespace(**{"store": str(tmp_path / "s"), "name": None, **vars(args)}))
+    assert [arm.name for arm in options.space.arms] == ["GCN", "Ortho-GCNII"]
+    assert [c.key for c in options.space.cells()] == ["texas/gcn/2/GCN", "texas/gcnii/32/Ortho-GCNII",
+                                                     "texas/mlp/2/reference"]
+    if command == "slurm":
+        from orthotune.cli.slurm import driver_arguments
+
+        driver = driver_arguments(args, options, str(tmp_path / "s"), str(tmp_path))
+        assert driver[driver.index("--arms"):driver.index("--arms") + 3] == ["--arms", "Ortho-GCNII", "GCN"]
 
 
 #: Run in a fresh interpreter: each case's exit code and the heavy libraries loaded after it.

@@ -127,3 +127,21 @@ def test_the_sota_presets_compare_ortho_gcnii_against_every_other_arm():
         assert len(preset.arm_cells()) == len(names) * datasets and preset.reference
     small = resolve_space("paper-sota").with_datasets(["texas", "wisconsin"])
     assert {c.key.split("/")[0] for c in small.cells()} == {"texas", "wisconsin"}
+
+
+def test_arms_keeps_the_named_arms_in_the_space_order_and_their_comparisons():
+    sota = resolve_space("paper-sota-semi")
+    kept = sota.with_arms(["Ortho-GCNII", "GCN", "JKNet+DropEdge"])
+    assert [arm.name for arm in kept.arms] == ["GCN", "JKNet+DropEdge", "Ortho-GCNII"]
+    assert kept.comparisons() == [("GCN", "Ortho-GCNII"), ("JKNet+DropEdge", "Ortho-GCNII")]
+    assert {c.train["arm"].values[0] for c in kept.arm_cells()} == {"GCN", "JKNet+DropEdge", "Ortho-GCNII"}
+    assert kept.reference and len(kept.cells()) == 3 * 3 + 3  # three arms and the reference, per dataset
+    assert parse_space(kept.to_dict()).arms == kept.arms  # the search's record reads back the arms kept
+
+
+def test_arms_refuses_a_choice_its_comparisons_cannot_answer():
+    treatments = parse_space(space(compare="treatments"))
+    with pytest.raises(ConfigError, match="arm 'Ortho-GCNII' needs one bare gcnii arm"):
+        treatments.with_arms(["GCN", "Ortho-GCNII"])
+    with pytest.raises(ConfigError, match="compare needs two arms or more"):
+        treatments.with_arms(["GCN"])
