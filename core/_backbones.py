@@ -25,6 +25,8 @@ from orthotune.core._registry import Registry
 
 #: The kinds of hidden-convolution bias a backbone has (:attr:`BackboneInfo.conv_bias`).
 CONV_BIAS_KINDS = ("switch", "fixed", "none")
+#: How a backbone's hidden convolutions grow with its depth (:attr:`BackboneInfo.growth`).
+GROWTH_KINDS = ("chain", "inception")
 
 
 @dataclass(frozen=True)
@@ -50,12 +52,25 @@ class BackboneInfo:
     conv_bias: str = "none"
     #: takes ``batch_norm`` (BatchNorm after each hidden convolution)
     batch_norm: bool = False
+    #: how its hidden convolutions grow with ``depth`` (what a memory estimate counts):
+    #: ``chain``, one after another, about ``depth``; ``inception``, branches of 1 .. b
+    #: convolutions side by side (b = ``depth - 2``), b (b + 1) / 2 of them
+    growth: str = "chain"
 
     def __post_init__(self) -> None:
+        check(self.growth in GROWTH_KINDS,
+              f"backbone {self.name!r}: growth={self.growth!r} must be one of {', '.join(GROWTH_KINDS)}")
         check(self.conv_bias in CONV_BIAS_KINDS,
               f"backbone {self.name!r}: conv_bias={self.conv_bias!r} must be one of {', '.join(CONV_BIAS_KINDS)}")
         check(not (self.reference and self.ortho_arm),
               f"backbone {self.name!r}: a structure-agnostic reference has no Ortho-GConv arm (ortho_arm=False)")
+
+    def hidden_convolutions(self, depth: int) -> int:
+        """About how many hidden convolutions a model of ``depth`` runs (:attr:`growth`)."""
+        if self.growth == "inception":
+            branches = max(depth - 2, 1)
+            return branches * (branches + 1) // 2
+        return depth
 
 
 BACKBONE_INFO: Registry[BackboneInfo] = Registry("backbone")
@@ -84,7 +99,8 @@ for _info in (
     BackboneInfo("dagnn", "node", "a 2-layer MLP, then depth propagations weighed by a learned retention score "
                  "(Liu et al., KDD 2020)", ortho_arm=False, layouts=False),
     BackboneInfo("incepgcn", "node", "the DropEdge paper's IncepGCN: inception blocks of GCN branches of depth "
-                 "1 .. L, concatenated (Rong et al., ICLR 2020)", packed=True, conv_bias="switch", batch_norm=True),
+                 "1 .. L, concatenated (Rong et al., ICLR 2020)", packed=True, conv_bias="switch", batch_norm=True,
+                 growth="inception"),
     BackboneInfo("mlp", "node", "an MLP on the node features (H2GCN's baseline, Zhu et al., NeurIPS 2020)",
                  ortho_arm=False, reference=True),
     BackboneInfo("gunet", "graph", "Graph U-Nets (Gao & Ji, ICML 2019)"),

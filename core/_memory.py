@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from orthotune.core._backbones import backbone_info
 from orthotune.core._catalogue import DATASETS
 from orthotune.core._config import TrainConfig
 from orthotune.core._errors import OrthotuneError
@@ -26,6 +27,7 @@ class MemoryEstimate:
     nodes: int  # nodes one training step holds
     activations: int
     parameters: int
+    layers: int  # hidden convolutions (``BackboneInfo.hidden_convolutions``)
 
     @property
     def total(self) -> int:
@@ -35,19 +37,20 @@ class MemoryEstimate:
         c = self.config
         copies = f"({WEIGHT_COPIES} + {4 * c.T + 4} Newton products)" if c.ortho else str(WEIGHT_COPIES)
         return (f"depth={c.depth} hidden={c.hidden} on {c.dataset} needs about {_gib(self.total)} for one repeat "
-                f"(activations {self.nodes} nodes x {c.hidden} x {c.depth + 2} layers x {ACTIVATION_COPIES} x "
-                f"{BYTES} B = {_gib(self.activations)}; parameters {c.depth} x {c.hidden}^2 x {copies} x {BYTES} B = "
-                f"{_gib(self.parameters)})")
+                f"(activations {self.nodes} nodes x {c.hidden} x {self.layers + 2} layers x {ACTIVATION_COPIES} x "
+                f"{BYTES} B = {_gib(self.activations)}; parameters {self.layers} x {c.hidden}^2 x {copies} x "
+                f"{BYTES} B = {_gib(self.parameters)})")
 
 
 def memory_estimate(config: TrainConfig) -> MemoryEstimate:
     """The estimate of :data:`ACTIVATION_COPIES` and friends for ``config`` on its dataset."""
     info = DATASETS.get(config.dataset)
     nodes = info.nodes * (config.batch_size or 1) if info.task == "graph" else info.nodes
-    activations = nodes * config.hidden * (config.depth + 2) * ACTIVATION_COPIES * BYTES + nodes * info.features * BYTES
+    layers = backbone_info(config.backbone).hidden_convolutions(config.depth)
+    activations = nodes * config.hidden * (layers + 2) * ACTIVATION_COPIES * BYTES + nodes * info.features * BYTES
     per_layer = WEIGHT_COPIES + (4 * config.T + 4 if config.ortho else 0)
-    parameters = (config.depth * config.hidden**2 * per_layer + info.features * config.hidden * WEIGHT_COPIES) * BYTES
-    return MemoryEstimate(config, nodes, activations, parameters)
+    parameters = (layers * config.hidden**2 * per_layer + info.features * config.hidden * WEIGHT_COPIES) * BYTES
+    return MemoryEstimate(config, nodes, activations, parameters, layers)
 
 
 def available_memory() -> int | None:

@@ -25,7 +25,8 @@ What is measured, and what is fitted:
   pack), where the space has three depths or more for them, are measured at the smallest
   and the largest depth, and the depths between are fitted linearly (seconds per epoch,
   setup, peak memory): a full-batch epoch is an input layer, ``depth - 2`` hidden layers
-  alike and an output layer, so its cost is linear in depth (the fit's error, checked
+  alike and an output layer, so its cost is linear in depth (in the hidden convolutions
+  where they grow otherwise: IncepGCN's branches; the fit's error, checked
   against measured depths, is in ``docs/plan.md``); ``every_depth`` measures each depth;
 - a plan whose every cell was measured is kept whole too (``plan-index`` in the cache, keyed
   by the space, the options and the versions, and valid while the shapes it read are the
@@ -54,7 +55,7 @@ from datetime import date
 from typing import Any
 
 from orthotune import __version__
-from orthotune.core import TrainConfig, memory_estimate
+from orthotune.core import TrainConfig, backbone_info, memory_estimate
 from orthotune.plan._cache import (
     CACHE_FORMAT,
     StartProbe,
@@ -199,8 +200,12 @@ class _Cell:
                             scaled=cost.measured_runs is not None and cost.measured_runs < cost.runs)
 
     def fitted(self, low: _Cell, at_low: CellEstimate, high: _Cell, at_high: CellEstimate) -> CellEstimate:
-        """The estimate at this depth on the line through the same shape's two measured depths."""
-        share = (self.config.depth - low.config.depth) / (high.config.depth - low.config.depth)
+        """The estimate at this depth on the line through the same shape's two measured depths,
+        in hidden convolutions (``BackboneInfo.hidden_convolutions``: the depth of a chain,
+        IncepGCN's branches' sum), what an epoch's cost grows with."""
+        layers = backbone_info(self.config.backbone).hidden_convolutions
+        at, ends = layers(self.config.depth), (layers(low.config.depth), layers(high.config.depth))
+        share = (at - ends[0]) / (ends[1] - ends[0])
 
         def line(a: float | None, b: float | None) -> float | None:
             return None if a is None or b is None else a + share * (b - a)

@@ -222,6 +222,17 @@ def test_depths_between_are_fitted_on_the_line_through_the_shallowest_and_deepes
     assert not any(c.fitted for c in every.cells)
 
 
+def test_an_inception_block_is_fitted_in_its_hidden_convolutions_not_its_depth(counted):
+    """IncepGCN at depths 4, 6 and 8 runs 3, 10 and 21 hidden convolutions (branches of 1 .. 2,
+    4 and 6): depth 6 sits 7/18 of the way from 4 to 8, not half way."""
+    three = {**SPACE, "backbones": ["incepgcn"], "original": False, "depths": [4, 6, 8]}
+    plan = plan_search(options(three), measure_epochs=2)
+    assert [c.depth for c in counted] == [4, 8]
+    low, middle, high = plan.cells
+    assert middle.fitted and middle.seconds_per_epoch == pytest.approx(
+        low.seconds_per_epoch + 7 / 18 * (high.seconds_per_epoch - low.seconds_per_epoch))
+
+
 @pytest.mark.slow
 def test_a_second_plan_reads_one_file_without_torch(tmp_path):
     """A plan kept whole is read back in a fresh interpreter without importing torch, PyG or Ray;
