@@ -1,6 +1,7 @@
 """How the plan measures one shape, in this process or in a measuring process of its own
 (``_costing`` deals the shapes out): one warm-up per dataset, a timed run of the whole pack,
-or of one run scaled by the pack's runs on a large graph. Loads torch when it measures."""
+or of one run scaled by the pack's runs on a large graph or a large model. Loads torch when
+it measures."""
 
 from __future__ import annotations
 
@@ -23,6 +24,11 @@ MEASURE_EPOCHS = 1
 #: optimiser's steps) weighs as much as the work, so a pack is trained whole (and cheaply). A
 #: rule on the data, not on a timing, so a busy host does not change how a shape is measured.
 SCALE_FROM_NODES = 10_000
+#: A pack whose runs' memory estimates (``core.memory_estimate``) add up to at least this many
+#: bytes is measured on one run too, whatever the graph: its epoch is work, not fixed cost, and
+#: trained whole it would hold that memory in a measuring process beside the others (10 seeds of
+#: the 64-layer Cora IncepGCN: about 156 GiB). Also a rule on the config, not on a timing.
+SCALE_FROM_BYTES = 2 * 2**30
 #: Timed seconds enough: a shape is timed on ``measure_epochs`` epochs, fewer where they would
 #: take longer than this (its dataset's one run's epoch times the runs timed; at least one).
 ENOUGH_TIMED_S = 0.5
@@ -92,7 +98,8 @@ def measure_shapes(job: list[tuple[str, dict[str, Any]]], method: Method,
                 if data not in warm:
                     warm[data] = warm_up(config, method)
                 info = DATASETS.get(config.dataset)
-                one_run = not method.full_packs and info.task == "node" and info.nodes >= SCALE_FROM_NODES
+                one_run = not method.full_packs and info.task == "node" and (
+                    info.nodes >= SCALE_FROM_NODES or pack_bytes(config, method) >= SCALE_FROM_BYTES)
                 timed_runs = method.pack * (1 if one_run or info.task == "graph" else len(config.runs()))
                 epochs = timed_epochs(warm[data] * timed_runs, method)  # one run's epoch times the runs timed
                 results[shape] = measure(config, replace(method, epochs=epochs), one_run).to_dict()
@@ -102,6 +109,11 @@ def measure_shapes(job: list[tuple[str, dict[str, Any]]], method: Method,
     finally:
         torch.set_num_threads(threads)
     return results
+
+
+def pack_bytes(config: TrainConfig, method: Method) -> int:
+    """The memory estimate of one trial's pack of ``config``: one run's, times its runs."""
+    return memory_estimate(first_run(config)).total * len(config.runs()) * method.pack
 
 
 def first_run(config: TrainConfig) -> TrainConfig:

@@ -34,10 +34,15 @@ class Meter:
         found: dict[str, tuple[Any, bool] | str] = {}
         pending: dict[str, Any] = {}
         available = available_memory()
+        # each of the streams measures beside the others, as the search's trials run at once
+        share = None if available is None else available / self.workers
         for cell in cells:
-            if available is not None and cell.estimate_bytes > available:  # training it here would run out of memory
+            if share is not None and cell.estimate_bytes > share:  # training it here would run out of memory
+                where = (f"the {available / 2**30:.1f} GiB available here" if self.workers == 1 else
+                         f"the {share / 2**30:.1f} GiB each of {self.workers} trials at once has here "
+                         f"({available / 2**30:.1f} GiB available; --concurrency 1 gives one trial all of it)")
                 found[cell.shape] = (f"not measured: one repeat needs about {cell.estimate_bytes / 2**30:.1f} GiB "
-                                     f"(estimated), more than the {available / 2**30:.1f} GiB available here")
+                                     f"(estimated), more than {where}")
             elif (cost := None if self.remeasure else cached_cost(cell.shape)) is not None:
                 found[cell.shape] = (cost, True)
             else:

@@ -305,6 +305,39 @@ def test_a_costly_pack_is_measured_on_one_run_and_scaled_by_its_runs(counted, mo
     assert len(counted) == 4
 
 
+def test_a_pack_large_in_memory_is_measured_on_one_run_on_a_small_graph_too(counted, monkeypatch):
+    """Cora is under the node rule, but a pack whose runs' memory estimates reach
+    ``SCALE_FROM_BYTES`` (here: any) is measured on one run, as 10 seeds of a 64-layer
+    IncepGCN must be (about 156 GiB trained whole)."""
+    import orthotune.plan._measuring as measuring
+    from orthotune.core import TrainConfig
+
+    deep = TrainConfig(dataset="cora", setting="semi", backbone="incepgcn", depth=64, hidden=128, ortho=False,
+                       seeds=list(range(10)))
+    assert measuring.pack_bytes(deep, measuring.Method()) > 150 * 2**30 >= measuring.SCALE_FROM_BYTES
+    monkeypatch.setattr(measuring, "SCALE_FROM_BYTES", 1)
+    plan = plan_search(options(), measure_epochs=2)
+    assert all(c.scaled for c in plan.cells) and "2 scaled from one run of the pack" in plan.table()
+
+
+def test_a_shape_too_large_for_its_share_of_memory_is_listed_with_the_way_out(monkeypatch):
+    """Measured beside another stream (the search's two trials at once), a shape needs its
+    share of the memory; the line says so, and how one trial gets all of it."""
+    from types import SimpleNamespace
+
+    import orthotune.plan._meter as meter
+
+    monkeypatch.setattr(meter, "available_memory", lambda: 12 * 2**30)
+    cell = SimpleNamespace(shape="s", config=None, estimate_bytes=8 * 2**30)
+    (reason,) = meter.Meter(meter.Method(), False, None, 2).costs([cell], NoProbe(False)).values()
+    assert reason == ("not measured: one repeat needs about 8.0 GiB (estimated), more than the 6.0 GiB each of 2 "
+                      "trials at once has here (12.0 GiB available; --concurrency 1 gives one trial all of it)")
+    alone = meter.Meter(meter.Method(), True, None, 1)
+    monkeypatch.setattr(meter, "available_memory", lambda: 4 * 2**30)
+    (reason,) = alone.costs([cell], NoProbe(False)).values()
+    assert reason.endswith("more than the 4.0 GiB available here")
+
+
 @pytest.mark.slow
 def test_shapes_are_measured_in_processes_side_by_side(counted, monkeypatch):
     """Four shapes in two streams (as the search runs two trials at once on two CPUs): this
