@@ -158,18 +158,30 @@ def measure(config: TrainConfig, method: Method, one_run: bool = False) -> Any:
                                  method.download, warm_up=False, profile=profile)
     cost = measure_cell_cost(one, method.device, method.data_root, 1, method.epochs, options, method.download,
                              warm_up=False, profile=profile)
-    return CellCost.from_dict({**scaled(cost, runs, runs, float(memory_estimate(one).total)).to_dict(),
+    return CellCost.from_dict({**scaled(cost, runs, runs, added_bytes(one, runs, method, options)).to_dict(),
                                "pack": method.pack, "measured_runs": 1})
 
 
-def scaled(cost: Any, factor: int, runs: int, bytes_per_run: float) -> Any:
+def added_bytes(one: TrainConfig, runs: int, method: Method, options: Any) -> float:
+    """Memory that ``runs - 1`` more runs of ``one`` add to one run's (estimated): each run's
+    whole estimate where it trains in the same pack; on a CPU, where a large model's runs
+    train in packs one after another (``training.runs_per_cpu_pack``), only the parameters
+    (with their gradients and Adam's moments) of the runs in other packs."""
+    from orthotune.training import runs_per_cpu_pack
+
+    estimate = memory_estimate(one)
+    together = runs if method.device.startswith("cuda") else runs_per_cpu_pack(one, runs, options)
+    return float((together - 1) * estimate.total + (runs - together) * estimate.parameters)
+
+
+def scaled(cost: Any, factor: int, runs: int, added: float) -> Any:
     """``cost`` of ``cost.runs`` runs as ``runs`` (``factor`` times its work): seconds scaled,
-    the process's peak memory raised by ``bytes_per_run`` (estimated) for each run added."""
+    the process's peak memory raised by ``added`` bytes (estimated) for the runs added."""
     from orthotune.training import CellCost
 
     if factor == 1:
         return cost
-    peak = None if cost.host_peak_bytes is None else cost.host_peak_bytes + (runs - cost.runs) * bytes_per_run
+    peak = None if cost.host_peak_bytes is None else cost.host_peak_bytes + added
     return CellCost.from_dict({**cost.to_dict(), "runs": runs, "seconds_per_epoch": cost.seconds_per_epoch * factor,
                                "setup_seconds": (cost.setup_seconds or 0.0) * factor, "host_peak_bytes": peak,
                                "measured_runs": cost.measured_runs or cost.runs})

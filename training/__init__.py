@@ -27,6 +27,7 @@ __all__ = [
     "pack_key",
     "retain_freed_memory",
     "run_configs",
+    "runs_per_cpu_pack",
     "task_data",
     "timed",
     "train_node",
@@ -38,7 +39,7 @@ LAZY = {
     **dict.fromkeys(("CellCost", "device_profile", "measure_cell_cost", "timed"), "_cost"),
     **dict.fromkeys(("DataRoot", "check_dataset_files", "is_prepared", "load_dataset"), "_data"),
     "retain_freed_memory": "_memory",
-    **dict.fromkeys(("choose_device", "pack_key", "train_node"), "_node"),
+    **dict.fromkeys(("choose_device", "pack_key", "runs_per_cpu_pack", "train_node"), "_node"),
     **dict.fromkeys(("NodeData", "load_node_data", "normalised_adjacency"), "_node_data"),
     **dict.fromkeys(("run_configs", "task_data"), "_run"),
 }

@@ -62,6 +62,14 @@ def capacity(per_run_bytes: float, free_bytes: float, fraction: float, cap: int 
     return max(1, min(fits, cap or runs, runs))
 
 
+def cpu_capacity(count: int, options: Any, state_bytes: int = 0) -> int:
+    """Runs per pack of ``count`` runs on a CPU: their packed states within
+    ``options.cpu_state_mib``, within the user's cap, at least one."""
+    budget = options.cpu_state_mib * 2**20
+    fits = int(budget // state_bytes) if state_bytes and math.isfinite(budget) else count
+    return max(1, min(fits, options.max_pack or count, count))
+
+
 def pack_capacity(make_pack: Callable[[Sequence[Any], list[int]], Any], runs: Sequence[Any],
                   device: torch.device, options: Any, state_bytes: int = 0) -> int:
     """Runs per pack for ``runs`` on ``device``; ``state_bytes``: one run's largest
@@ -75,9 +83,7 @@ def pack_capacity(make_pack: Callable[[Sequence[Any], list[int]], Any], runs: Se
     """
     cap, count = options.max_pack, len(runs)
     if device.type != "cuda":
-        budget = options.cpu_state_mib * 2**20
-        fits = int(budget // state_bytes) if state_bytes and math.isfinite(budget) else count
-        return max(1, min(fits, cap or count, count))
+        return cpu_capacity(count, options, state_bytes)
     if count <= 1 or (cap is not None and cap <= 1):
         return max(1, min(cap or count, count))
     per_run = _probe_bytes(make_pack, runs, device)

@@ -45,12 +45,14 @@ from torch import Tensor, nn
 from torch_geometric.utils import remove_self_loops, to_edge_index
 
 from orthotune.core import (
+    DATASETS,
     PASS_SELECTION,
     ConfigResult,
     EpochCallback,
     Group,
     OrthotuneError,
     TrainConfig,
+    backbone_info,
     by_group,
 )
 from orthotune.models import (
@@ -67,7 +69,7 @@ from orthotune.models import (
 from orthotune.training._base import BasePack, BaseTrainer
 from orthotune.training._drop_edge import edge_stream, slot_adjacency
 from orthotune.training._loop import LoopResult, Run, Steadiness, Step
-from orthotune.training._memory import pack_capacity
+from orthotune.training._memory import cpu_capacity, pack_capacity
 from orthotune.training._modules import train_modules
 from orthotune.training._node_data import NodeData, input_features
 from orthotune.training._options import DEFAULT_OPTIONS, TrainOptions
@@ -115,9 +117,18 @@ def train_node(
     return _NodeTask(data, device, options).train(configs, on_epoch)
 
 
-def _state_bytes(config: TrainConfig, data: NodeData) -> int:
+def _state_bytes(config: TrainConfig, nodes: int) -> int:
     """Bytes of one run's widest hidden state (JKNet's concatenated head, as the model sizes it)."""
-    return data.num_nodes * readout_width(config) * 4
+    return nodes * readout_width(config) * 4
+
+
+def runs_per_cpu_pack(config: TrainConfig, runs: int, options: TrainOptions = DEFAULT_OPTIONS) -> int:
+    """How many of ``runs`` runs of ``config`` one pack holds on a CPU (as :class:`_NodeTask`
+    packs them); the others train in further packs, one after another, within each epoch. A
+    backbone outside the packed family trains one model per run: one."""
+    if not backbone_info(config.backbone).packed:
+        return 1
+    return cpu_capacity(runs, options, _state_bytes(config, DATASETS.get(config.dataset).nodes))
 
 
 def masked_mean(per_node: Tensor, mask: Tensor) -> Tensor:
@@ -149,7 +160,7 @@ class _NodeTask(BaseTrainer):
 
     def packs(self, runs: list[Run]) -> list[_NodePack]:
         size = pack_capacity(partial(_NodePack, self), runs, self.device, self.options,
-                             _state_bytes(runs[0].config, self.data))
+                             _state_bytes(runs[0].config, self.data.num_nodes))
         return [_NodePack(self, runs, list(range(start, min(start + size, len(runs)))))
                 for start in range(0, len(runs), size)]
 

@@ -320,6 +320,28 @@ def test_a_pack_large_in_memory_is_measured_on_one_run_on_a_small_graph_too(coun
     assert all(c.scaled for c in plan.cells) and "2 scaled from one run of the pack" in plan.table()
 
 
+def test_runs_scaled_on_a_cpu_add_what_their_packs_hold_at_once():
+    """A run trained in the same pack adds its whole estimate to the peak; on a CPU a run in
+    another pack (trained after it, within each epoch) only its parameters and their state."""
+    import orthotune.plan._measuring as measuring
+    from orthotune.core import TrainConfig, memory_estimate
+    from orthotune.training import TrainOptions, runs_per_cpu_pack
+
+    deep = TrainConfig(dataset="cora", setting="semi", backbone="incepgcn", depth=64, hidden=128, ortho=False)
+    one = memory_estimate(deep)
+    assert runs_per_cpu_pack(deep, 10) == 1  # its 63-state head alone is 87 MB, over the 16 MiB budget
+    cpu, cuda = measuring.Method(), measuring.Method(device="cuda")
+    assert measuring.added_bytes(deep, 10, cpu, TrainOptions()) == 9 * one.parameters
+    assert measuring.added_bytes(deep, 10, cuda, TrainOptions()) == 9 * one.total
+    small = TrainConfig(dataset="cora", backbone="gcn", depth=2, hidden=64)
+    assert runs_per_cpu_pack(small, 5) == 5
+    assert measuring.added_bytes(small, 5, cpu, TrainOptions()) == 4 * memory_estimate(small).total
+    for backbone in ("gat", "appnp", "sgc", "dagnn", "mlp"):  # one model per run, on PubMed too
+        alone = TrainConfig(dataset="pubmed", backbone=backbone, depth=2, ortho=False)
+        assert runs_per_cpu_pack(alone, 5) == 1
+        assert measuring.added_bytes(alone, 5, cpu, TrainOptions()) == 4 * memory_estimate(alone).parameters
+
+
 def test_a_shape_too_large_for_its_share_of_memory_is_listed_with_the_way_out(monkeypatch):
     """Measured beside another stream (the search's two trials at once), a shape needs its
     share of the memory; the line says so, and how one trial gets all of it."""
