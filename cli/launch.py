@@ -38,6 +38,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--arms", nargs="+", metavar="ARM",
                         help="keep only these of the space's named arms (the arms it compares; those its comparisons "
                              "need must stay)")
+    parser.add_argument("--skip-arms", nargs="+", metavar="ARM",
+                        help="leave out these of the space's named arms (as --arms with the others)")
     groups = {section: parser if section == SECTIONS[0] else parser.add_argument_group(section)
               for section in SECTIONS}
     groups["cluster"].add_argument(
@@ -152,7 +154,8 @@ def _space(args: argparse.Namespace):
 
     space = resolve_space(args.space)
     space = space.with_datasets(args.datasets) if args.datasets else space
-    return space.with_arms(args.arms) if getattr(args, "arms", None) else space
+    space = space.with_arms(args.arms) if getattr(args, "arms", None) else space
+    return space.with_arms(args.skip_arms, without=True) if getattr(args, "skip_arms", None) else space
 
 
 def default_name(space_name: str) -> str:

@@ -66,6 +66,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--arms", nargs="+", metavar="ARM",
                         help="keep only these of the space's named arms (the arms it compares; those its comparisons "
                              "need must stay)")
+    parser.add_argument("--skip-arms", nargs="+", metavar="ARM",
+                        help="leave out these of the space's named arms (as --arms with the others)")
     where = parser.add_argument_group("the resources (default: this machine, one node)")
     where.add_argument("--cpus", type=_positive(float), metavar="N", help="CPUs per node")
     where.add_argument("--gpus", type=_count, metavar="N", help="GPUs per node")

@@ -65,6 +65,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--arms", nargs="+", metavar="ARM",
                         help="keep only these of the space's named arms (the arms it compares; those its comparisons "
                              "need must stay)")
+    parser.add_argument("--skip-arms", nargs="+", metavar="ARM",
+                        help="leave out these of the space's named arms (as --arms with the others)")
     parser.add_argument("--data-root", metavar="DIR",
                         help="raw data folder, seen by every node at this path (default: $ORTHOTUNE_DATA_ROOT)")
     groups = {section: parser if section == SECTIONS[0] else parser.add_argument_group(section)
@@ -264,6 +266,8 @@ def driver_arguments(args: argparse.Namespace, options: LaunchOptions, store: st
         words += ["--datasets", *args.datasets]
     if getattr(args, "arms", None):
         words += ["--arms", *args.arms]
+    if getattr(args, "skip_arms", None):
+        words += ["--skip-arms", *args.skip_arms]
     for f in dataclasses.fields(LaunchOptions):
         if f.metadata["cli"] is None or f.name in JOB_SETS | {"name"} or not hasattr(args, f.name):
             continue

@@ -211,20 +211,22 @@ def arm_parts(space: Any) -> list[Any]:
     return parts
 
 
-def kept_arms(space: Any, names: Sequence[str]) -> tuple[ArmSpec, ...]:
-    """The arms of ``space`` that ``names`` names, in the space's order. Refused in one line:
-    a space without named arms, a name that is no arm, or a choice that leaves out an arm
-    the space's comparisons need (``compare: against``'s arm, a treated arm's bare one)."""
+def kept_arms(space: Any, names: Sequence[str], without: bool = False) -> tuple[ArmSpec, ...]:
+    """The arms of ``space`` that ``names`` names (``without``: all but those), in the space's
+    order. Refused in one line: a space without named arms, a name that is no arm, or a
+    choice that leaves out an arm the space's comparisons need (``compare: against``'s arm, a
+    treated arm's bare one)."""
+    flag = "--skip-arms" if without else "--arms"
     if not space.arms:
-        raise ConfigError(f"space {space.name}: --arms needs a space with named arms (arms:); this one searches "
+        raise ConfigError(f"space {space.name}: {flag} needs a space with named arms (arms:); this one searches "
                           f"the default pair, the original backbone and its Ortho-GConv form")
     valid = [arm.name for arm in space.arms]
     unknown = [name for name in names if name not in valid]
     if unknown:
         raise ConfigError(f"space {space.name}: unknown arm {unknown[0]!r}; valid: {', '.join(valid)}")
-    kept = tuple(arm for arm in space.arms if arm.name in set(names))
+    kept = tuple(arm for arm in space.arms if (arm.name in set(names)) != without)
     try:
         (space.compare or Comparisons()).pairs(kept)
     except ConfigError as error:
-        raise ConfigError(f"--arms {' '.join(names)}: {error}") from None
+        raise ConfigError(f"{flag} {' '.join(names)}: {error}") from None
     return kept

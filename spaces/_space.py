@@ -330,9 +330,9 @@ class SearchSpace:
             raise ConfigError(f"space {self.name}: no variant covers datasets {', '.join(chosen)}")
         return replace(self, datasets=chosen, variants=tuple(kept))
 
-    def with_arms(self, names: Sequence[str]) -> SearchSpace:
-        """The space with the named arms only, compared among themselves (``_arms.kept_arms``)."""
-        return replace(self, arms=kept_arms(self, names))
+    def with_arms(self, names: Sequence[str], without: bool = False) -> SearchSpace:
+        """The space with the named arms only (``without``: all but them) (``_arms.kept_arms``)."""
+        return replace(self, arms=kept_arms(self, names, without))
 
     def to_dict(self) -> dict[str, Any]:
         """A YAML-able form that :func:`parse_space` reads back to an equal space (a search's

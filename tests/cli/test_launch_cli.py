@@ -21,6 +21,9 @@ from orthotune.cli import main
         (["--space", "paper-sota", "--arms", "GCN", "GAT"], "--arms GCN GAT: space: compare.against 'Ortho-GCNII' "
                                                           "is no arm; arms: GCN, GAT"),
         (["--space", "quick", "--arms", "original"], "--arms needs a space with named arms"),
+        (["--space", "paper-sota", "--skip-arms", "Ortho-GCNII"], "--skip-arms Ortho-GCNII: space: compare.against "
+                                                                "'Ortho-GCNII' is no arm"),
+        (["--space", "paper-sota", "--skip-arms", "Incep"], "unknown arm 'Incep'; valid: GCN, GAT"),
         (["--space", "quick", "--samples", "0"], "samples=0 must be >= 1"),
         (["--space", "quick", "--gpus-per-trial", "1.5"], "gpus_per_trial=1.5 must be a fraction <= 1"),
         (["--space", "quick", "--name", "a/b"], "search name 'a/b' must start with a letter or digit"),
@@ -60,6 +63,14 @@ def test_arms_given_reach_the_search_and_a_slurm_job_s_driver(tmp_path, command)
 
         driver = driver_arguments(args, options, str(tmp_path / "s"), str(tmp_path))
         assert driver[driver.index("--arms"):driver.index("--arms") + 3] == ["--arms", "Ortho-GCNII", "GCN"]
+    skipped = [command, "--space", "paper-sota-semi", "--skip-arms", "IncepGCN+DropEdge", "SGC"]
+    args = build_parser(command).parse_args(skipped + (["--store", str(tmp_path / "s")] if command != "plan" else []))
+    options = search_options(argparse.Namespace(**{"store": str(tmp_path / "s"), "name": None, **vars(args)}))
+    assert [arm.name for arm in options.space.arms] == ["GCN", "GAT", "APPNP", "DAGNN", "JKNet", "JKNet+DropEdge",
+                                                        "GCNII", "Ortho-GCNII"]
+    if command == "slurm":
+        driver = driver_arguments(args, options, str(tmp_path / "s"), str(tmp_path))
+        assert driver[driver.index("--skip-arms"):][:3] == ["--skip-arms", "IncepGCN+DropEdge", "SGC"]
 
 
 #: Run in a fresh interpreter: each case's exit code and the heavy libraries loaded after it.
