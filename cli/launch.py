@@ -124,6 +124,8 @@ def _plan_total(options: LaunchOptions) -> float | None:
     check_store(options)  # so is a store that is not ours or a name already taken
     planned = plan_search(options, note=lambda line: print(f"plan: {line}", file=sys.stderr, flush=True))
     print(planned.total_line(), flush=True)
+    for line in planned.does_not_fit():  # which cells, and the way out where there is one
+        print(f"plan: does not fit: {line}", flush=True)
     wall = planned.wall_s()
     return None if wall is None else max(0.0, wall - planned.start_s)
 
