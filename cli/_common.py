@@ -1,4 +1,5 @@
-"""What several subcommands share: exit codes, the store and data options (light imports only)."""
+"""What several subcommands share: exit codes, the store, data and space-subset options (light
+imports only)."""
 
 from __future__ import annotations
 
@@ -35,3 +36,26 @@ def add_data_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--download", action="store_true",
                         help="fetch datasets missing from the data root into it (PyG's and OGB's downloads; "
                              "default: never download, a missing file is an error)")
+
+
+#: The flags that narrow a space to some of its datasets or named arms (launch, plan, slurm).
+SUBSET_FLAGS = (
+    ("--datasets", "DATASET", "override the space's datasets"),
+    ("--arms", "ARM", "keep only these of the space's named arms (the arms it compares; those its comparisons "
+                      "need must stay)"),
+    ("--skip-arms", "ARM", "leave out these of the space's named arms (as --arms with the others)"),
+)
+
+
+def add_subset_arguments(parser: argparse.ArgumentParser) -> None:
+    for flag, metavar, text in SUBSET_FLAGS:
+        parser.add_argument(flag, nargs="+", metavar=metavar, help=text)
+
+
+def subset_words(args: argparse.Namespace) -> list[str]:
+    """The subset flags given in ``args``, as words for another ``orthotune`` command."""
+    words: list[str] = []
+    for flag, _, _ in SUBSET_FLAGS:
+        values = getattr(args, flag[2:].replace("-", "_"), None)
+        words += [flag, *values] if values else []
+    return words

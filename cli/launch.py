@@ -13,7 +13,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from orthotune.cli._common import OK, RUN_FAILED, add_data_arguments, add_store_argument
+from orthotune.cli._common import OK, RUN_FAILED, add_data_arguments, add_store_argument, add_subset_arguments
 
 if TYPE_CHECKING:
     from orthotune.search import LaunchOptions, SearchOutcome
@@ -34,12 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="with --space and --name: continue the search if the store holds it (its outcome at "
                              "once if it finished), else start it; what a requeued or resubmitted batch job runs")
     add_store_argument(parser)
-    parser.add_argument("--datasets", nargs="+", metavar="DATASET", help="override the space's datasets")
-    parser.add_argument("--arms", nargs="+", metavar="ARM",
-                        help="keep only these of the space's named arms (the arms it compares; those its comparisons "
-                             "need must stay)")
-    parser.add_argument("--skip-arms", nargs="+", metavar="ARM",
-                        help="leave out these of the space's named arms (as --arms with the others)")
+    add_subset_arguments(parser)
     groups = {section: parser if section == SECTIONS[0] else parser.add_argument_group(section)
               for section in SECTIONS}
     groups["cluster"].add_argument(

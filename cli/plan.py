@@ -21,7 +21,7 @@ import argparse
 import json
 import sys
 
-from orthotune.cli._common import OK, add_data_arguments
+from orthotune.cli._common import OK, add_data_arguments, add_subset_arguments
 from orthotune.training import EXECUTION_SWITCHES
 
 #: The launch options a plan depends on (the rest: names, trackers, the store, the cluster's address);
@@ -62,12 +62,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     parser.add_argument("--space", required=True,
                         help=f"a preset ({', '.join(sorted(PRESETS.names()))}) or a space YAML file")
-    parser.add_argument("--datasets", nargs="+", metavar="DATASET", help="override the space's datasets")
-    parser.add_argument("--arms", nargs="+", metavar="ARM",
-                        help="keep only these of the space's named arms (the arms it compares; those its comparisons "
-                             "need must stay)")
-    parser.add_argument("--skip-arms", nargs="+", metavar="ARM",
-                        help="leave out these of the space's named arms (as --arms with the others)")
+    add_subset_arguments(parser)
     where = parser.add_argument_group("the resources (default: this machine, one node)")
     where.add_argument("--cpus", type=_positive(float), metavar="N", help="CPUs per node")
     where.add_argument("--gpus", type=_count, metavar="N", help="GPUs per node")

@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from orthotune.cli._common import OK, add_store_argument
+from orthotune.cli._common import OK, add_store_argument, add_subset_arguments, subset_words
 
 if TYPE_CHECKING:
     from orthotune.search import LaunchOptions
@@ -61,12 +61,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--space", required=True,
                         help=f"a preset ({', '.join(sorted(PRESETS.names()))}) or a space YAML file")
     add_store_argument(parser)
-    parser.add_argument("--datasets", nargs="+", metavar="DATASET", help="override the space's datasets")
-    parser.add_argument("--arms", nargs="+", metavar="ARM",
-                        help="keep only these of the space's named arms (the arms it compares; those its comparisons "
-                             "need must stay)")
-    parser.add_argument("--skip-arms", nargs="+", metavar="ARM",
-                        help="leave out these of the space's named arms (as --arms with the others)")
+    add_subset_arguments(parser)
     parser.add_argument("--data-root", metavar="DIR",
                         help="raw data folder, seen by every node at this path (default: $ORTHOTUNE_DATA_ROOT)")
     groups = {section: parser if section == SECTIONS[0] else parser.add_argument_group(section)
@@ -262,12 +257,7 @@ def driver_arguments(args: argparse.Namespace, options: LaunchOptions, store: st
     space = args.space if not Path(args.space).is_file() else str(Path(args.space).absolute())
     words = ["launch", "--start-or-resume", "--space", space, "--name", options.name, "--store", store,
              "--data-root", data_root, "--progress", "plain"]
-    if args.datasets:
-        words += ["--datasets", *args.datasets]
-    if getattr(args, "arms", None):
-        words += ["--arms", *args.arms]
-    if getattr(args, "skip_arms", None):
-        words += ["--skip-arms", *args.skip_arms]
+    words += subset_words(args)
     for f in dataclasses.fields(LaunchOptions):
         if f.metadata["cli"] is None or f.name in JOB_SETS | {"name"} or not hasattr(args, f.name):
             continue
