@@ -163,15 +163,13 @@ def measure(config: TrainConfig, method: Method, one_run: bool = False) -> Any:
 
 
 def added_bytes(one: TrainConfig, runs: int, method: Method, options: Any) -> float:
-    """Memory that ``runs - 1`` more runs of ``one`` add to one run's (estimated): each run's
-    whole estimate where it trains in the same pack; on a CPU, where a large model's runs
-    train in packs one after another (``training.runs_per_cpu_pack``), only the parameters
-    (with their gradients and Adam's moments) of the runs in other packs."""
-    from orthotune.training import runs_per_cpu_pack
+    """Memory that ``runs - 1`` more runs of ``one`` add to one run's (estimated), as a trial
+    holds them (``search.pack_memory_bytes``: on a CPU, where a large model's runs train in
+    packs one after another, the runs of other packs only by their parameters)."""
+    from orthotune.search import pack_memory_bytes
 
-    estimate = memory_estimate(one)
-    together = runs if method.device.startswith("cuda") else runs_per_cpu_pack(one, runs, options)
-    return float((together - 1) * estimate.total + (runs - together) * estimate.parameters)
+    on_gpu = method.device.startswith("cuda")
+    return float(pack_memory_bytes(one, runs, options, on_gpu) - memory_estimate(one).total)
 
 
 def scaled(cost: Any, factor: int, runs: int, added: float) -> Any:

@@ -57,6 +57,7 @@ __all__ = [
     "launch",
     "local_ray_options",
     "loopback_ray",
+    "pack_memory_bytes",
     "resume",
     "rung_score",
     "start_or_resume",
@@ -73,7 +74,7 @@ __all__ = [
 LAZY = {"launch": "_launch", "check_store": "_launch", "resume": "_launch",
         "check_inputs": "_inputs", "start_or_resume": "_start_or_resume",
         "gpu_share": "_gpu_share", "local_ray_options": "_local_ray", "loopback_ray": "_local_ray",
-        "train_trial": "_trainable"}
+        "pack_memory_bytes": "_memory_request", "train_trial": "_trainable"}
 
 
 __getattr__ = lazy_attributes(__name__, LAZY)

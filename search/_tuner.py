@@ -25,6 +25,7 @@ from orthotune.search._live import (
     optuna_storage_location,
     tensorboard_folder,
 )
+from orthotune.search._memory_request import TrialResources, cluster_node
 from orthotune.search._node_watch import NodeWatch
 from orthotune.search._options import MODES, LaunchOptions
 from orthotune.search._progress import SearchProgress
@@ -58,7 +59,7 @@ def tuner_of(options: LaunchOptions, store: Store, progress: bool | str, concurr
     callbacks = callbacks_of(options, store, progress, chosen.configs, ledger, elapsed_before, stored, estimate_s,
                              chosen.budget)
     tuner = tune.Tuner(
-        _trainable(options, stored, curves),
+        _trainable(options, stored, curves, concurrency),
         tune_config=tune.TuneConfig(
             # a config whose worker died before its trial ran is trained again (``Requeue``):
             # each Tune trial may come back up to ``retries`` times
@@ -99,7 +100,8 @@ def callbacks_of(options: LaunchOptions, store: Store, progress: bool | str, con
     return callbacks + tracker_callbacks(options)
 
 
-def _trainable(options: LaunchOptions, stored: list[StoredTrial] | None = None, curves: Curves | None = None):
+def _trainable(options: LaunchOptions, stored: list[StoredTrial] | None = None, curves: Curves | None = None,
+               concurrency: int | None = None):
     from ray import tune
 
     threads = max(1, int(options.cpus_per_trial))
@@ -109,8 +111,10 @@ def _trainable(options: LaunchOptions, stored: list[StoredTrial] | None = None, 
         board = RungBoard.remote(replayed(scheduler.make(options.space), stored or [], curves))
     context = TrialContext(data_root(options.data_root, options.download), options.report_every, threads,
                            rung_board=board, download=options.download, execution=options.execution())
-    # a dict, or with --gpus-per-trial auto each trial's cell's GPU share (a callable of its config)
-    resources = trial_resources(options)
+    # the fixed {cpu, gpu}, or with --gpus-per-trial auto each trial's cell's GPU share; and for a
+    # trial too large for a node full of its like, its memory (_memory_request)
+    resources = TrialResources(trial_resources(options), cluster_node(options.cpus_per_trial),
+                               context.train_options(), concurrency)
     return tune.with_resources(tune.with_parameters(train_trial, context=context), resources)
 
 
