@@ -24,12 +24,10 @@ Measured figures and which corpus each rule was designed on: docs/adaptive.md.
 from __future__ import annotations
 
 import argparse
-import sys
 
 import numpy as np
 
-from orthotune.cli import default_store
-from orthotune.core import OrthotuneError
+from orthotune.cli import default_store, run_script
 from orthotune.reports import Filters, adaptive_replay
 from orthotune.search import LOOK_STEP, STOPPING_RULES, ArmTrials, StoppingRule
 
@@ -96,8 +94,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except OrthotuneError as error:  # a store or search that is not there: one line and exit 2, as the CLI's
-        print(f"error: {error}", file=sys.stderr)
-        sys.exit(2)
+    run_script(main)  # a store or search that is not there: one line and exit 2, as the CLI's

@@ -18,10 +18,19 @@ from typing import NoReturn
 
 from orthotune import __version__
 from orthotune.cli import best, confirm, launch, logs, plan, report, slurm, status, store, train
-from orthotune.cli._common import BAD_INPUT, DEBUG_ENV, INTERRUPTED, OK, RUN_FAILED, SIGNAL_BASE, default_store
+from orthotune.cli._common import (
+    BAD_INPUT,
+    DEBUG_ENV,
+    INTERRUPTED,
+    OK,
+    RUN_FAILED,
+    SIGNAL_BASE,
+    default_store,
+    run_script,
+)
 from orthotune.core import OrthotuneError, SearchCrashed, SearchInterrupted, one_line
 
-__all__ = ["default_store", "entry", "main"]
+__all__ = ["default_store", "entry", "main", "run_script"]
 
 SUBCOMMANDS: dict[str, ModuleType] = {
     "train": train, "plan": plan, "launch": launch, "status": status, "best": best, "report": report, "logs": logs,

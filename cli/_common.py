@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
+from collections.abc import Callable
+from typing import NoReturn
 
 #: Exit codes, as ``orthotune --help`` documents them (a signal N exits with 128 + N).
 OK, RUN_FAILED, BAD_INPUT, INTERRUPTED = 0, 1, 2, 130
@@ -15,6 +18,19 @@ DEBUG_ENV = "ORTHOTUNE_DEBUG"
 #: The store when neither --store nor $ORTHOTUNE_STORE names one (relative to the working folder).
 DEFAULT_STORE = "runs/store"
 STORE_ENV = "ORTHOTUNE_STORE"
+
+
+def run_script(main: Callable[[], int]) -> NoReturn:
+    """Exit with ``main()``'s status; a library refusal (a store or search that is not there,
+    a bad value) as one line ``error: ...`` and exit 2, as the CLI does: for ``bench/`` scripts."""
+    from orthotune.core import OrthotuneError
+
+    try:
+        code = main()
+    except OrthotuneError as error:
+        print(f"error: {error}", file=sys.stderr)
+        code = BAD_INPUT
+    sys.exit(code)
 
 
 def default_store() -> str:

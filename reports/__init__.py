@@ -34,9 +34,11 @@ from orthotune.reports._report import (
     tuning_curves,
 )
 from orthotune.reports._select import config_dict, row_to_config, tidy
+from orthotune.reports._stats import ALPHA, holm
 from orthotune.reports._verdict import FEW_TRIALS, Verdicts
 
 __all__ = [
+    "ALPHA",
     "BestAnswer",
     "FEW_TRIALS",
     "FORMATS",
@@ -53,6 +55,7 @@ __all__ = [
     "confirm",
     "confirmation_text",
     "format_of",
+    "holm",
     "look_sizes",
     "pair_verdicts",
     "plan_pairs",
