@@ -24,7 +24,8 @@ they measure.
 """
 
 from orthotune.core import lazy_attributes
-from orthotune.plan._estimate import CellEstimate, PlanEstimate, Resources, asha_expected_epochs, expected_epochs
+from orthotune.plan._asha import asha_expected_epochs, expected_epochs
+from orthotune.plan._estimate import CellEstimate, PlanEstimate, Resources
 from orthotune.plan._measuring import ENOUGH_TIMED_S, MEASURE_EPOCHS, SCALE_FROM_NODES
 from orthotune.plan._overhead import ServiceOverhead, read_service_overhead
 

@@ -56,6 +56,7 @@ from typing import Any
 
 from orthotune import __version__
 from orthotune.core import TrainConfig, backbone_info, memory_estimate
+from orthotune.plan._asha import expected_epochs
 from orthotune.plan._cache import (
     CACHE_FORMAT,
     StartProbe,
@@ -65,7 +66,7 @@ from orthotune.plan._cache import (
     torch_version,
     write_json,
 )
-from orthotune.plan._estimate import CellEstimate, PlanEstimate, Resources, expected_epochs
+from orthotune.plan._estimate import CellEstimate, PlanEstimate, Resources
 from orthotune.plan._machine import (
     cpus,
     device_name,
@@ -111,6 +112,7 @@ def plan_search(options: LaunchOptions, resources: Mapping[str, Any] | None = No
     planned = PlanEstimate(options.space.name, options.scheduler, options.searcher, tuple(cells),
                            replace(here, **(resources or {})), options.cpus_per_trial, options.gpus_per_trial,
                            options.concurrency, start, {k: v for k, v in machine.items() if k != "resources"})
+    planned = _alone(planned, options)
     service = service_overhead(service_file, measure_service, remeasure, options.data_root, note)
     if isinstance(service, str):
         return planned.without_service(service)
@@ -172,16 +174,21 @@ class _Cell:
     and shape."""
 
     def __init__(self, options: LaunchOptions, cell: Any, trials: int, device: Any, method: Method) -> None:
+        from orthotune.search import pack_memory_bytes  # it loads torch, as this cell's measuring does
+
         self.key, self.config = cell.key, TrainConfig.from_dict(default_config(cell))
         self.shape = _shape(self.config, options, device, method)
         self.group = _depth_free_shape(self.config, options, device, method)
         self.estimate_bytes = float(memory_estimate(self.config).total)
+        runs = len(self.config.runs()) * options.configs_per_trial  # a trial group's configs share one pack
+        trial_bytes = pack_memory_bytes(self.config, runs, method.train_options(), device.type == "cuda")
         self.device = device
         rungs = SCHEDULERS.get(options.scheduler).stops_at_rungs
         self.common = {"cell": cell.key, "arm": cell.key.rsplit("/", 1)[-1], "trials": trials,
                        "repeats": len(self.config.runs()), "epochs": cell.max_epochs(),
                        "patience": self.config.patience, "device": device.type, "shape": self.shape[:12],
                        "configs_per_trial": options.configs_per_trial, "estimate_bytes": self.estimate_bytes,
+                       "trial_bytes": float(trial_bytes),
                        "expected_epochs": expected_epochs(rungs, trials, cell.max_epochs(), options.space.grace_period,
                                                           options.space.reduction_factor, options.report_every),
                        "expected_reports": expected_epochs(rungs, trials, cell.max_epochs(),
@@ -216,6 +223,22 @@ class _Cell:
                             cached=at_low.cached and at_high.cached, fitted=True,
                             scaled=at_low.scaled or at_high.scaled, sources=at_low.sources + at_high.sources,
                             busy_share=line(at_low.busy_share, at_high.busy_share))
+
+
+def _alone(planned: PlanEstimate, options: LaunchOptions) -> PlanEstimate:
+    """The plan with the cells whose trials ask Ray for memory marked ``alone``, as the search
+    decides it (``search.asks_memory``), this plan's node standing for Ray's: its memory, and
+    the trials its CPUs run at once. GPU trials ask for none."""
+    from orthotune.search import asks_memory
+
+    memory = planned.resources.memory_bytes
+    if not memory or wants_gpu(options.gpus_per_trial, options.gpu_share):
+        return planned
+    at_once = max(1, int(planned.resources.cpus // options.cpus_per_trial))
+    at_once = min(at_once, options.concurrency or at_once)
+    cells = tuple(replace(c, alone=c.trial_bytes is not None and asks_memory(c.trial_bytes, memory, at_once))
+                  for c in planned.cells)
+    return replace(planned, cells=cells)
 
 
 def _depth_fits(cells: list[_Cell]) -> dict[int, tuple[int, int]]:
@@ -259,9 +282,9 @@ def _depth_free_shape(config: TrainConfig, options: LaunchOptions, device: Any, 
     return _shape(at, options, device, method)
 
 
-#: Bumped when a kept plan's cells gain a field (2: ``expected_reports``, 3: ``busy_share``); the
-#: shapes stay kept.
-KEPT_PLAN_FORMAT = 3
+#: Bumped when a kept plan's cells gain a field (2: ``expected_reports``, 3: ``busy_share``, 4:
+#: ``trial_bytes``); the shapes stay kept.
+KEPT_PLAN_FORMAT = 4
 
 
 def _plan_key(options: LaunchOptions, measure_epochs: int, every_depth: bool, full_packs: bool) -> str:

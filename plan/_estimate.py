@@ -18,7 +18,7 @@ The model, stated so a reader can check it:
   with the probability Ray's rule gives it: a trial is stopped when its score is below the
   ``1 - 1/reduction_factor`` percentile of the scores recorded at that rung before it, so
   the first trial at a rung always continues and, with many trials, a share
-  ``1/reduction_factor`` does (:func:`asha_expected_epochs`, scores independent at each
+  ``1/reduction_factor`` does (``_asha.asha_expected_epochs``, scores independent at each
   rung); a survivor of the last rung trains to the cap;
 - patience can only shorten a trial: how early a trial's validation score stops improving is
   not known before it trains, so the expectation assumes no patience stop (an upper bound
@@ -26,8 +26,10 @@ The model, stated so a reader can check it:
 - trials start in the order the searcher hands them out (round robin over the cells), each
   on the first free slot (``cpus // cpus_per_trial`` per node, times ``nodes``): the wall
   time is that list schedule's end (on GPUs, at least their kernels' work: each trial's
-  seconds times its measured busy share, over the GPUs), plus the fixed start measured here
-  (the driver's imports, Ray's start, a trial worker's start, Ray's shutdown: ``_start_probe``).
+  seconds times its measured busy share, over the GPUs; where trials ask Ray for a node's
+  memory, ``alone``, at least their seconds one after another, over the nodes), plus the
+  fixed start measured here (the driver's imports, Ray's start, a trial worker's start,
+  Ray's shutdown: ``_start_probe``).
 """
 
 from __future__ import annotations
@@ -36,75 +38,7 @@ import heapq
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
-from functools import lru_cache
 from typing import Any
-
-
-def asha_rungs(grace_period: int, max_t: int, reduction_factor: int) -> list[int]:
-    """The epochs at which Ray's ASHA (one bracket) compares trials, ascending: ``grace x rf^k``
-    for as many ``k`` as Ray's ``_Bracket`` makes (``int(log(max_t/grace)/log(rf) + 1)``)."""
-    count = int(math.log(max_t / grace_period) / math.log(reduction_factor) + 1)
-    return [grace_period * reduction_factor**k for k in range(count)]
-
-
-def continue_probability(recorded: int, reduction_factor: int) -> float:
-    """The chance that a trial continues at a rung where ``recorded`` trials were recorded
-    before it, scores independent and continuous: Ray stops it below the ``q = 1 - 1/rf``
-    percentile of those (numpy's linear interpolation), whose expectation over ``j`` uniform
-    scores is ``(q (j - 1) + 1) / (j + 1)``; the first trial (``j = 0``) always continues."""
-    if recorded <= 0:
-        return 1.0
-    q = 1.0 - 1.0 / reduction_factor
-    return 1.0 - (q * (recorded - 1) + 1.0) / (recorded + 1)
-
-
-def survivors(arrivals: float, reduction_factor: int) -> float:
-    """The expected number of ``arrivals`` trials (possibly fractional: an expectation) that
-    continue past one rung, each compared with those recorded before it."""
-    whole = math.floor(arrivals)
-    expected = sum(continue_probability(j, reduction_factor) for j in range(whole))
-    return expected + (arrivals - whole) * continue_probability(whole, reduction_factor)
-
-
-def stop_epoch(milestone: int, report_every: int) -> int:
-    """The epoch a trial stopped at rung ``milestone`` has trained: ASHA decides on reports,
-    which come every ``report_every`` epochs."""
-    return math.ceil(milestone / report_every) * report_every
-
-
-def reports(epochs: int, report_every: int) -> int:
-    """The reports to Tune of a trial that trained ``epochs``: one every ``report_every``
-    epochs, the last with the final report (``search._trainable``)."""
-    return math.ceil(epochs / report_every)
-
-
-@lru_cache(maxsize=256)
-def asha_expected_epochs(trials: int, max_t: int, grace_period: int, reduction_factor: int,
-                         report_every: int = 1, count_reports: bool = False) -> float:
-    """The mean epochs of a cell's ``trials`` under ASHA with the cap ``max_t``: all train to
-    the first rung; the expected survivors of each rung (:func:`survivors`) train on to the
-    next one, and the last rung's survivors to the cap. ``count_reports``: the mean reports
-    to Tune instead (:func:`reports` of the epoch each trial stops at)."""
-    if trials <= 0:
-        return 0.0
-    count = (lambda epoch: reports(epoch, report_every)) if count_reports else (lambda epoch: epoch)
-    rungs = [min(stop_epoch(r, report_every), max_t) for r in asha_rungs(grace_period, max_t, reduction_factor)]
-    arriving, total, previous = float(trials), 0.0, 0
-    for rung in rungs:
-        total += arriving * (count(rung) - count(previous))
-        arriving, previous = survivors(arriving, reduction_factor), rung
-    total += arriving * (count(max_t) - count(previous))
-    return total / trials
-
-
-def expected_epochs(stops_at_rungs: bool, trials: int, max_t: int, grace_period: int, reduction_factor: int,
-                    report_every: int = 1, count_reports: bool = False) -> float:
-    """Mean epochs per trial of a cell: ASHA's expectation under a scheduler that stops trials
-    at rungs, else the cap (patience not modelled: see the module's note). ``count_reports``:
-    the mean reports to Tune per trial instead."""
-    if stops_at_rungs and grace_period < max_t:
-        return asha_expected_epochs(trials, max_t, grace_period, reduction_factor, report_every, count_reports)
-    return float(reports(max_t, report_every) if count_reports else max_t)
 
 
 @dataclass(frozen=True)
@@ -163,6 +97,8 @@ class CellEstimate:
     expected_reports: float = 0.0  # reports to Tune per Ray trial (as ``expected_epochs``)
     service_s: float = 0.0  # the service's seconds per Ray trial (PlanEstimate.with_service)
     busy_share: float | None = None  # on a GPU: the share of a trial's wall its kernels keep the GPU busy
+    trial_bytes: float | None = None  # one Ray trial's memory estimate, as the search weighs it (``_costing``)
+    alone: bool = False  # its trials ask Ray for memory: no two run on a node at once (``search``)
 
     @property
     def trainer_s(self) -> float | None:
@@ -253,7 +189,13 @@ class PlanEstimate:
         """The expected wall time: the trials list-scheduled on the slots (or the GPUs' work), plus the start."""
         if any(c.trial_s is None for c in self.cells):
             return None
-        return self.start_s + max(list_schedule(self.trial_times(), self.slots), self.gpu_work_s() or 0.0)
+        return self.start_s + max(list_schedule(self.trial_times(), self.slots), self.gpu_work_s() or 0.0,
+                                  self.alone_s())
+
+    def alone_s(self) -> float:
+        """The trials that ask Ray for memory, one after another on each node (the others may
+        run beside them): a bound on the wall."""
+        return sum(c.seconds or 0.0 for c in self.cells if c.alone) / max(1, self.resources.nodes)
 
     def gpu_work_s(self) -> float | None:
         """The GPUs' own work, each trial's seconds times its busy share, over the GPUs: a bound on
@@ -280,6 +222,7 @@ class PlanEstimate:
             "wall_s": self.wall_s(),
             "slots": self.slots,
             "gpu_work_s": self.gpu_work_s(),
+            "alone_s": self.alone_s(),
             "start_s": self.start_s,
             "does_not_fit": self.does_not_fit(),
         }
@@ -324,6 +267,9 @@ class PlanEstimate:
         lines.append(f"  {self.service_line()}")
         for line in t["does_not_fit"]:
             lines.append(f"  does not fit: {line}")
+        for c in (c for c in self.cells if c.alone):
+            lines.append(f"  runs alone: {c.cell}: one trial needs about {gib(c.trial_bytes or 0.0)} (estimated), so "
+                         f"it asks Ray for its memory and no two run on a node at once")
         return "\n".join(lines)
 
     def service_line(self) -> str:

@@ -33,23 +33,32 @@ class Meter:
         """``(cost, cached)`` of each cell's shape, or why it was not measured, by shape."""
         found: dict[str, tuple[Any, bool] | str] = {}
         pending: dict[str, Any] = {}
+        alone: dict[str, Any] = {}  # over a stream's share of the memory: measured after the others, alone
         available = available_memory()
         # each of the streams measures beside the others, as the search's trials run at once
         share = None if available is None else available / self.workers
         for cell in cells:
-            if share is not None and cell.estimate_bytes > share:  # training it here would run out of memory
-                where = (f"the {available / 2**30:.1f} GiB available here" if self.workers == 1 else
-                         f"the {share / 2**30:.1f} GiB each of {self.workers} trials at once has here "
-                         f"({available / 2**30:.1f} GiB available; --concurrency 1 gives one trial all of it)")
+            if available is not None and cell.estimate_bytes > available:  # training it here would run out
                 found[cell.shape] = (f"not measured: one repeat needs about {cell.estimate_bytes / 2**30:.1f} GiB "
-                                     f"(estimated), more than {where}")
+                                     f"(estimated), more than the {available / 2**30:.1f} GiB available here")
             elif (cost := None if self.remeasure else cached_cost(cell.shape)) is not None:
                 found[cell.shape] = (cost, True)
             else:
-                pending.setdefault(cell.shape, cell)
+                (alone if share is not None and cell.estimate_bytes > share else pending).setdefault(cell.shape, cell)
+        found.update(self._measured(pending, probe))
+        if alone and self.note is not None:
+            self.note(f"measuring {len(alone)} shape(s) alone (each needs more than a stream's share of the memory)")
+        found.update(self._measured(alone, probe, side_by_side=False))
+        return found
+
+    def _measured(self, pending: dict[str, Any], probe: StartProbe, side_by_side: bool = True
+                  ) -> dict[str, tuple[Any, bool] | str]:
+        """``(cost, False)`` of each pending shape measured now (then cached), or why it was not:
+        in the streams side by side, or (``side_by_side`` False) one after another here."""
+        found: dict[str, tuple[Any, bool] | str] = {}
         if not pending:
             return found
-        workers = max(1, min(self.workers, len(pending)))
+        workers = max(1, min(self.workers if side_by_side else 1, len(pending)))
         chunks = _chunks(list(pending.values()), workers)
         for label, chunk in chunks:
             if self.note is not None:

@@ -15,6 +15,7 @@ from orthotune.core import lazy_attributes
 from orthotune.search._algorithms import SCHEDULERS, SEARCHERS, Scheduler, Searcher
 from orthotune.search._budget import cell_trials
 from orthotune.search._cell_key import cell_key
+from orthotune.search._memory_rule import asks_memory
 from orthotune.search._objective import rung_score
 from orthotune.search._options import BUDGETS, MODES, SECTIONS, LaunchOptions, SearchOutcome
 from orthotune.search._stopping import (
@@ -48,6 +49,7 @@ __all__ = [
     "Searcher",
     "Stop",
     "StoppingRule",
+    "asks_memory",
     "budget_looks",
     "cell_key",
     "cell_trials",

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from orthotune.core import DATASETS, TrainConfig, memory_estimate
+from orthotune.search._memory_rule import asks_memory
 from orthotune.search._trainable import member_configs
 from orthotune.training import TrainOptions, runs_per_cpu_pack
 
@@ -116,6 +117,6 @@ class TrialResources:
             estimate = trial_memory_bytes(configs, self.options)
         except Exception:  # noqa: BLE001 - such a config fails in its trial, stored with its reason
             return 0
-        if estimate * min(self.node.trials, self.concurrency or self.node.trials) <= self.node.memory:
+        if not asks_memory(estimate, self.node.memory, min(self.node.trials, self.concurrency or self.node.trials)):
             return 0
         return int(min(math.ceil(estimate / REQUEST_GRAIN) * REQUEST_GRAIN, self.node.memory))

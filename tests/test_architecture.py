@@ -251,10 +251,12 @@ def test_the_cost_planner_sits_between_the_search_and_the_reports():
     assert not found, found
 
 
-def test_the_plan_arithmetic_imports_nothing_of_orthotune():
-    """The estimate's arithmetic stands alone (as Optuna's ``_gp`` behind its sampler): it can
-    be read, tested and reused without the search, the training or torch."""
-    source = (ROOT / "plan" / "_estimate.py").read_text()
+@pytest.mark.parametrize("module", ["_estimate.py", "_asha.py"])
+def test_the_plan_arithmetic_imports_nothing_of_orthotune(module):
+    """The estimate's arithmetic and ASHA's expectation stand alone (as Optuna's ``_gp``
+    behind its sampler): they can be read, tested and reused without the search, the
+    training or torch."""
+    source = (ROOT / "plan" / module).read_text()
     assert imports(source) == []
     heavy = {"torch", "ray", "torch_geometric", "optuna"}
     nodes = list(ast.walk(ast.parse(source)))

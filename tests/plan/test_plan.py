@@ -7,7 +7,8 @@ import pytest
 from no_probe import NoProbe
 
 from orthotune.plan import PlanEstimate, Resources, asha_expected_epochs, plan_search
-from orthotune.plan._estimate import CellEstimate, asha_rungs, continue_probability, list_schedule, survivors
+from orthotune.plan._asha import asha_rungs, continue_probability, survivors
+from orthotune.plan._estimate import CellEstimate, list_schedule
 from orthotune.search import LaunchOptions
 from orthotune.spaces import parse_space
 

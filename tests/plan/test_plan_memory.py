@@ -4,7 +4,7 @@ its branches' convolutions."""
 
 import pytest
 from no_probe import NoProbe
-from test_plan import SPACE, options
+from test_plan import SPACE, estimate, options
 
 from orthotune.plan import plan_search
 
@@ -57,19 +57,41 @@ def test_runs_scaled_on_a_cpu_add_what_their_packs_hold_at_once():
         assert measuring.added_bytes(alone, 5, cpu, TrainOptions()) == 4 * memory_estimate(alone).parameters
 
 
-def test_a_shape_too_large_for_its_share_of_memory_is_listed_with_the_way_out(monkeypatch):
+def test_a_shape_over_its_share_of_memory_is_measured_alone_after_the_others(monkeypatch):
     """Measured beside another stream (the search's two trials at once), a shape needs its
-    share of the memory; the line says so, and how one trial gets all of it."""
+    share of the memory: one over it is measured after the others, alone, as the search runs
+    such a trial (it asks Ray for its memory); one over the whole machine is not measured."""
     from types import SimpleNamespace
 
     import orthotune.plan._meter as meter
 
+    calls = []
     monkeypatch.setattr(meter, "available_memory", lambda: 12 * 2**30)
-    cell = SimpleNamespace(shape="s", config=None, estimate_bytes=8 * 2**30)
-    (reason,) = meter.Meter(meter.Method(), False, None, 2).costs([cell], NoProbe(False)).values()
-    assert reason == ("not measured: one repeat needs about 8.0 GiB (estimated), more than the 6.0 GiB each of 2 "
-                      "trials at once has here (12.0 GiB available; --concurrency 1 gives one trial all of it)")
-    alone = meter.Meter(meter.Method(), True, None, 1)
+    monkeypatch.setattr(meter, "cached_cost", lambda shape: None)
+    monkeypatch.setattr(meter.Meter, "_measured", lambda self, pending, probe, side_by_side=True:
+                        calls.append((sorted(pending), side_by_side)) or {shape: "measured" for shape in pending})
+    small, large = (SimpleNamespace(shape=s, config=None, estimate_bytes=b * 2**30) for s, b in (("s", 2), ("l", 8)))
+    costs = meter.Meter(meter.Method(), False, None, 2).costs([small, large], NoProbe(False))
+    assert costs == {"s": "measured", "l": "measured"} and calls == [(["s"], True), (["l"], False)]
     monkeypatch.setattr(meter, "available_memory", lambda: 4 * 2**30)
-    (reason,) = alone.costs([cell], NoProbe(False)).values()
-    assert reason.endswith("more than the 4.0 GiB available here")
+    (reason,) = meter.Meter(meter.Method(), True, None, 1).costs([large], NoProbe(False)).values()
+    assert reason == "not measured: one repeat needs about 8.0 GiB (estimated), more than the 4.0 GiB available here"
+
+
+def test_trials_that_ask_for_a_nodes_memory_run_one_after_another():
+    """Cells whose trials ask Ray for memory (``alone``) take at least their seconds one after
+    another on each node; the plan marks them as the search decides (``search.asks_memory``)."""
+    from orthotune.plan._costing import _alone
+    from orthotune.plan._estimate import PlanEstimate, Resources
+
+    big, small = (estimate(f"cora/incepgcn/64/{arm}", 4, 1.0, trial_bytes=b * 2**30)
+                  for arm, b in (("original", 15), ("ortho", 1)))
+    plan = PlanEstimate("s", "asha", "optuna", (big, small), Resources(cpus=2, memory_bytes=24 * 2**30), 1.0, 0.0, None)
+    assert plan.alone_s() == 0.0 and plan.wall_s() == pytest.approx(4 * 40.5)  # 8 trials of 40.5 s on 2 slots
+    marked = _alone(plan, options())
+    assert [c.alone for c in marked.cells] == [True, False]  # 2 x 15 GiB do not fit 24; 2 x 1 do
+    assert marked.alone_s() == pytest.approx(4 * 40.5) == marked.wall_s()
+    assert "runs alone: cora/incepgcn/64/original: one trial needs about 15.0 GiB" in marked.table()
+    assert not any(c.alone for c in _alone(plan, options(concurrency=1)).cells)  # one at a time: it fits
+    two_nodes = PlanEstimate("s", "asha", "optuna", marked.cells, Resources(cpus=2, nodes=2), 1.0, 0.0, None)
+    assert two_nodes.alone_s() == pytest.approx(2 * 40.5)

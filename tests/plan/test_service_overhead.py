@@ -9,7 +9,8 @@ import pytest
 from orthotune.core import OrthotuneError
 from orthotune.plan import PlanEstimate, Resources, ServiceOverhead, read_service_overhead
 from orthotune.plan import _overhead as overhead
-from orthotune.plan._estimate import CellEstimate, asha_expected_epochs, expected_epochs, reports
+from orthotune.plan._asha import asha_expected_epochs, expected_epochs, reports
+from orthotune.plan._estimate import CellEstimate
 
 ABOUT = {"source": "file overhead.json", "measured": {"date": "2026-11-28"}}
 
