@@ -121,6 +121,8 @@ def _plan_total(options: LaunchOptions) -> float | None:
     print(planned.total_line(), flush=True)
     for line in planned.does_not_fit():  # which cells, and the way out where there is one
         print(f"plan: does not fit: {line}", flush=True)
+    for line in planned.runs_alone():  # trials that ask Ray for their memory: they wait for each other
+        print(f"plan: runs alone: {line}", flush=True)
     wall = planned.wall_s()
     return None if wall is None else max(0.0, wall - planned.start_s)
 

@@ -267,10 +267,13 @@ class PlanEstimate:
         lines.append(f"  {self.service_line()}")
         for line in t["does_not_fit"]:
             lines.append(f"  does not fit: {line}")
-        for c in (c for c in self.cells if c.alone):
-            lines.append(f"  runs alone: {c.cell}: one trial needs about {gib(c.trial_bytes or 0.0)} (estimated), so "
-                         f"it asks Ray for its memory and no two run on a node at once")
+        lines += [f"  runs alone: {line}" for line in self.runs_alone()]
         return "\n".join(lines)
+
+    def runs_alone(self) -> list[str]:
+        """One line per cell whose trials ask Ray for their memory."""
+        return [f"{c.cell}: one trial needs about {gib(c.trial_bytes or 0.0)} (estimated), so it asks Ray for its "
+                f"memory and no two run on a node at once" for c in self.cells if c.alone]
 
     def service_line(self) -> str:
         """The service's overhead: its figures, where they come from and its share, or why not."""

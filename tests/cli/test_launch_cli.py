@@ -74,24 +74,27 @@ def test_arms_given_reach_the_search_and_a_slurm_job_s_driver(tmp_path, command)
 
 
 def test_launch_names_each_cell_its_plan_finds_too_large_before_the_first_trial(monkeypatch, capsys):
-    """The plan's one line says how many cells do not fit; the lines after it say which, and why."""
+    """The plan's one line says how many cells do not fit; the lines after it say which, and why,
+    then which cells' trials will ask Ray for their memory and so run alone."""
     from types import SimpleNamespace
 
     import orthotune.plan
     import orthotune.search
     from orthotune.cli.launch import _plan_total
 
-    misfit = ("cora/incepgcn/64/IncepGCN+DropEdge: not measured: one repeat needs about 15.6 GiB (estimated), more "
-              "than the 11.2 GiB each of 2 trials at once has here (22.4 GiB available; --concurrency 1 gives one "
-              "trial all of it)")
+    misfit = ("cora/incepgcn/64/IncepGCN+DropEdge: not measured: one repeat needs about 25.6 GiB (estimated), more "
+              "than the 22.4 GiB available here")
+    alone = ("cora/incepgcn/32/IncepGCN+DropEdge: one trial needs about 12.0 GiB (estimated), so it asks Ray for its "
+             "memory and no two run on a node at once")
     planned = SimpleNamespace(total_line=lambda: "plan: 654 trials ...; 1 cell(s) do not fit",
-                              does_not_fit=lambda: [misfit], wall_s=lambda: None, start_s=0.0)
+                              does_not_fit=lambda: [misfit], runs_alone=lambda: [alone], wall_s=lambda: None,
+                              start_s=0.0)
     monkeypatch.setattr(orthotune.search, "check_inputs", lambda options: None)
     monkeypatch.setattr(orthotune.search, "check_store", lambda options: None)
     monkeypatch.setattr(orthotune.plan, "plan_search", lambda options, note: planned)
     assert _plan_total(None) is None
     assert capsys.readouterr().out.splitlines() == ["plan: 654 trials ...; 1 cell(s) do not fit",
-                                                    f"plan: does not fit: {misfit}"]
+                                                    f"plan: does not fit: {misfit}", f"plan: runs alone: {alone}"]
 
 
 #: Run in a fresh interpreter: each case's exit code and the heavy libraries loaded after it.
