@@ -225,13 +225,20 @@ class _Cell:
                             busy_share=line(at_low.busy_share, at_high.busy_share))
 
 
+#: The share of a node's memory Ray offers trials as its ``memory`` resource by default: the
+#: rest is its object store's (``ray_constants.DEFAULT_OBJECT_STORE_MEMORY_PROPORTION``, 0.3;
+#: Ray is not imported here, so a kept plan is read without it).
+RAY_MEMORY_SHARE = 0.7
+
+
 def _alone(planned: PlanEstimate, options: LaunchOptions) -> PlanEstimate:
     """The plan with the cells whose trials ask Ray for memory marked ``alone``, as the search
-    decides it (``search.asks_memory``), this plan's node standing for Ray's: its memory, and
-    the trials its CPUs run at once. GPU trials ask for none."""
+    decides it (``search.asks_memory``), this plan's node standing for Ray's: its ``memory``
+    resource (:data:`RAY_MEMORY_SHARE` of the node's memory), and the trials its CPUs run at
+    once. GPU trials ask for none."""
     from orthotune.search import asks_memory
 
-    memory = planned.resources.memory_bytes
+    memory = (planned.resources.memory_bytes or 0) * RAY_MEMORY_SHARE
     if not memory or wants_gpu(options.gpus_per_trial, options.gpu_share):
         return planned
     at_once = max(1, int(planned.resources.cpus // options.cpus_per_trial))

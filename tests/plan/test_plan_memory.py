@@ -89,9 +89,21 @@ def test_trials_that_ask_for_a_nodes_memory_run_one_after_another():
     plan = PlanEstimate("s", "asha", "optuna", (big, small), Resources(cpus=2, memory_bytes=24 * 2**30), 1.0, 0.0, None)
     assert plan.alone_s() == 0.0 and plan.wall_s() == pytest.approx(4 * 40.5)  # 8 trials of 40.5 s on 2 slots
     marked = _alone(plan, options())
-    assert [c.alone for c in marked.cells] == [True, False]  # 2 x 15 GiB do not fit 24; 2 x 1 do
+    assert [c.alone for c in marked.cells] == [True, False]  # 2 x 15 GiB do not fit Ray's 70% of 24; 2 x 1 do
     assert marked.alone_s() == pytest.approx(4 * 40.5) == marked.wall_s()
     assert "runs alone: cora/incepgcn/64/original: one trial needs about 15.0 GiB" in marked.table()
     assert not any(c.alone for c in _alone(plan, options(concurrency=1)).cells)  # one at a time: it fits
     two_nodes = PlanEstimate("s", "asha", "optuna", marked.cells, Resources(cpus=2, nodes=2), 1.0, 0.0, None)
     assert two_nodes.alone_s() == pytest.approx(2 * 40.5)
+    # 2 x 9 GiB fit the node's 24 GiB, not the 16.8 GiB Ray offers trials of it
+    nine = PlanEstimate("s", "asha", "optuna", (estimate("c/incepgcn/48/original", 2, 1.0, trial_bytes=9 * 2**30),),
+                        Resources(cpus=2, memory_bytes=24 * 2**30), 1.0, 0.0, None)
+    assert _alone(nine, options()).cells[0].alone
+
+
+def test_the_plan_reads_rays_memory_resource_as_ray_sets_it():
+    from ray._private import ray_constants
+
+    from orthotune.plan._costing import RAY_MEMORY_SHARE
+
+    assert RAY_MEMORY_SHARE == pytest.approx(1 - ray_constants.DEFAULT_OBJECT_STORE_MEMORY_PROPORTION)
