@@ -24,22 +24,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from orthotune.cli import default_store, run_script
-from orthotune.reports import ALPHA, Filters, PairCurve, adaptive_replay, holm, tuning_curves
+from orthotune.reports import Filters, PairCurve, adaptive_replay, holm, tuning_curves, verdict_word
 from orthotune.search import FEW_TRIALS, LOOK_STEP
 
 LIMIT = 10**6  # assignments searched exhaustively
 TARGET = 0.60  # the issue's share of the fixed budget's trials
 
 
-def word(gain: float, p_holm: float) -> str:
-    """A verdict in the replay's words (reports._stops._word): NaN gain is none, NaN p not significant."""
-    sign = "gain" if gain > 0 else "loss" if gain < 0 else "none"
-    return f"{sign}, {'significant' if math.isfinite(p_holm) and p_holm < ALPHA else 'not significant'}"
-
-
 def verdicts(gains: Sequence[float], pvalues: Sequence[float]) -> list[str]:
     """The verdicts of one family: the pairs' raw p-values adjusted together."""
-    return [word(g, a) for g, a in zip(gains, holm(pvalues))]
+    return [verdict_word(g, a) for g, a in zip(gains, holm(pvalues))]
 
 
 @dataclass(frozen=True)
@@ -78,7 +72,8 @@ def relaxed(looks: Sequence[int], gains: Sequence[Sequence[float]], pvalues: Seq
     [p, pairs x p], so a pair may keep its verdict at a look only if one end gives it; each
     pair then keeps at its first such look or stops at the first look."""
     n = len(fixed)
-    could = [next((k for k, g, p in zip(looks, gs, ps) if f in {word(g, p), word(g, min(1.0, n * p))}), None)
+    could = [next((k for k, g, p in zip(looks, gs, ps)
+                   if f in {verdict_word(g, p), verdict_word(g, min(1.0, n * p))}), None)
              for gs, ps, f in zip(gains, pvalues, fixed)]
     extra = sorted((k - looks[0], i) for i, k in enumerate(could) if k is not None)
     if len(extra) < need:

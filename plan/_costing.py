@@ -241,8 +241,7 @@ def _alone(planned: PlanEstimate, options: LaunchOptions) -> PlanEstimate:
     memory = (planned.resources.memory_bytes or 0) * RAY_MEMORY_SHARE
     if not memory or wants_gpu(options.gpus_per_trial, options.gpu_share):
         return planned
-    at_once = max(1, int(planned.resources.cpus // options.cpus_per_trial))
-    at_once = min(at_once, options.concurrency or at_once)
+    at_once = replace(planned.resources, nodes=1).slots(options.cpus_per_trial, 0.0, options.concurrency)
     cells = tuple(replace(c, alone=c.trial_bytes is not None and asks_memory(c.trial_bytes, memory, at_once))
                   for c in planned.cells)
     return replace(planned, cells=cells)

@@ -35,6 +35,7 @@ from orthotune.reports._report import (
 )
 from orthotune.reports._select import config_dict, row_to_config, tidy
 from orthotune.reports._stats import ALPHA, holm
+from orthotune.reports._stops import verdict_word
 from orthotune.reports._verdict import FEW_TRIALS, Verdicts
 
 __all__ = [
@@ -62,5 +63,6 @@ __all__ = [
     "row_to_config",
     "tidy",
     "tuning_curves",
+    "verdict_word",
     "write_report",
 ]

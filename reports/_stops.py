@@ -95,13 +95,15 @@ def replay_table(curves: Sequence[PairCurve], stops: Sequence[PairStop]) -> pd.D
         "fixed_gain": [g for g, _ in rows[0]], "fixed_p_holm": [a for _, a in rows[0]],
         "adaptive_gain": [g for g, _ in rows[1]], "adaptive_p_holm": [a for _, a in rows[1]],
         "seconds": [s.seconds for s in stops], "seconds_fixed": [s.seconds_all for s in stops]})
-    table["fixed_verdict"] = [_word(g, p) for g, p in zip(table["fixed_gain"], table["fixed_p_holm"])]
-    table["adaptive_verdict"] = [_word(g, p) for g, p in zip(table["adaptive_gain"], table["adaptive_p_holm"])]
+    table["fixed_verdict"] = [verdict_word(g, p) for g, p in zip(table["fixed_gain"], table["fixed_p_holm"])]
+    table["adaptive_verdict"] = [verdict_word(g, p) for g, p in zip(table["adaptive_gain"], table["adaptive_p_holm"])]
     table["kept"] = table["fixed_verdict"] == table["adaptive_verdict"]
     return table
 
 
-def _word(gain: float, p_holm: float) -> str:
+def verdict_word(gain: float, p_holm: float) -> str:
+    """A pair's verdict as the replay compares it: the gain's sign and its Holm significance
+    (a NaN gain is none, a NaN p not significant)."""
     sign = "gain" if gain > 0 else "loss" if gain < 0 else "none"
     return f"{sign}, {'significant' if _finite(p_holm) and p_holm < ALPHA else 'not significant'}"
 

@@ -37,11 +37,11 @@ from orthotune.training import TrainOptions, runs_per_cpu_pack
 REQUEST_GRAIN = 256 * 2**20
 
 
-def trial_memory_bytes(configs: Sequence[TrainConfig], options: TrainOptions, on_gpu: bool = False) -> int:
-    """Estimated peak bytes of one trial training ``configs`` (every repeat of each): as
+def trial_memory_bytes(configs: Sequence[TrainConfig], options: TrainOptions) -> int:
+    """Estimated peak bytes of one CPU trial training ``configs`` (every repeat of each): as
     :func:`pack_memory_bytes` of their largest member, for all their runs."""
     largest = max(configs, key=lambda config: memory_estimate(config).total)
-    return pack_memory_bytes(largest, sum(len(config.runs()) for config in configs), options, on_gpu)
+    return pack_memory_bytes(largest, sum(len(config.runs()) for config in configs), options)
 
 
 def pack_memory_bytes(config: TrainConfig, runs: int, options: TrainOptions, on_gpu: bool = False) -> int:
