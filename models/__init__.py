@@ -4,7 +4,6 @@ parametrization of any module's weights (:func:`orthogonalise`), and PyG's model
 from orthotune.models._backbones import BACKBONES, build_node_model, readout_width, register_backbone
 from orthotune.models._gnn import OrthoGNN
 from orthotune.models._graph_unet import GRAPH_BACKBONES, OrthoGraphNet
-from orthotune.models._layers import SparseFeatures, node_features
 from orthotune.models._metrics import feature_norms, issued_ops, layer_gradient_norms, signal_magnification, smoothness
 from orthotune.models._modules import MODULE_BACKBONES, NodeModule, build_module_model, is_module_backbone
 from orthotune.models._packing import adjacency
@@ -16,6 +15,7 @@ from orthotune.models._parametrize import (
     square_conv_weights,
 )
 from orthotune.models._propagation import AdaptiveAggregation
+from orthotune.models._sparse import SparseFeatures, node_features
 from orthotune.models._treatment import TreatmentFailed, apply_treatment
 
 __all__ = [

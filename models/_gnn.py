@@ -14,7 +14,7 @@ settings, own dropout masks, own BatchNorm statistics) trained as one. Every par
 as its first dimension. Hidden states are pack-major, ``[packs, N, hidden]``: each pack's transformation is
 one matrix of a batched matmul, and propagation multiplies all packs at once by a block-diagonal ``A_hat``
 (one copy per pack, built once per adjacency; as fast as one product over ``[N, packs * hidden]``, without the
-copies between layouts). Node features may be dense ``[N, in]`` or :class:`~models._layers.SparseFeatures`
+copies between layouts). Node features may be dense ``[N, in]`` or :class:`~models._sparse.SparseFeatures`
 (the trainer passes sparse bag-of-words features that way: the input projection is then one block-diagonal
 sparse matmul for all packs and dropout masks the non-zeros). An epoch therefore issues the same kernels
 whatever the pack size.
@@ -33,16 +33,10 @@ from torch_geometric.typing import Adj, OptTensor
 
 from orthotune.core import BackboneInfo, OrthoSettings, TrainConfig, check
 from orthotune.models._dropout import dropout, dropout_streams
-from orthotune.models._layers import (
-    PackedLinear,
-    SparseFeatures,
-    effective_weights,
-    init_biases_,
-    regularisation,
-    share_targets,
-)
+from orthotune.models._layers import PackedLinear, effective_weights, init_biases_, regularisation, share_targets
 from orthotune.models._packing import BlockAdjacency, PackedBatchNorm, block_adjacency, propagate
 from orthotune.models._rules import check_rules
+from orthotune.models._sparse import SparseFeatures
 
 
 class Pass(NamedTuple):

@@ -48,8 +48,8 @@ from torch_geometric.nn.models import GAT, GIN, MLP, GraphSAGE
 from torch_geometric.nn.models.basic_gnn import BasicGNN
 
 from orthotune.core import TASKS, ConfigError, Registry, TrainConfig, check, is_factory, one_line
-from orthotune.models._layers import csr_dropout, nonzero_dropout
 from orthotune.models._parametrize import Selector, orthogonalise, square_conv_weights
+from orthotune.models._sparse import SparseInputLinear, csr_dropout, nonzero_dropout
 from orthotune.models._treatment import apply_treatment
 
 
@@ -69,6 +69,8 @@ class NodeModule(nn.Module):
         super().__init__()
         self.body, self.hidden_channels = body, hidden  # the default selector reads hidden_channels
         self.select, self.input_dropout, self.sparse_input = select, input_dropout, sparse_input
+        if sparse_input and inputs is not None:
+            inputs = _sparse_input_layer(body, inputs)
         self._inputs, self._output = [inputs], [output]  # lists: not registered twice as children
 
     def forward(self, x: Tensor, edge_index: Tensor) -> Tensor:
@@ -92,6 +94,15 @@ class NodeModule(nn.Module):
     def selector(self) -> Selector:
         """Which weights the Ortho-GConv arm transforms (see the module docstring)."""
         return self.select or square_conv_weights(self)
+
+
+def _sparse_input_layer(body: nn.Module, layer: nn.Module) -> nn.Module:
+    """``layer`` (the body's first use of the features) replaced in ``body`` by a
+    :class:`~models._sparse.SparseInputLinear` holding its parameters; returns the new layer."""
+    name = next(name for name, module in body.named_modules() if module is layer)
+    replacement = SparseInputLinear(layer)
+    body.set_submodule(name, replacement)
+    return replacement
 
 
 class _Linear(nn.Module):

@@ -15,7 +15,7 @@ from trained import per_config
 
 from orthotune.core import ConfigError, OrthoSettings, TrainConfig
 from orthotune.models import BACKBONES, adjacency, build_node_model, node_features
-from orthotune.models._layers import SparseFeatures
+from orthotune.models._sparse import SparseFeatures
 from orthotune.training import pack_key, train_node
 
 CPU = torch.device("cpu")

@@ -5,8 +5,10 @@ import torch
 
 from orthotune.core import OrthoSettings
 from orthotune.models import BACKBONES, adjacency, node_features
-from orthotune.models._layers import PackedLinear, SparseFeatures, dropout, effective_weights, nonzero_dropout
+from orthotune.models._dropout import dropout
+from orthotune.models._layers import PackedLinear, effective_weights
 from orthotune.models._packing import block_adjacency, block_diagonal, propagate
+from orthotune.models._sparse import SparseFeatures, nonzero_dropout
 
 
 def test_cora_features_are_kept_sparse_and_round_trip(cora):

@@ -9,7 +9,7 @@ import math
 import torch
 
 from orthotune.core import TrainConfig
-from orthotune.models._layers import SparseFeatures
+from orthotune.models._sparse import SparseFeatures
 from orthotune.training import TrainOptions
 from orthotune.training._loop import runs_of
 from orthotune.training._node import _NodeTask
