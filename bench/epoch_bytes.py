@@ -44,9 +44,12 @@ CASES = {
     "pubmed-gcn8-5": ("pubmed", 8, False, 5, "gcn"),
     # paper-full's costliest cell: the head reads 9 states side by side, [19717, 576] per run (45 MB)
     "pubmed-jknet8-5": ("pubmed", 8, False, 5, "jknet"),
-    "cora-gcn2-4": ("cora", 2, False, 4, "gcn"),  # a smoke case (the tests')
+    # the structure-agnostic reference of every full-supervised cell: one model per run, no pack
+    "pubmed-mlp-5": ("pubmed", 2, False, 5, "mlp"),
+    "cora-gcn2-4": ("cora", 2, False, 4, "gcn"),  # smoke cases (the tests')
+    "cora-mlp-4": ("cora", 2, False, 4, "mlp"),
 }
-DEFAULT_CASES = [case for case in CASES if case != "cora-gcn2-4"]
+DEFAULT_CASES = [case for case in CASES if not case.endswith("-4")]
 
 
 def copy_bandwidth(device, mib: int = 256, repeats: int = 5) -> float:
@@ -82,6 +85,13 @@ def configs(case: str, epochs: int):
                 patience=epochs, splits=(0,))
     extra = lambda i: dict(T=1 + i % 6, beta=0.4, lam=5e-4) if ortho else {}  # noqa: E731
     return [TrainConfig(**base, seeds=(i,), **extra(i)) for i in range(runs)]
+
+
+def hidden_layers(case: str) -> int:
+    """The byte model's ``hidden x hidden`` layers: the linear layout's ``depth``; an MLP's
+    depth counts its linear layers, so depth 2 (input and output) has none."""
+    _, depth, _, _, backbone = CASES[case]
+    return depth - 2 if backbone == "mlp" else depth
 
 
 def measure(case: str, args: argparse.Namespace) -> dict:
@@ -127,7 +137,7 @@ processes held the core);
         groups[name] = profiled.get(name, 0.0)
     return dict(case=case, wall=wall, epochs=epochs, setup=stamps[0] - start - wall, finish=end - stamps[-1],
                 cpu=cpu_epoch, cpu_setup=cpu[0] - cpu_start - cpu_epoch, cpu_finish=cpu_end - cpu[-1],
-                groups=groups, runs=CASES[case][3], depth=CASES[case][1], backbone=CASES[case][4],
+                groups=groups, runs=CASES[case][3], depth=hidden_layers(case), backbone=CASES[case][4],
                 nodes=data.num_nodes,
                 features=data.x.shape[1], classes=data.num_classes, x_nnz=int((data.x != 0).sum()),
                 adj_nnz=int(data.adj.values().numel()), load=os.getloadavg()[0])

@@ -79,6 +79,12 @@ class NodeModule(nn.Module):
             return self.body(csr_dropout(x, self.input_dropout, self.training), edge_index)
         return self.body(nonzero_dropout(x, self.input_dropout, self.training), edge_index)
 
+    def remember_transpose(self, x: Tensor, transposed: tuple[Tensor, Tensor, Tensor]) -> None:
+        """Hand the input layer the transpose's layout of the CSR features ``x`` (see
+        :meth:`~models._sparse.SparseInputLinear.remember`); nothing for dense readers."""
+        if isinstance(self._inputs[0], SparseInputLinear):
+            self._inputs[0].remember(x, transposed)
+
     @property
     def output_layer(self) -> nn.Module | None:
         return self._output[0]

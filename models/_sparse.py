@@ -251,12 +251,23 @@ class SparseInputLinear(nn.Module):
     def transposed(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """The transpose's layout of ``x``'s pattern, computed once: every epoch's dropped-out
         CSR shares the features' index tensors (``csr_dropout``), which the cache holds."""
-        crow, col = x.crow_indices(), x.col_indices()
-        pattern = (crow.data_ptr(), col.data_ptr(), col.numel(), x.shape[1])
-        if self._transposed is None or self._pattern != pattern:
-            self._pattern, self._held = pattern, (crow, col)
-            self._transposed = transposed_layout(crow, col, x.shape[1])
-        return self._transposed
+        transposed = self._transposed
+        if transposed is None or self._pattern != _pattern(x):
+            transposed = transposed_layout(x.crow_indices(), x.col_indices(), x.shape[1])
+            self.remember(x, transposed)
+        return transposed
+
+    def remember(self, x: Tensor, transposed: tuple[Tensor, Tensor, Tensor]) -> None:
+        """Take ``transposed`` as the transpose's layout of ``x``'s pattern (a trainer hands
+        the one its :class:`SparseFeatures` computed, so the runs of one call share it)."""
+        self._pattern, self._held = _pattern(x), (x.crow_indices(), x.col_indices())
+        self._transposed = transposed
 
     def extra_repr(self) -> str:
         return f"{self.in_channels}, {self.out_channels}, bias={self.bias is not None}"
+
+
+def _pattern(x: Tensor) -> tuple[int, int, int, int]:
+    """What identifies a CSR matrix's index tensors while they are held: their addresses, its
+    non-zeros and columns."""
+    return x.crow_indices().data_ptr(), x.col_indices().data_ptr(), x.col_indices().numel(), x.shape[1]

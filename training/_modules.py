@@ -56,10 +56,16 @@ class _Graph(BaseTrainer):
         # sparse CSR input is a dense x sparse product, not yet run on a GPU
         features = input_features(self.x, device) if device.type in SPARSE_CROSSOVER else self.x
         self.sparse_x = features.matrix(features.values) if isinstance(features, SparseFeatures) else None
+        # the transpose's layout, computed once for every run's input layer (its weight gradient reads it)
+        self.transposed = (features.crow_t, features.col_t, features.order_t) \
+            if isinstance(features, SparseFeatures) else None
 
     def inputs(self, model: NodeModule) -> Tensor:
         """The features ``model`` reads: sparse CSR where it takes them and they are sparse."""
-        return self.sparse_x if model.sparse_input and self.sparse_x is not None else self.x
+        if not model.sparse_input or self.sparse_x is None or self.transposed is None:
+            return self.x
+        model.remember_transpose(self.sparse_x, self.transposed)
+        return self.sparse_x
 
     def packs(self, runs: list[Run]) -> list[_ModulePack]:
         return [_ModulePack(self, run, i) for i, run in enumerate(runs)]

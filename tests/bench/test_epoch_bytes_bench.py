@@ -16,11 +16,28 @@ def test_the_floor_bench_prints_every_group_with_its_bytes_and_time():
     from epoch_groups import GROUPS
 
     proc = subprocess.run([sys.executable, str(ROOT / "bench" / "epoch_bytes.py"), "--cases", "cora-gcn2-4",
-                           "--epochs", "1", "--json"], capture_output=True, text=True, timeout=900, cwd=ROOT)
+                           "cora-mlp-4", "--epochs", "1", "--json"], capture_output=True, text=True, timeout=900,
+                          cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-2000:]
     figures = json.loads(proc.stdout.splitlines()[0])
-    (result,) = figures["this tree"][0]["results"]
-    assert result["wall"] > 0 and result["finish"] > 0 and figures["this tree"][0]["bandwidth"] > 0
-    assert set(GROUPS) <= set(result["groups"]) | {"keep-best"}
+    packed, mlp = (side["results"][0] for side in figures["this tree"])
+    assert (packed["case"], mlp["case"]) == ("cora-gcn2-4", "cora-mlp-4")
+    assert packed["wall"] > 0 and packed["finish"] > 0 and figures["this tree"][0]["bandwidth"] > 0
+    assert set(GROUPS) <= set(packed["groups"]) | {"keep-best"}
+    assert mlp["depth"] == 0 and mlp["groups"]["dense matmuls"] > 0  # no hidden layer; its products timed
     for group in GROUPS:
         assert any(line.strip().startswith(group) for line in proc.stdout.splitlines()), group
+
+
+def test_the_byte_model_of_an_mlp_is_the_linear_layouts_without_hidden_layers():
+    """An MLP of depth 2 (input and output layers) moves what the linear layout moves at no
+    hidden convolution: the input product forward and backward, no propagation."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    from epoch_bytes import hidden_layers
+    from epoch_groups import floor_bytes
+
+    assert hidden_layers("pubmed-mlp-5") == 0 and hidden_layers("pubmed-gcn8-5") == 8
+    case = dict(runs=5, nodes=100, features=50, classes=3, depth=0, x_nnz=400, adj_nnz=10**6)
+    deeper = floor_bytes({**case, "depth": 1})
+    assert floor_bytes(case)["sparse products"] < deeper["sparse products"] - 2 * 10**6 * 8 + 1  # no A_hat read
+    assert floor_bytes({**case, "adj_nnz": 1})["sparse products"] == floor_bytes(case)["sparse products"]

@@ -105,3 +105,18 @@ def test_training_on_sparse_features_selects_and_scores_as_on_dense_ones(cora, b
     dense, dense_m_sig = scores()
     assert dense == sparse
     assert dense_m_sig == pytest.approx(sparse_m_sig, rel=1e-4)
+
+
+def test_the_runs_of_one_call_share_the_features_transposed_layout(cora, monkeypatch):
+    """The trainer's features compute the transpose once; no run's input layer computes it
+    again, in any epoch's backward pass."""
+    import orthotune.models._sparse as sparse
+
+    calls = []
+    original = sparse.transposed_layout
+    monkeypatch.setattr(sparse, "transposed_layout", lambda *args: calls.append(1) or original(*args))
+    config = TrainConfig(dataset="cora", backbone="mlp", ortho=False, depth=2, hidden=16, epochs=3, patience=3,
+                         seeds=(0, 1, 2))
+    (result,) = train_node([config], cora, CPU)
+    assert len(result.runs) == 3 and all(run.best_epoch > 0 for run in result.runs)
+    assert len(calls) == 1  # the features' own, built once for the call
