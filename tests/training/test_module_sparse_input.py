@@ -120,3 +120,17 @@ def test_the_runs_of_one_call_share_the_features_transposed_layout(cora, monkeyp
     (result,) = train_node([config], cora, CPU)
     assert len(result.runs) == 3 and all(run.best_epoch > 0 for run in result.runs)
     assert len(calls) == 1  # the features' own, built once for the call
+
+
+@pytest.mark.parametrize("backbone", ["mlp", "appnp"])
+def test_a_runs_result_on_sparse_features_does_not_depend_on_the_runs_beside_it(cora, backbone):
+    """The runs of one call share the features and their transpose's layout, nothing else: a
+    repeat trained beside others equals it trained alone, to the bit."""
+    def config(seeds, **values):
+        return TrainConfig(dataset="cora", backbone=backbone, ortho=False, depth=2, hidden=16, dropout=0.5,
+                           epochs=15, patience=15, seeds=seeds, **values)
+
+    beside = train_node([config((0, 1)), config((2,), lr=0.05)], cora, CPU)[0].runs[1]
+    alone = train_node([config((1,))], cora, CPU)[0].runs[0]
+    assert (beside.val_acc, beside.test_acc, beside.val_loss, beside.best_epoch) == \
+        (alone.val_acc, alone.test_acc, alone.val_loss, alone.best_epoch)
