@@ -37,7 +37,8 @@ SCOPES = (("finish", "finish"), ("_finish", "finish"), ("packs", "setup"), ("bui
 NODES = (("Dropout", "dropout"), ("MulBackward", "dropout"), ("Relu", "bias and activation"),
          ("Threshold", "bias and activation"), ("AddBackward", "bias and activation"),
          ("Unsqueeze", "bias and activation"), ("Sparse", "sparse products"), ("SPMM", "sparse products"),
-         ("Spmm", "sparse products"), ("CsrLinear", "sparse products"), ("Bmm", "dense matmuls"), ("Baddbmm", "dense matmuls"),
+         ("Spmm", "sparse products"), ("CsrLinear", "sparse products"), ("Bmm", "dense matmuls"),
+         ("Baddbmm", "dense matmuls"),
          ("MmBackward", "dense matmuls"), ("AddmmBackward", "dense matmuls"), ("Fused", "dropout"))
 #: aten operators by name (the rest is ``other``).
 OPS = (("nan_to_num", "optimizer step"), ("_foreach", "optimizer step"), ("adam", "optimizer step"),
