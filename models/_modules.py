@@ -49,7 +49,7 @@ from torch_geometric.nn.models.basic_gnn import BasicGNN
 
 from orthotune.core import TASKS, ConfigError, Registry, TrainConfig, check, is_factory, one_line
 from orthotune.models._parametrize import Selector, orthogonalise, square_conv_weights
-from orthotune.models._sparse import SparseInputLinear, csr_dropout, nonzero_dropout
+from orthotune.models._sparse import SparseFeatures, SparseInputLinear, csr_dropout, nonzero_dropout
 from orthotune.models._treatment import apply_treatment
 
 
@@ -79,11 +79,11 @@ class NodeModule(nn.Module):
             return self.body(csr_dropout(x, self.input_dropout, self.training), edge_index)
         return self.body(nonzero_dropout(x, self.input_dropout, self.training), edge_index)
 
-    def remember_transpose(self, x: Tensor, transposed: tuple[Tensor, Tensor, Tensor]) -> None:
-        """Hand the input layer the transpose's layout of the CSR features ``x`` (see
-        :meth:`~models._sparse.SparseInputLinear.remember`); nothing for dense readers."""
+    def remember_features(self, features: SparseFeatures) -> None:
+        """Hand the input layer the sparse features it will read, with their transpose's layout
+        (see :meth:`~models._sparse.SparseInputLinear.remember`); nothing for dense readers."""
         if isinstance(self._inputs[0], SparseInputLinear):
-            self._inputs[0].remember(x, transposed)
+            self._inputs[0].remember(features)
 
     @property
     def output_layer(self) -> nn.Module | None:

@@ -10,9 +10,10 @@ once), so no backward pass transposes ``X``:
   block-diagonal sparse matmul (:class:`_PackedSparseMatmul`), so the kernels per epoch do
   not grow with the pack;
 - one model per run (PyG's models, the MLP reference): the input layer is a
-  :class:`SparseInputLinear`, whose backward multiplies by the transpose's layout, cached
-  once per model; ``F.linear`` on a CSR input sorts ``X``'s non-zeros into its transpose
-  every backward pass (on PubMed 56% of an MLP's epoch).
+  :class:`SparseInputLinear`, whose backward multiplies by the transpose's layout of the
+  trainer's :class:`SparseFeatures`, shared by the runs of a call; ``F.linear`` on a CSR
+  input sorts ``X``'s non-zeros into its transpose every backward pass (on PubMed 56% of an
+  MLP's epoch).
 """
 
 from __future__ import annotations
@@ -31,10 +32,9 @@ from orthotune.models._packing import sparse_product
 
 #: Node features at most this dense are kept sparse (above it dense matmuls are faster).
 SPARSE_MAX_DENSITY = 0.1
-
-
 #: Block-diagonal layouts (pack counts) one :class:`SparseFeatures` keeps.
 BLOCK_LAYOUTS_KEPT = 2
+
 
 def nonzero_dropout(x: Tensor, p: float, training: bool) -> Tensor:
     """:func:`dropout` of a dense ``x`` that draws only for its non-zeros where it is mostly
@@ -87,9 +87,19 @@ class SparseFeatures:
 
     @classmethod
     def from_dense(cls, x: Tensor) -> SparseFeatures:
-        csr = _quietly(x.to_sparse_csr)
-        crow, col = csr.crow_indices(), csr.col_indices()
-        return cls(crow, col, csr.values(), *transposed_layout(crow, col, x.shape[1]), tuple(x.shape))
+        return cls.from_csr(_quietly(x.to_sparse_csr))
+
+    @classmethod
+    def from_csr(cls, x: Tensor) -> SparseFeatures:
+        """A CSR matrix's pattern and values, sharing its index tensors, with its transpose's layout."""
+        crow, col = x.crow_indices(), x.col_indices()
+        return cls(crow, col, x.values(), *transposed_layout(crow, col, x.shape[1]), tuple(x.shape))
+
+    def shares_pattern(self, x: Tensor) -> bool:
+        """Is CSR ``x`` this pattern: the same index tensors (held here, so their memory is not
+        another tensor's) and shape?"""
+        return (x.crow_indices().data_ptr(), x.col_indices().data_ptr(), tuple(x.shape)) == \
+            (self.crow.data_ptr(), self.col.data_ptr(), self.shape)
 
     @property
     def density(self) -> float:
@@ -205,15 +215,13 @@ class _PackedSparseMatmul(torch.autograd.Function):
         return None, None, grad_weight.view(packs, channels, -1)
 
 
-
 class _CsrLinear(torch.autograd.Function):
     """``X W^T + b`` for a CSR ``X`` (data: no gradient), the weight's gradient through the
-    transpose's cached layout ``(crow_t, col_t, order_t)``."""
+    transpose's layout its :class:`SparseFeatures` holds."""
 
     @staticmethod
-    def forward(ctx, x: Tensor, transposed: tuple[Tensor, Tensor, Tensor], weight: Tensor,
-                bias: Tensor | None) -> Tensor:
-        ctx.transposed, ctx.shape, ctx.has_bias = transposed, tuple(x.shape), bias is not None
+    def forward(ctx, x: Tensor, features: SparseFeatures, weight: Tensor, bias: Tensor | None) -> Tensor:
+        ctx.features, ctx.has_bias = features, bias is not None
         ctx.save_for_backward(x.values())
         out = sparse_product(x, weight.t().contiguous())
         return out if bias is None else out + bias
@@ -221,9 +229,7 @@ class _CsrLinear(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad: Tensor):
         (values,) = ctx.saved_tensors
-        crow_t, col_t, order_t = ctx.transposed
-        matrix_t = _csr(crow_t, col_t, values.index_select(0, order_t), ctx.shape[::-1])
-        grad_weight = sparse_product(matrix_t, grad.contiguous()).t()
+        grad_weight = sparse_product(ctx.features.transposed(values), grad.contiguous()).t()
         return None, None, grad_weight, grad.sum(0) if ctx.has_bias else None
 
 
@@ -237,39 +243,27 @@ class SparseInputLinear(nn.Module):
         self.weight, self.bias = layer.weight, layer.bias
         self.in_channels, self.out_channels = layer.weight.shape[1], layer.weight.shape[0]
         self._layer = [layer]  # a list: not a child (its parameters are these)
-        # the pattern's addresses; its index tensors are held, so no other tensor can take their memory
-        self._pattern: tuple[int, int, int, int] | None = None
-        self._held: tuple[Tensor, Tensor] | None = None
-        self._transposed: tuple[Tensor, Tensor, Tensor] | None = None
+        self._features: SparseFeatures | None = None  # the pattern read, with its transpose's layout
 
     def forward(self, x: Tensor) -> Tensor:
         if x.layout != torch.sparse_csr:
             return F.linear(x, self.weight, self.bias)
-        return _CsrLinear.apply(x, self.transposed(x), self.weight, self.bias)
+        return _CsrLinear.apply(x, self.features(x), self.weight, self.bias)
 
     def reset_parameters(self) -> None:
         self._layer[0].reset_parameters()
 
-    def transposed(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """The transpose's layout of ``x``'s pattern, computed once: every epoch's dropped-out
-        CSR shares the features' index tensors (``csr_dropout``), which the cache holds."""
-        transposed = self._transposed
-        if transposed is None or self._pattern != _pattern(x):
-            transposed = transposed_layout(x.crow_indices(), x.col_indices(), x.shape[1])
-            self.remember(x, transposed)
-        return transposed
+    def features(self, x: Tensor) -> SparseFeatures:
+        """``x``'s pattern with its transpose's layout, computed once: every epoch's dropped-out
+        CSR shares the features' index tensors (``csr_dropout``)."""
+        if self._features is None or not self._features.shares_pattern(x):
+            self._features = SparseFeatures.from_csr(x)
+        return self._features
 
-    def remember(self, x: Tensor, transposed: tuple[Tensor, Tensor, Tensor]) -> None:
-        """Take ``transposed`` as the transpose's layout of ``x``'s pattern (a trainer hands
-        the one its :class:`SparseFeatures` computed, so the runs of one call share it)."""
-        self._pattern, self._held = _pattern(x), (x.crow_indices(), x.col_indices())
-        self._transposed = transposed
+    def remember(self, features: SparseFeatures) -> None:
+        """Read ``features``' pattern through its layout (a trainer hands the one it built, so
+        the runs of one call share one transpose)."""
+        self._features = features
 
     def extra_repr(self) -> str:
         return f"{self.in_channels}, {self.out_channels}, bias={self.bias is not None}"
-
-
-def _pattern(x: Tensor) -> tuple[int, int, int, int]:
-    """What identifies a CSR matrix's index tensors while they are held: their addresses, its
-    non-zeros and columns."""
-    return x.crow_indices().data_ptr(), x.col_indices().data_ptr(), x.col_indices().numel(), x.shape[1]

@@ -55,16 +55,15 @@ class _Graph(BaseTrainer):
         # sparse only where the crossover is measured: the weight's gradient of a linear layer on
         # sparse CSR input is a dense x sparse product, not yet run on a GPU
         features = input_features(self.x, device) if device.type in SPARSE_CROSSOVER else self.x
-        self.sparse_x = features.matrix(features.values) if isinstance(features, SparseFeatures) else None
-        # the transpose's layout, computed once for every run's input layer (its weight gradient reads it)
-        self.transposed = (features.crow_t, features.col_t, features.order_t) \
-            if isinstance(features, SparseFeatures) else None
+        # with the transpose's layout, computed once for every run's input layer (its weight gradient reads it)
+        self.features = features if isinstance(features, SparseFeatures) else None
+        self.sparse_x = None if self.features is None else self.features.matrix(self.features.values)
 
     def inputs(self, model: NodeModule) -> Tensor:
         """The features ``model`` reads: sparse CSR where it takes them and they are sparse."""
-        if not model.sparse_input or self.sparse_x is None or self.transposed is None:
+        if not model.sparse_input or self.features is None:
             return self.x
-        model.remember_transpose(self.sparse_x, self.transposed)
+        model.remember_features(self.features)
         return self.sparse_x
 
     def packs(self, runs: list[Run]) -> list[_ModulePack]:
