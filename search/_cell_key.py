@@ -1,5 +1,6 @@
 """The cell of a config, as the search names it: the key of its searcher, its Optuna study
-and its ASHA bracket."""
+and its ASHA bracket; and the configs a trial's config holds. Ray-free: the planner reads
+these where Ray is not installed (a GPU machine without it)."""
 
 from __future__ import annotations
 
@@ -20,3 +21,8 @@ def cell_key(config: Mapping[str, Any]) -> str:
     brackets (as the spaces layer names them).
     """
     return Cell.of(config).key
+
+
+def member_configs(config: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The configs a trial trains: ``config["group"]`` when packed, else the config itself."""
+    return list(config["group"]) if "group" in config else [config]

@@ -30,10 +30,10 @@ from typing import Any
 from ray.tune import Callback
 
 from orthotune.core import OBJECTIVE, ConfigError, EpochRow
-from orthotune.search._cell_key import cell_key
+from orthotune.search._cell_key import cell_key, member_configs
 from orthotune.search._objective import TIME_ATTR
 from orthotune.search._options import NO_STORAGE
-from orthotune.search._trainable import member_configs, member_trial_id
+from orthotune.search._trainable import member_trial_id
 from orthotune.store import Store
 
 #: ``LaunchOptions.optuna_storage`` value that turns the Optuna storage off.

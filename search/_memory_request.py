@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from orthotune.core import DATASETS, TrainConfig, memory_estimate
+from orthotune.search._cell_key import member_configs
 from orthotune.search._memory_rule import asks_memory
-from orthotune.search._trainable import member_configs
 from orthotune.training import TrainOptions, runs_per_cpu_pack
 
 #: Requests round up to this, so trials of one cell (whose searched widths differ a little)

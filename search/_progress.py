@@ -35,10 +35,9 @@ from typing import Any, TextIO
 from ray.tune import Callback
 
 from orthotune.core import OBJECTIVE, Status
-from orthotune.search._cell_key import cell_key
+from orthotune.search._cell_key import cell_key, member_configs
 from orthotune.search._recorder import trial_statuses
 from orthotune.search._requeue import RetryLedger
-from orthotune.search._trainable import member_configs
 
 #: How long the plan's estimate stands as the ETA (seconds into the session) ...
 ESTIMATE_TRUSTED_S = 120.0

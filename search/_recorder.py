@@ -21,9 +21,9 @@ from ray.tune import Callback
 
 from orthotune.core import ConfigResult, EpochRow, RunResult, Status, TrainConfig
 from orthotune.search._allocation import AdaptiveBudget
-from orthotune.search._cell_key import cell_key
+from orthotune.search._cell_key import cell_key, member_configs
 from orthotune.search._requeue import RetryLedger
-from orthotune.search._trainable import error_line, member_configs, member_trial_id
+from orthotune.search._trainable import error_line, member_trial_id
 from orthotune.store import Store, compact, epoch_rows, trial_row
 
 

@@ -30,7 +30,7 @@ from orthotune.core import (
     TrainConfig,
     one_line,
 )
-from orthotune.search._cell_key import cell_key
+from orthotune.search._cell_key import cell_key, member_configs
 from orthotune.search._objective import RUNG_SCORE, TIME_ATTR, rung_score
 from orthotune.training import TrainOptions, choose_device, retain_freed_memory, run_configs, task_data
 
@@ -100,11 +100,6 @@ def _timings() -> WorkerTimings | None:
         timings.process_started, timings.pid = psutil.Process().create_time(), os.getpid()
         _WORKER_STARTED.append(True)
     return timings
-
-
-def member_configs(config: dict[str, Any]) -> list[dict[str, Any]]:
-    """The configs a trial trains: ``config["group"]`` when packed, else the config itself."""
-    return list(config["group"]) if "group" in config else [config]
 
 
 def train_trial(config: dict[str, Any], context: TrialContext) -> None:

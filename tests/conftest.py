@@ -43,6 +43,42 @@ def cora(data_root):
     return load_node_data("cora", "full", data_root)
 
 
+#: Packages the GPU machine does not have.
+HIDDEN = ("ray", "optuna", "ogb")
+
+HIDE = f"""
+import sys
+from importlib.machinery import PathFinder
+
+
+class _Hidden:
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        if name.split(".")[0] in {HIDDEN!r}:
+            return None
+        return PathFinder.find_spec(name, path, target)
+
+    @staticmethod
+    def invalidate_caches():
+        PathFinder.invalidate_caches()
+
+
+sys.meta_path[:] = [_Hidden if finder is PathFinder else finder for finder in sys.meta_path]
+"""
+
+
+@pytest.fixture
+def without_ray(tmp_path):
+    """The environment of a process that cannot import Ray, Optuna or OGB, as on the GPU machine
+    `bench/gpu-lease.sh` runs on: a ``sitecustomize`` hides them from the path finder, so
+    ``import ray`` fails and ``importlib.util.find_spec("ray")`` is None. Its own orthotune cache."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(HIDE)
+    path = os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH", "")) if p)
+    return {**os.environ, "PYTHONPATH": path, "ORTHOTUNE_CACHE": str(tmp_path / "cache")}
+
+
 @dataclass(frozen=True)
 class S3Server:
     """A real S3 API on 127.0.0.1 (moto's threaded server) that checks request signatures
