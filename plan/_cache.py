@@ -4,6 +4,7 @@ start (``plan-start``, measured by :class:`StartProbe` in a fresh interpreter)."
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -11,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
@@ -28,6 +30,29 @@ CACHE_FORMAT = 3
 #: The module that measures the search's fixed start (``_start_probe``); its source is part of
 #: the start's cache key, so a changed probe measures again.
 PROBE_MODULE = "orthotune.plan._start_probe"
+
+
+#: The packages whose code decides what an epoch costs. Their source is part of every shape's
+#: key: a checkout between releases keeps one version while its trainer changes, and a shape
+#: measured before a change would otherwise price the plans after it.
+TRAINER_PACKAGES = ("core", "models", "training")
+
+
+@functools.cache
+def trainer_digest() -> str:
+    """:func:`source_digest` of this installation's :data:`TRAINER_PACKAGES` (read once per process)."""
+    return source_digest(Path(__file__).resolve().parents[1], TRAINER_PACKAGES)
+
+
+def source_digest(root: Path, packages: Sequence[str]) -> str:
+    """A digest of the ``.py`` files under ``root / package`` for each package: their paths and
+    their bytes, in sorted order."""
+    digest = hashlib.sha256()
+    for package in packages:
+        for path in sorted((root / package).rglob("*.py")):
+            digest.update(path.relative_to(root).as_posix().encode() + b"\0")
+            digest.update(path.read_bytes() + b"\0")
+    return digest.hexdigest()
 
 
 def torch_version() -> str:

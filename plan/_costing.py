@@ -64,6 +64,7 @@ from orthotune.plan._cache import (
     kept_plan,
     shape_stamps,
     torch_version,
+    trainer_digest,
     write_json,
 )
 from orthotune.plan._estimate import CellEstimate, PlanEstimate, Resources
@@ -267,14 +268,14 @@ def _depth_fits(cells: list[_Cell]) -> dict[int, tuple[int, int]]:
 def _shape(config: TrainConfig, options: LaunchOptions, device: Any, method: Method) -> str:
     """What a cell's cost depends on, as a digest: its pack key (dataset, backbone, depth,
     arm, width, switches), T, the repeats, the pack and threads, the GPU switches (TF32 and the
-    rest), the device and the versions. Learning rates, decays, seeds and the like do not change
+    rest), the device, the versions and the trainer's source. Learning rates, decays, seeds and the like do not change
     an epoch's cost."""
     from orthotune.training import pack_key
 
     parts = [repr(pack_key(config)), config.T, config.input_T, config.batch_size, len(config.runs()),
              options.configs_per_trial, max(1, int(options.cpus_per_trial)), options.report_every, method.epochs,
              method.full_packs, sorted(options.execution().items()), device_name(device), torch_version(),
-             __version__, CACHE_FORMAT]
+             __version__, CACHE_FORMAT, trainer_digest()]
     return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()
 
 
@@ -295,10 +296,11 @@ KEPT_PLAN_FORMAT = 4
 
 def _plan_key(options: LaunchOptions, measure_epochs: int, every_depth: bool, full_packs: bool) -> str:
     """A whole plan's key: the space and every option but the store and the search's name, the
-    measurement's epochs and fits, the versions, this host and the GPUs it may see."""
+    measurement's epochs and fits, the versions and the trainer's source, this host and the GPUs it
+    may see."""
     fields = {f.name: getattr(options, f.name) for f in dataclasses.fields(options) if f.name not in ("store", "name")}
     parts = [repr(fields), measure_epochs, every_depth, full_packs, torch_version(), __version__, CACHE_FORMAT,
-             sys.prefix, platform.node(), os.environ.get("CUDA_VISIBLE_DEVICES"), KEPT_PLAN_FORMAT]
+             trainer_digest(), sys.prefix, platform.node(), os.environ.get("CUDA_VISIBLE_DEVICES"), KEPT_PLAN_FORMAT]
     return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()
 
 
