@@ -23,6 +23,6 @@ def cell_key(config: Mapping[str, Any]) -> str:
     return Cell.of(config).key
 
 
-def member_configs(config: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+def member_configs(config: dict[str, Any]) -> list[dict[str, Any]]:
     """The configs a trial trains: ``config["group"]`` when packed, else the config itself."""
     return list(config["group"]) if "group" in config else [config]
