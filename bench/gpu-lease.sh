@@ -21,6 +21,8 @@ mkdir -p "$OUT"
 PY=${PYTHON:-python3}
 # the repository root is the orthotune package: import it by that name without installing
 SITE=$(mktemp -d)
+# the temporary folders go when the script ends (rm does not follow the link into the checkout)
+trap 'rm -rf "$LOGS" "$SITE" ${OLD_SITE:+"$OLD_SITE"}' EXIT
 ln -s "$PWD" "$SITE/orthotune"
 export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 export ORTHOTUNE_DATA_ROOT="$DATA_ROOT" ORTHOTUNE_CACHE="${ORTHOTUNE_CACHE:-$SITE/cache}"
