@@ -268,8 +268,8 @@ def _depth_fits(cells: list[_Cell]) -> dict[int, tuple[int, int]]:
 def _shape(config: TrainConfig, options: LaunchOptions, device: Any, method: Method) -> str:
     """What a cell's cost depends on, as a digest: its pack key (dataset, backbone, depth,
     arm, width, switches), T, the repeats, the pack and threads, the GPU switches (TF32 and the
-    rest), the device, the versions and the trainer's source. Learning rates, decays, seeds and the like do not change
-    an epoch's cost."""
+    rest), the device, the versions and the trainer's source. Learning rates, decays, seeds and
+    the like do not change an epoch's cost."""
     from orthotune.training import pack_key
 
     parts = [repr(pack_key(config)), config.T, config.input_T, config.batch_size, len(config.runs()),
