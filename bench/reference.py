@@ -57,8 +57,10 @@ Groups (``--only``; all by default):
   GCN-4 85.50 / 87.60 (original / DropEdge; the scripts' values are their GCN-4's); and their
   semi-supervised GCN-2 on the public split at its own script's values (``RONG_GCN_SEMI``,
   DropEdge keeping 40%): 81.10 / 82.80; and on CiteSeer at that dataset's script values
-  (``RONG_GCN_SEMI_CITESEER``, DropEdge keeping 20%): 70.80 / 72.30. The paper publishes one run
-  per cell (seed 42), no std: the rows say so.
+  (``RONG_GCN_SEMI_CITESEER``, DropEdge keeping 20%): 70.80 / 72.30; and on PubMed at that
+  dataset's script values (``RONG_GCN_SEMI_PUBMED``: a self-loop weight on both convolutions,
+  ``D^-1 (A + I)``, the ``semi-rw`` setting; DropEdge keeping 70%): 79.00 / 79.60. The paper
+  publishes one run per cell (seed 42), no std: the rows say so.
 - ``dropedge-jknet``: JKNet with and without DropEdge (the authors' README table, full-supervised
   Cora, their ``cora_JKNet.sh``: the dense block of 14 hidden convolutions, depth 16 in the
   ``official`` layout, ``STANDARD_FORMS[("dropedge-full-aug", "jknet")]``, DropEdge keeping 20%):
@@ -106,8 +108,10 @@ from orthotune.core import (
     RONG_DROP_EDGE_JKNET_SEMI,
     RONG_DROP_EDGE_SEMI,
     RONG_DROP_EDGE_SEMI_CITESEER,
+    RONG_DROP_EDGE_SEMI_PUBMED,
     RONG_GCN_SEMI,
     RONG_GCN_SEMI_CITESEER,
+    RONG_GCN_SEMI_PUBMED,
     Group,
     OrthoSettings,
     TrainConfig,
@@ -144,9 +148,10 @@ METHODS = {("cora", "sgc"): (2, 81.0, 0.0, "semi"), ("cora", "appnp"): (2, 83.8,
 #: Rong et al.'s full-supervised Cora GCN (the authors' README): depth -> (original, DropEdge).
 DROPEDGE = {2: (86.10, 86.50), 4: (85.50, 87.60)}
 #: Their README's semi-supervised GCN-2 (original, DropEdge), the depth their semi scripts train,
-#: with each dataset's script values: dataset -> (values, DropEdge arm, original, DropEdge).
-DROPEDGE_SEMI = {"cora": (RONG_GCN_SEMI, RONG_DROP_EDGE_SEMI, 81.10, 82.80),
-                 "citeseer": (RONG_GCN_SEMI_CITESEER, RONG_DROP_EDGE_SEMI_CITESEER, 70.80, 72.30)}
+#: with each dataset's script values: dataset -> (setting, values, DropEdge arm, original, DropEdge).
+DROPEDGE_SEMI = {"cora": ("semi", RONG_GCN_SEMI, RONG_DROP_EDGE_SEMI, 81.10, 82.80),
+                 "citeseer": ("semi", RONG_GCN_SEMI_CITESEER, RONG_DROP_EDGE_SEMI_CITESEER, 70.80, 72.30),
+                 "pubmed": ("semi-rw", RONG_GCN_SEMI_PUBMED, RONG_DROP_EDGE_SEMI_PUBMED, 79.00, 79.60)}
 #: Their README's Cora rows at their scripts' depths and operators: group -> (setting, backbone,
 #: depth, original, DropEdge, the DropEdge arm's treatment).
 DROPEDGE_FORMS = {"incepgcn": ("dropedge-full-aug", "incepgcn", 8, 86.70, 88.20, RONG_DROP_EDGE_INCEPGCN_FULL),
@@ -272,11 +277,11 @@ def dropedge_rows(wanted: set[str]) -> Iterator[Row]:
                       "seeds": list(range(10))}
             label = f"cora GCN-{depth} {arm} (Rong et al., full-supervised; one run published, no std)"
             yield Row("dropedge", label, values, number)
-    for dataset, (form, dropped, plain_number, dropped_number) in DROPEDGE_SEMI.items():
+    for dataset, (setting, form, dropped, plain_number, dropped_number) in DROPEDGE_SEMI.items():
         if dataset not in wanted:
             continue
         for arm, treatment, number in (("original", {}, plain_number), ("DropEdge", dropped, dropped_number)):
-            values = {"dataset": dataset, "setting": "semi", "backbone": "gcn", "depth": 2, "ortho": False,
+            values = {"dataset": dataset, "setting": setting, "backbone": "gcn", "depth": 2, "ortho": False,
                       **form, **treatment, "seeds": list(range(10))}
             label = f"{dataset} GCN-2 {arm} (Rong et al., semi-supervised; one run published, no std)"
             yield Row("dropedge", label, values, number)

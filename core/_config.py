@@ -180,8 +180,8 @@ class TrainConfig(_OrthoFields):
     jk: str = option("cat", Rule("str", choices=("cat", "max")), "JKNet aggregation", _V, backbones=readers("jknet"))
     gcnii_variant: bool = option(False, Rule("bool"), "GCNII* (separate weights for the two terms)", _V,
                                  backbones=readers("gcnii"))
-    self_loop: bool = option(False, Rule("bool"), "JKNet: a separate self-loop weight per convolution (--withloop)", _V,
-                             backbones=readers("jknet"))
+    self_loop: bool = option(False, Rule("bool"), "the DropEdge authors' self-loop weight (--withloop): on every "
+                             "graph convolution of GCN, on JKNet's hidden ones", _V, backbones=readers("gcn", "jknet"))
     directed: bool = option(False, Rule("bool"), "keep the graph directed (the authors' WebKB runs)", _V,
                             backbones=_EDGES)
     treatment: str = option(NO_TREATMENT, Rule("str"),

@@ -122,10 +122,16 @@ RONG_GCN_SEMI = dict(layout="standard", hidden=128, lr=0.007, weight_decay=1e-5,
 RONG_DROP_EDGE_SEMI = dict(drop_edge=0.6)
 #: The same model on CiteSeer (their script/semi-supervised/citeseer_GCN.sh and
 #: citeseer_GCN_nodrop.sh): lr 0.01, weight decay 5e-4, dropout 0.3, the rest as :data:`RONG_GCN_SEMI`.
-#: (Their PubMed scripts propagate by ``D^-1 (A + I)`` with a self-loop weight: not offered.)
 RONG_GCN_SEMI_CITESEER = {**RONG_GCN_SEMI, "lr": 0.01, "weight_decay": 5e-4, "dropout": 0.3}
 #: The DropEdge arm of :data:`RONG_GCN_SEMI_CITESEER`: 20% of the edges kept (``--sampling_percent 0.2``).
 RONG_DROP_EDGE_SEMI_CITESEER = dict(drop_edge=0.8)
+#: The same model on PubMed (their script/semi-supervised/pubmed_GCN.sh and pubmed_GCN_nodrop.sh):
+#: lr 0.003, weight decay 5e-3, dropout 0.5, a self-loop weight on both graph convolutions
+#: (``--withloop``: ``self_loop``) and ``D^-1 (A + I)`` (``--normalization AugRWalk``: the semi-rw
+#: setting), the rest as :data:`RONG_GCN_SEMI`.
+RONG_GCN_SEMI_PUBMED = {**RONG_GCN_SEMI, "lr": 0.003, "weight_decay": 5e-3, "dropout": 0.5, "self_loop": True}
+#: The DropEdge arm of :data:`RONG_GCN_SEMI_PUBMED`: 70% of the edges kept (``--sampling_percent 0.7``).
+RONG_DROP_EDGE_SEMI_PUBMED = dict(drop_edge=0.3)
 
 #: Rong et al. (ICLR 2020), full-supervised IncepGCN (their script/cora_IncepGCN.sh and
 #: supervised/cora_IncepGCN_nodrop.sh): ``--nbaseblocklayer 6``, orthotune's depth 8 (the longest
@@ -183,6 +189,8 @@ STANDARD_FORMS: dict[tuple[str, str], StandardForm] = {
                                                  RONG_JKNET_FULL),
     ("semi-rw", "incepgcn"): StandardForm("incepgcn", "semi-rw", "Rong et al., ICLR 2020 (semi-supervised "
                                           "cora_IncepGCN.sh, on its D^-1 (A + I))", RONG_INCEPGCN),
+    ("semi-rw", "gcn"): StandardForm("gcn", "semi-rw", "Rong et al., ICLR 2020 (semi-supervised pubmed_GCN.sh, "
+                                     "on its D^-1 (A + I) with --withloop)", RONG_GCN_SEMI_PUBMED),
     ("semi-rw", "jknet"): StandardForm("jknet", "semi-rw", "Rong et al., ICLR 2020 (semi-supervised cora_JKNet.sh)",
                                        RONG_JKNET_SEMI),
 }

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor, nn
 from torch_geometric.nn.models import JumpingKnowledge
 
-from orthotune.core import BACKBONE_INFO, OrthoSettings, Registry, TrainConfig, check
+from orthotune.core import BACKBONE_INFO, OrthoSettings, Registry, TrainConfig, check, reads
 from orthotune.models._gnn import Layout, OrthoGNN
 from orthotune.models._layers import PackedLinear
 from orthotune.models._rules import check_rules
@@ -41,13 +41,51 @@ def register_backbone(model: type[OrthoGNN]) -> type[OrthoGNN]:
 
 @register_backbone
 class GCN(OrthoGNN):
-    """Kipf & Welling: ``H(l) = ReLU(A_hat H(l-1) W(l) + b(l))``."""
+    """Kipf & Welling: ``H(l) = ReLU(A_hat H(l-1) W(l) + b(l))``.
+
+    ``self_loop`` adds the DropEdge authors' separate self-loop weight (their ``--withloop``) to
+    every graph convolution, ``A_hat H W + H W_self + b`` (``W_self`` a plain, never
+    orthogonalised transformation, as theirs), input and output layers included where
+    :attr:`end_loops` says so.
+    """
 
     info = BACKBONE_INFO.get("gcn")
+    #: Whether ``self_loop`` also reaches graph-convolution input and output layers (their
+    #: ``GraphConvolutionBS`` has it on every layer); False keeps it on the hidden ones.
+    end_loops: ClassVar[bool] = True
+
+    def __init__(self, *args, self_loop: bool = False, **kwargs) -> None:
+        self.self_loop = self_loop
+        super().__init__(*args, **kwargs)
+
+    @classmethod
+    def config_arguments(cls, config: TrainConfig) -> dict[str, Any]:
+        arguments = super().config_arguments(config)
+        return {**arguments, "self_loop": config.self_loop} if reads("self_loop", cls.info.name) else arguments
+
+    def init_extra(self) -> None:
+        count = self.hidden_layers if self.self_loop else 0
+        self.self_loops = nn.ModuleList(
+            PackedLinear(self.hidden_channels, self.hidden_channels, self.packs, bias=False)
+            for _ in range(count)
+        )
+        if self.self_loop and self.end_loops:  # named input_*/output_*: their weight decay groups
+            if self.graph_input:
+                self.input_loop = PackedLinear(self.in_channels, self.hidden_channels, self.packs, bias=False)
+            if self.graph_output:
+                self.output_loop = PackedLinear(self.head_channels(), self.out_channels, self.packs, bias=False)
+
+    def reset_extra(self, generators):
+        # after every other layer's draw: a model without self-loops draws as before
+        for layer in (*self.self_loops, self.input_loop, self.output_loop):
+            if layer is not None:
+                layer.reset_parameters(generators)
 
     def convolve(self, layer, h, h0, weights, edge_index, edge_weight):
         h = self.drop(h, self.dropout)
         z = self.propagate(self.transform(layer, h, weights[layer]), edge_index, edge_weight)
+        if self.self_loops:
+            z = z + self.self_loops[layer](h)
         return self.finish_conv(layer, z)
 
 
@@ -65,20 +103,21 @@ class JKNet(GCN):
 
     ``self_loop`` adds the authors' separate self-loop weight to every hidden convolution,
     ``H(l) = ReLU(A_hat H(l-1) W(l) + H(l-1) W_self(l) + b(l))`` (``W_self`` is a plain,
-    never orthogonalised transformation, as theirs).
+    never orthogonalised transformation, as theirs); not to its ends (:attr:`end_loops`).
     """
 
     info = BACKBONE_INFO.get("jknet")
     layouts = {**OrthoGNN.layouts, "standard": Layout(True, False)}
+    end_loops = False
 
-    def __init__(self, *args, jk: str = "cat", self_loop: bool = False, **kwargs) -> None:
+    def __init__(self, *args, jk: str = "cat", **kwargs) -> None:
         check_rules(jk=jk)
-        self.jk, self.self_loop = jk, self_loop
+        self.jk = jk
         super().__init__(*args, **kwargs)
 
     @classmethod
     def config_arguments(cls, config: TrainConfig) -> dict[str, Any]:
-        return {**super().config_arguments(config), "jk": config.jk, "self_loop": config.self_loop}
+        return {**super().config_arguments(config), "jk": config.jk}
 
     @classmethod
     def readout_channels(cls, hidden: int, hidden_layers: int, **switches: object) -> int:
@@ -89,22 +128,7 @@ class JKNet(GCN):
 
     def init_extra(self) -> None:
         self.jumping = JumpingKnowledge(self.jk)
-        count = self.hidden_layers if self.self_loop else 0
-        self.self_loops = nn.ModuleList(
-            PackedLinear(self.hidden_channels, self.hidden_channels, self.packs, bias=False)
-            for _ in range(count)
-        )
-
-    def reset_extra(self, generators):
-        for layer in self.self_loops:
-            layer.reset_parameters(generators)
-
-    def convolve(self, layer, h, h0, weights, edge_index, edge_weight):
-        h = self.drop(h, self.dropout)
-        z = self.propagate(self.transform(layer, h, weights[layer]), edge_index, edge_weight)
-        if self.self_loops:
-            z = z + self.self_loops[layer](h)
-        return self.finish_conv(layer, z)
+        super().init_extra()
 
     def readout(self, states):
         return self.jumping(states)

@@ -1,23 +1,17 @@
-"""The base of orthotune's packed node backbones (GCN, JKNet, GCNII: ``models._backbones``).
+"""The base of orthotune's packed node backbones (GCN, JKNet, GCNII, IncepGCN: ``models._backbones``).
 
 Every model is one family behind :class:`OrthoGNN`, as in PyG's ``basic_gnn``: ``depth`` graph convolutions
 (PyG's ``num_layers``), of which the ``layout`` makes the input and output layers linear maps or graph
 convolutions; the hidden ones each have a ``hidden x hidden`` transformation ``W(l)`` (orthogonalised in the
-Ortho-GConv form; built by the :meth:`OrthoGNN.init_conv` hook; see :class:`OrthoGNN`). Propagation multiplies
-by the symmetrically normalised adjacency with self-loops (``A_hat``), computed once by the data module;
-passed as PyG's :class:`~torch_geometric.EdgeIndex` (see :func:`~models._packing.adjacency`) it is a sparse
-matmul whose backward pass reuses a transposed layout cached once instead of transposing the sparse matrix
-every epoch.
+Ortho-GConv form, built by :meth:`OrthoGNN.init_conv`). Propagation multiplies by ``A_hat``, computed once by
+the data module, as a cached CSR pair (:mod:`models._packing`) whose backward reuses the transpose's layout.
 
 All models carry a leading *pack* dimension: ``packs`` independent models (own seeds, own Ortho-GConv
-settings, own dropout masks, own BatchNorm statistics) trained as one. Every parameter and buffer has the pack
+settings, own dropout masks, own BatchNorm statistics) trained as one; every parameter and buffer has the pack
 as its first dimension. Hidden states are pack-major, ``[packs, N, hidden]``: each pack's transformation is
-one matrix of a batched matmul, and propagation multiplies all packs at once by a block-diagonal ``A_hat``
-(one copy per pack, built once per adjacency; as fast as one product over ``[N, packs * hidden]``, without the
-copies between layouts). Node features may be dense ``[N, in]`` or :class:`~models._sparse.SparseFeatures`
-(the trainer passes sparse bag-of-words features that way: the input projection is then one block-diagonal
-sparse matmul for all packs and dropout masks the non-zeros). An epoch therefore issues the same kernels
-whatever the pack size.
+one matrix of a batched matmul, and propagation multiplies all packs at once by a block-diagonal ``A_hat``.
+Sparse bag-of-words features come as :class:`~models._sparse.SparseFeatures` (one block-diagonal sparse
+product for all packs; dropout masks the non-zeros). An epoch issues the same kernels whatever the pack size.
 """
 
 from __future__ import annotations
@@ -149,6 +143,7 @@ class OrthoGNN(nn.Module):
         self.transforms = nn.ModuleList(self.init_conv(hidden_channels, hidden_channels) for _ in range(count))
         self.conv_biases = self.init_conv_biases(conv_bias and self.info.conv_bias == "switch")
         self.norms = self.init_norms(batch_norm)
+        self.input_loop = self.output_loop = None  # graph-convolution ends' self-loop weights (init_extra)
         self.init_extra()
         self.output = self.init_output()
         self.input_bias, self.output_bias = self.init_graph_biases()
@@ -284,21 +279,30 @@ class OrthoGNN(nn.Module):
         """Dropout of ``[packs, ...]`` states (or one slot's 2-D input), each slot from its own stream."""
         return dropout(x, p, True, self.streams(x.device)) if self.training and p > 0.0 else x
 
-    def embed(self, x: Tensor | SparseFeatures) -> Tensor:
-        """Input dropout (``input_dropout``) and the input projection, ``[packs, N, hidden]``;
-        each pack draws its own dropout mask from its own stream, as it would trained alone."""
+    def dropped_input(self, x: Tensor | SparseFeatures) -> tuple[Tensor | SparseFeatures, Tensor | None]:
+        """Input dropout: dense features, or sparse ones and each pack's kept values ``[packs, nnz]``;
+        each pack draws its mask from its own stream, as it would trained alone."""
         if isinstance(x, SparseFeatures):
-            values = x.values.expand(self.packs, -1)
-            return self.input.sparse(x, self.drop(values, self.input_dropout))
+            return x, self.drop(x.values.expand(self.packs, -1), self.input_dropout)
         if self.training and self.input_dropout > 0 and self.packs > 1:
             x = x.unsqueeze(0).expand(self.packs, -1, -1)
-        return self.input(self.drop(x, self.input_dropout))
+        return self.drop(x, self.input_dropout), None
+
+    @staticmethod
+    def project(layer: PackedLinear, x: Tensor | SparseFeatures, values: Tensor | None) -> Tensor:
+        return layer(x) if values is None else layer.sparse(x, values)  # of dropped_input's (x, values)
+
+    def embed(self, x: Tensor | SparseFeatures) -> Tensor:  # input dropout and projection, [packs, N, hidden]
+        return self.project(self.input, *self.dropped_input(x))
 
     def first_layer(self, x: Tensor | SparseFeatures, edge_index: Adj, edge_weight: OptTensor) -> Tensor:
         """``h(0)``: the activated input layer (a graph convolution where the layout says)."""
-        h = self.embed(x)
+        dropped = self.dropped_input(x)
+        h = self.project(self.input, *dropped)
         if self.graph_input:
             h = self.propagate(h, edge_index, edge_weight)
+            if self.input_loop is not None:
+                h = h + self.project(self.input_loop, *dropped)
             if self.input_bias is not None:
                 h = h + self.input_bias.unsqueeze(1)
             if self.norms:
@@ -310,6 +314,8 @@ class OrthoGNN(nn.Module):
         logits = self.output(h)
         if self.graph_output:
             logits = self.propagate(logits, edge_index, edge_weight)
+            if self.output_loop is not None:
+                logits = logits + self.output_loop(h)
             if self.output_bias is not None:
                 logits = logits + self.output_bias.unsqueeze(1)
         return logits

@@ -7,6 +7,7 @@ from orthotune.core import (
     RONG_DROP_EDGE_JKNET_SEMI,
     RONG_DROP_EDGE_SEMI,
     RONG_DROP_EDGE_SEMI_CITESEER,
+    RONG_DROP_EDGE_SEMI_PUBMED,
     RONG_GCN_SEMI,
     RONG_GCN_SEMI_CITESEER,
     STANDARD_FORMS,
@@ -108,3 +109,17 @@ def test_dropedges_semi_jknet_form_is_their_dense_block_of_4_on_the_random_walk_
     assert (config.layout, config.conv_bias, config.io_bias, config.init) == ("official", True, True, "fan_out")
     assert (config.hidden, config.lr, config.weight_decay, config.dropout, config.input_dropout, config.drop_edge) == (
         128, 0.001, 5e-4, 0.8, 0.0, 0.6)
+
+
+def test_dropedges_semi_pubmed_gcn_form_is_their_withloop_gcn_on_the_random_walk_operator():
+    """Their semi-supervised pubmed_GCN.sh: Kipf's two graph convolutions, each with its
+    self-loop weight (--withloop), on AugRWalk (the semi-rw setting), DropEdge keeping 70%."""
+    form = STANDARD_FORMS[("semi-rw", "gcn")]
+    assert (form.setting, form.backbone) == ("semi-rw", "gcn")
+    config = TrainConfig.from_dict({"dataset": "pubmed", "setting": "semi-rw", "backbone": "gcn", "depth": 2,
+                                    "ortho": False, **standard_form("semi-rw", "gcn", "pubmed"),
+                                    **RONG_DROP_EDGE_SEMI_PUBMED})
+    assert (config.layout, config.self_loop, config.io_bias, config.init) == ("standard", True, True, "fan_out")
+    assert (config.hidden, config.lr, config.weight_decay, config.dropout, config.input_dropout, config.drop_edge) == (
+        128, 0.003, 5e-3, 0.5, 0.0, 0.3)
+    assert (config.epochs, config.patience, config.selection) == (400, 400, "train_pass_val_loss")

@@ -68,6 +68,8 @@ SWITCHES = [
     ("gcn", {"init": "fan_out", "layout": "standard"}),
     ("jknet", {"init": "fan_out", "self_loop": True}),
     ("incepgcn", {"init": "fan_out", "layout": "standard"}),
+    ("gcn", {"self_loop": True, "layout": "standard", "init": "fan_out"}),
+    ("gcn", {"self_loop": True, "batch_norm": True}),
 ]
 
 
@@ -290,6 +292,32 @@ def test_build_node_model_maps_every_backbone_switch():
     assert len(build_node_model(config, 20, 3, seeds=(0,), ortho=None).transforms) == 0
 
 
+def test_gcn_self_loop_is_the_dropedge_authors_withloop_on_every_graph_convolution(cora):
+    """``self_loop`` on GCN: ``A_hat H W + H W_self + b`` at the input, hidden and output graph
+    convolutions (their ``GraphConvolutionBS(withloop=True)``); JKNet keeps it on its hidden ones."""
+    features, adj = node_features(cora.x), adjacency(cora.adj)
+    model = BACKBONES.get("gcn")(cora.x.shape[1], 16, 7, 3, dropout=0.0, layout="standard", self_loop=True,
+                                 seeds=(5,)).eval()
+    a_hat, x = cora.adj.to_dense(), cora.x
+
+    def conv(h, layer, loop, bias):
+        return a_hat @ (h @ layer.weight[0].T) + h @ loop.weight[0].T + bias[0]
+
+    h0 = torch.relu(conv(x, model.input, model.input_loop, model.input_bias))
+    h1 = torch.relu(conv(h0, model.transforms[0], model.self_loops[0], model.conv_biases[0]))
+    expected = conv(h1, model.output, model.output_loop, model.output_bias)
+    torch.testing.assert_close(model(features, *adj)[:, 0], expected, rtol=1e-4, atol=1e-5)
+    assert {id(model.input_loop.weight)} <= {id(p) for p in model.input_parameters()}
+    assert {id(model.output_loop.weight)} <= {id(p) for p in model.output_parameters()}
+    # the self-loop weights are drawn after every other layer: the rest starts as without them
+    plain = BACKBONES.get("gcn")(cora.x.shape[1], 16, 7, 3, layout="standard", seeds=(5,))
+    looped = dict(model.named_parameters())
+    assert all(torch.equal(value, looped[name]) for name, value in plain.named_parameters())
+    assert plain.input_loop is None and plain.output_loop is None and len(plain.self_loops) == 0
+    jknet = BACKBONES.get("jknet")(cora.x.shape[1], 16, 7, 4, layout="official", self_loop=True)
+    assert (len(jknet.self_loops), jknet.input_loop, jknet.output_loop) == (2, None, None)
+
+
 def test_every_declared_backbone_has_its_model_under_that_declaration():
     """core's catalogue and models' registries agree: a packed backbone's class carries the
     catalogue's own declaration; PyG's models and the node reference are module builders; the
@@ -310,7 +338,8 @@ def test_each_backbone_takes_its_own_arguments_from_a_config():
     config = TrainConfig(dataset="cora", depth=4, hidden=8, jk="max", self_loop=True, conv_bias=False, alpha=0.2,
                          theta=1.5, gcnii_variant=True)
     arguments = {name: BACKBONES.get(name).config_arguments(config) for name in BACKBONES}
-    assert arguments == {"gcn": {"conv_bias": False}, "jknet": {"conv_bias": False, "jk": "max", "self_loop": True},
+    assert arguments == {"gcn": {"conv_bias": False, "self_loop": True},
+                         "jknet": {"conv_bias": False, "jk": "max", "self_loop": True},
                          "gcnii": {"alpha": 0.2, "theta": 1.5, "variant": True}, "incepgcn": {"conv_bias": False}}
     gcnii = BACKBONES.get("gcnii")(20, 8, 3, 3, conv_bias=True)
     assert BACKBONE_INFO.get("gcnii").conv_bias == "none" and len(gcnii.conv_biases) == 0

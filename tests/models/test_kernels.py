@@ -42,6 +42,7 @@ CASES = [
     ("gcn", {}),
     ("gcn", {"layout": "official", "batch_norm": True}),
     ("jknet", {"self_loop": True}),
+    ("gcn", {"self_loop": True, "layout": "standard"}),
     ("gcnii", {"variant": True}),
 ]
 
@@ -88,7 +89,7 @@ def test_the_op_count_would_see_a_per_pack_loop():
     counts = {}
     for packs in (4, 64):
         model = BACKBONES.get("gcn")(FEATURES, 8, CLASSES, 2, dropout=0.0, seeds=range(packs))
-        loop = model.embed
-        model.embed = lambda x, loop=loop: torch.stack([h * 1.0 for h in loop(x)])
+        loop = model.project
+        model.project = lambda layer, x, values, loop=loop: torch.stack([h * 1.0 for h in loop(layer, x, values)])
         counts[packs] = epoch_ops(model, features, adj)
     assert sum(counts[64].values()) > sum(counts[4].values())
