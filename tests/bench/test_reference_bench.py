@@ -52,6 +52,19 @@ def test_dropedges_semi_rows_take_each_datasets_own_script_and_number():
     assert TrainConfig.from_dict(semi["cora", 0.6].values).lr == 0.007
 
 
+def test_dropedges_pubmed_gcn_rows_are_their_withloop_script_on_the_random_walk_operator():
+    reference = reference_module()
+    rows = {row.values.get("drop_edge", 0.0): row for row in every_row(reference)
+            if row.group == "dropedge" and row.values["dataset"] == "pubmed"}
+    assert {rate: row.published for rate, row in rows.items()} == {0.0: 79.00, 0.3: 79.60}
+    for row in rows.values():
+        config = TrainConfig.from_dict(row.values)
+        assert (config.setting, config.backbone, config.depth, config.layout, config.self_loop) == (
+            "semi-rw", "gcn", 2, "standard", True)
+        assert (config.lr, config.weight_decay, config.dropout, config.seeds) == (0.003, 5e-3, 0.5, tuple(range(10)))
+        assert "--self-loop" in shlex.split(reference.command(row.values))
+
+
 def test_incepgcn_semi_rows_are_their_two_branch_scripts_both_arms():
     reference = reference_module()
     rows = {(row.values["dataset"], row.values["drop_edge"]): row for row in every_row(reference)
