@@ -162,6 +162,25 @@ def test_sparse_input_projection_gives_each_pack_its_own_values(packs):
     assert features.blocks(packs) is features.blocks(packs)  # the layout is built once
 
 
+def test_a_slots_sparse_input_gradient_has_the_same_bits_in_any_pack():
+    """The weight gradient of the block-diagonal product: a slot packed with others gets
+    exactly what it gets alone (on a CPU the rows of each block sum alone)."""
+    torch.manual_seed(1)
+    dense = torch.rand(300, 40) * (torch.rand(300, 40) < 0.1)
+    features = SparseFeatures.from_dense(dense)
+    values = torch.randn(3, features.values.numel())
+    grad = torch.randn(3, 300, 16)
+
+    def weight_gradient(slots: list[int]) -> torch.Tensor:
+        layer = PackedLinear(40, 16, len(slots), bias=False)
+        (got,) = torch.autograd.grad(layer.sparse(features, values[slots]), layer.weight, grad[slots])
+        return got
+
+    packed = weight_gradient([0, 1, 2])
+    for slot in range(3):
+        assert torch.equal(packed[slot], weight_gradient([slot])[0])
+
+
 def test_only_the_last_block_layouts_are_kept():
     features = SparseFeatures.from_dense(torch.eye(4))
     first = features.blocks(8)
