@@ -126,7 +126,7 @@ def test_best_json_and_csv_print_decimals_and_integers(tmp_path, capsys):
 
 
 def test_a_winner_prints_the_fields_its_backbone_reads_and_reruns_as_them(tmp_path, capsys):
-    """A GCN winner prints no alpha, theta, heads, aggr or K (GCN reads none); GCNII prints its
+    """A GCN winner prints no alpha, theta, heads, aggr or K (GCN reads none; its self_loop it does); GCNII prints its
     alpha and theta, GAT its heads, APPNP alpha and K. ``best --yaml`` reruns with ``train
     --config`` to the same config, and the report's winners table leaves the others empty."""
     common = dict(val=[0.8], test=[0.7], splits=[0], max_epochs=2, patience=2, hidden=8, selection="val_acc",
@@ -136,7 +136,7 @@ def test_a_winner_prints_the_fields_its_backbone_reads_and_reruns_as_them(tmp_pa
     configs = {c["backbone"]: c for c in yaml.safe_load(out)["configs"]}
     specific = {"alpha", "theta", "heads", "aggr", "K", "jk", "self_loop", "gcnii_variant", "batch_size"}
     assert {b: specific & set(c) for b, c in configs.items()} == {
-        "gcn": set(), "gcnii": {"alpha", "theta", "gcnii_variant"}, "gat": {"heads"}, "appnp": {"alpha", "K"}}
+        "gcn": {"self_loop"}, "gcnii": {"alpha", "theta", "gcnii_variant"}, "gat": {"heads"}, "appnp": {"alpha", "K"}}
     assert (configs["gcnii"]["alpha"], configs["gcnii"]["theta"], configs["gat"]["heads"]) == (0.3, 1.5, 2)
     assert {"conv_bias", "batch_norm", "input_T"} & set(configs["appnp"]) == set()
     file = tmp_path / "gcnii.yaml"
