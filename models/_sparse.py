@@ -211,10 +211,10 @@ class _PackedSparseMatmul(torch.autograd.Function):
         # index_select, not values[:, order_t]: the same gather 2.7x faster (PubMed, 5 slots: 12.5 against 33 ms)
         transposed_values = values.index_select(1, features.order_t).reshape(-1)
         matrix = _csr(*layout.backward, transposed_values, layout.shape[::-1])
-        # the CPU's "sum" kernel (sparse_product): X^T G gathers G's rows at random, where torch.sparse.mm
-        # took 1.3x (64 columns) to 5x (128) longer on PubMed; each slot's rows sum alone, so a slot's
-        # gradient has the same bits in any pack (tests/models/test_layers.py)
-        grad_weight = sparse_product(matrix, grad.reshape(-1, grad.shape[-1]).contiguous())
+        # torch.sparse.mm here too: the "sum" kernel took 1.3x-5x less on PubMed's X^T G (64-256 columns) and
+        # gives a slot the same bits packed as alone in isolation, but in training a packed slot then parted
+        # from itself alone (tests/training/test_pass_selection.py), as the forward had
+        grad_weight = torch.sparse.mm(matrix, grad.reshape(-1, grad.shape[-1]))
         return None, None, grad_weight.view(packs, channels, -1)
 
 
