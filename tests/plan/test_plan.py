@@ -164,25 +164,6 @@ def test_a_change_to_the_trainers_source_measures_every_shape_again(counted, mon
     assert all(c.cached for c in plan_search(options(), measure_epochs=2).cells) and len(counted) == 4
 
 
-def test_the_trainers_digest_reads_its_packages_python_files_only(tmp_path):
-    from orthotune.plan._cache import TRAINER_PACKAGES, source_digest, trainer_digest
-
-    for package in ("core", "models", "search"):
-        (tmp_path / package / "sub").mkdir(parents=True)
-        (tmp_path / package / "sub" / "_a.py").write_text(f"A = '{package}'\n")
-    digest = source_digest(tmp_path, ("core", "models"))
-    assert digest == source_digest(tmp_path, ("core", "models"))
-    (tmp_path / "search" / "sub" / "_a.py").write_text("A = 'changed'\n")  # not a trainer package
-    (tmp_path / "models" / "notes.txt").write_text("not code")
-    assert source_digest(tmp_path, ("core", "models")) == digest
-    (tmp_path / "models" / "sub" / "_a.py").write_text("A = 'models, changed'\n")
-    assert source_digest(tmp_path, ("core", "models")) != digest
-    (tmp_path / "models" / "sub" / "_a.py").write_text("A = 'models'\n")
-    (tmp_path / "models" / "sub" / "_a.py").rename(tmp_path / "models" / "sub" / "_b.py")  # same bytes, moved
-    assert source_digest(tmp_path, ("core", "models")) != digest
-    assert TRAINER_PACKAGES == ("core", "models", "training") and len(trainer_digest()) == 64
-
-
 def test_a_cell_too_large_for_this_machine_is_listed_not_trained(counted):
     huge = {**SPACE, "original": False, "depths": [64], "train": {**SPACE["train"], "hidden": 4096}}
     plan = plan_search(options(huge), measure_epochs=2)
