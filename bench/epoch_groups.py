@@ -28,6 +28,12 @@ GROUPS = ("dropout", "bias and activation", "sparse products", "dense matmuls", 
 PER_CALL_GROUPS = ("setup", "finish")
 OTHER = GROUPS[-1]
 
+#: The product kernels themselves (self time, what they call besides, such as a zero fill or a
+#: transposed copy, left out), whichever group they run in: the part of an epoch that a faster
+#: elementwise pass cannot shorten. Tallied apart from the groups, setup and finish excepted.
+PRODUCT_OPS = ("aten::bmm", "aten::baddbmm", "aten::mm", "aten::addmm", "aten::_sparse_mm_reduce_impl")
+PRODUCTS = "products (their kernels, every group)"
+
 #: The trainer's functions (the innermost of these on an operator's stack decides).
 SCOPES = (("finish", "finish"), ("_finish", "finish"), ("packs", "setup"), ("build", "setup"),
           ("pack_capacity", "setup"), ("keep_best", "keep-best"), ("evaluate", "evaluation"),
@@ -99,6 +105,8 @@ def group_seconds(fn, device) -> dict[str, float]:
             micros = event.self_cpu_time_total
         group = classify(event)
         totals[group] = totals.get(group, 0.0) + micros / 1e6
+        if event.name in PRODUCT_OPS and group not in PER_CALL_GROUPS:
+            totals[PRODUCTS] = totals.get(PRODUCTS, 0.0) + micros / 1e6
     return totals
 
 
@@ -145,6 +153,12 @@ def print_table(figures: dict[str, list[dict]], args) -> None:
                 floor = model[group] / bandwidth[name] * 1e3
                 row += f" | {ms:27.1f} {ms / floor:8.2f}"
             print(row)
+        row = f"  {'of which products, ms and share':46s}"
+        for results in sides.values():
+            ms = statistics.median(r["groups"].get(PRODUCTS, 0.0) for r in results) * 1e3
+            profiled = statistics.median(sum(r["groups"].get(g, 0.0) for g in GROUPS) for r in results) * 1e3
+            row += f" | {ms:27.1f} {ms / profiled:7.0%} "
+        print(row)
         total = sum(model.values())
         row = f"  {'epoch (unprofiled wall)':36s} {total / 1e6:9.1f}"
         for name, results in sides.items():

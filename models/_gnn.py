@@ -6,12 +6,12 @@ convolutions; the hidden ones each have a ``hidden x hidden`` transformation ``W
 Ortho-GConv form, built by :meth:`OrthoGNN.init_conv`). Propagation multiplies by ``A_hat``, computed once by
 the data module, as a cached CSR pair (:mod:`models._packing`) whose backward reuses the transpose's layout.
 
-All models carry a leading *pack* dimension: ``packs`` independent models (own seeds, own Ortho-GConv
-settings, own dropout masks, own BatchNorm statistics) trained as one; every parameter and buffer has the pack
-as its first dimension. Hidden states are pack-major, ``[packs, N, hidden]``: each pack's transformation is
-one matrix of a batched matmul, and propagation multiplies all packs at once by a block-diagonal ``A_hat``.
-Sparse bag-of-words features come as :class:`~models._sparse.SparseFeatures` (one block-diagonal sparse
-product for all packs; dropout masks the non-zeros). An epoch issues the same kernels whatever the pack size.
+All models carry a leading *pack* dimension: ``packs`` independent models (own seeds, settings, dropout masks,
+BatchNorm statistics) trained as one, the pack first in every parameter and buffer. States are pack-major,
+``[packs, N, d]``: each pack's transformation is one matrix of a batched matmul; propagation multiplies all
+packs at once by a block-diagonal ``A_hat`` (narrow states: ``A_hat`` by node-major ``[N, packs * d]``). Sparse
+features come as :class:`~models._sparse.SparseFeatures` (one block-diagonal product for all packs; dropout
+masks the non-zeros). An epoch issues the same kernels whatever the pack size.
 """
 
 from __future__ import annotations
@@ -28,14 +28,13 @@ from torch_geometric.typing import Adj, OptTensor
 from orthotune.core import BackboneInfo, OrthoSettings, TrainConfig, check
 from orthotune.models._dropout import dropout, dropout_streams
 from orthotune.models._layers import PackedLinear, effective_weights, init_biases_, regularisation, share_targets
-from orthotune.models._packing import BlockAdjacency, PackedBatchNorm, block_adjacency, propagate
+from orthotune.models._packing import BlockAdjacency, PackedBatchNorm, block_adjacency, node_major, propagate
 from orthotune.models._rules import check_rules
 from orthotune.models._sparse import SparseFeatures
 
 
 class Pass(NamedTuple):
-    """One forward pass with what training and the steadiness metrics need; node-major views of the pack-major
-    states."""
+    """One forward pass with what training and the steadiness metrics need; node-major views of pack-major states."""
 
     logits: Tensor  # [N, packs, out]
     first: Tensor  # h(0): the input layer's output, input of the first hidden convolution, [N, packs, hidden]
@@ -45,8 +44,7 @@ class Pass(NamedTuple):
 
 
 class Layout(NamedTuple):
-    """Which of a model's end layers are graph convolutions (``A_hat H W``) rather than
-    linear maps; every other graph convolution is a hidden ``hidden x hidden`` one."""
+    """Which end layers are graph convolutions (``A_hat H W``), not linear maps; the others are hidden ones."""
 
     graph_input: bool
     graph_output: bool
@@ -58,18 +56,16 @@ class OrthoGNN(nn.Module):
     ...), and subclasses define :meth:`convolve` (one hidden layer) and may widen what the head reads
     (:meth:`readout_channels`, :meth:`readout`).
 
-    ``depth`` counts every graph convolution, i.e. the propagations by ``A_hat`` of one
-    forward pass, as PyG's ``num_layers``. ``layout`` (:attr:`layouts`) decides which of
-    them are the input and output layers; the rest, ``hidden_layers`` of them, are hidden
-    convolutions, each with its own ``hidden x hidden`` transformation ``W(l)`` (the ones
-    Ortho-GConv orthogonalises and the steadiness metrics report):
+    ``depth`` counts every graph convolution, i.e. the propagations by ``A_hat`` of one forward pass, as PyG's
+    ``num_layers``. ``layout`` (:attr:`layouts`) decides which of them are the input and output layers; the
+    rest, ``hidden_layers`` of them, are hidden convolutions, each with its own ``hidden x hidden``
+    transformation ``W(l)`` (the ones Ortho-GConv orthogonalises and the steadiness metrics report):
 
-    - ``linear``: input and output are linear projections, so all ``depth`` convolutions
-      are hidden ones (``depth`` square weights, four weight layers at depth 2).
-    - ``standard``: the backbone's own paper. GCN as Kipf & Welling (PyG's ``GCN``): the
-      input and output layers are graph convolutions, ``A_hat X W_in`` and
-      ``A_hat H W_out``, so depth 2 is the 2-layer GCN, with no square weight, and depth
-      ``L`` has ``L - 2``. JKNet as Xu et al. (PyG's ``GCN(jk=...)``): the first graph
+    - ``linear``: input and output are linear projections, so all ``depth`` convolutions are hidden ones
+      (``depth`` square weights, four weight layers at depth 2).
+    - ``standard``: the backbone's own paper. GCN as Kipf & Welling (PyG's ``GCN``): the input and output
+      layers are graph convolutions, ``A_hat X W_in`` and ``A_hat H W_out``, so depth 2 is the 2-layer GCN,
+      with no square weight, and depth ``L`` has ``L - 2``. JKNet as Xu et al. (PyG's ``GCN(jk=...)``): the first graph
       convolution is the input layer, ``L - 1`` hidden ones follow, jumping knowledge
       aggregates the ``L`` outputs and a linear head classifies.
     - ``official``: the Ortho-GConv authors' code: GCN and JKNet with graph-convolution
@@ -149,7 +145,7 @@ class OrthoGNN(nn.Module):
         self.input_bias, self.output_bias = self.init_graph_biases()
         share_targets(self.ortho_layers())
         self.propagation = SimpleConv(aggr="sum")
-        self._blocks: tuple[EdgeIndex, OptTensor, BlockAdjacency] | None = None
+        self._blocks: dict[int, tuple[EdgeIndex, OptTensor, BlockAdjacency]] = {}  # by copies
         self._streams: list[torch.Generator] | None = None  # per slot, made on first use
         self.init = init  # on every transformation, a subclass's own included, before they are drawn
         self.apply(lambda layer: setattr(layer, "init", init) if isinstance(layer, PackedLinear) else None)
@@ -323,17 +319,21 @@ class OrthoGNN(nn.Module):
     def propagate(self, h: Tensor, edge_index: Adj, edge_weight: OptTensor) -> Tensor:
         """``A_hat h`` for ``[packs, N, d]`` states, one sparse product for all packs (DropEdge
         hands a ``packs * N`` square ``edge_index``, each slot's own ``A_hat``: one block)."""
-        if isinstance(edge_index, EdgeIndex):  # SimpleConv would scatter edge by edge
-            copies = 1 if edge_index.sparse_size(0) != h.shape[1] else self.packs
-            return propagate(self._block_adjacency(edge_index, edge_weight, copies), h)
-        out = self.propagation(h.transpose(0, 1).reshape(h.shape[1], -1), edge_index, edge_weight)  # [N, P*d]
+        own = isinstance(edge_index, EdgeIndex) and edge_index.sparse_size(0) != h.shape[1]  # DropEdge's
+        if own or isinstance(edge_index, EdgeIndex) and not node_major(h):
+            return propagate(self._block_adjacency(edge_index, edge_weight, 1 if own else self.packs), h)
+        wide = h.transpose(0, 1).reshape(1, h.shape[1], -1)  # node-major [1, N, P*d]
+        if isinstance(edge_index, EdgeIndex):  # narrow states: the block product's sums, in its order
+            out = propagate(self._block_adjacency(edge_index, edge_weight, 1), wide)
+        else:  # SimpleConv (on an EdgeIndex it would scatter edge by edge)
+            out = self.propagation(wide[0], edge_index, edge_weight)
         return out.view(h.shape[1], self.packs, -1).transpose(0, 1).contiguous()
 
     def _block_adjacency(self, edge_index: EdgeIndex, edge_weight: OptTensor, copies: int) -> BlockAdjacency:
         """``A_hat`` ``copies`` times on the diagonal, kept while the same adjacency is used."""
-        cached = self._blocks
+        cached = self._blocks.get(copies)
         if cached is None or cached[0] is not edge_index or cached[1] is not edge_weight:
-            self._blocks = cached = (edge_index, edge_weight, block_adjacency(edge_index, edge_weight, copies))
+            self._blocks[copies] = cached = (edge_index, edge_weight, block_adjacency(edge_index, edge_weight, copies))
         return cached[2]
 
     def transform(self, layer: int, h: Tensor, weight: Tensor | None) -> Tensor:

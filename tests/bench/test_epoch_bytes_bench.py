@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.mark.slow  # two subprocesses, a few Cora epochs each under the profiler
 def test_the_floor_bench_prints_every_group_with_its_bytes_and_time():
     sys.path.insert(0, str(ROOT / "bench"))
-    from epoch_groups import GROUPS
+    from epoch_groups import GROUPS, PRODUCTS
 
     proc = subprocess.run([sys.executable, str(ROOT / "bench" / "epoch_bytes.py"), "--cases", "cora-gcn2-4",
                            "cora-mlp-4", "--epochs", "1", "--json"], capture_output=True, text=True, timeout=900,
@@ -27,6 +27,9 @@ def test_the_floor_bench_prints_every_group_with_its_bytes_and_time():
     assert mlp["depth"] == 0 and mlp["groups"]["dense matmuls"] > 0  # no hidden layer; its products timed
     for group in GROUPS:
         assert any(line.strip().startswith(group) for line in proc.stdout.splitlines()), group
+    # the product kernels, tallied across the groups: a part of the epoch, not all of it
+    assert 0 < packed["groups"][PRODUCTS] < sum(packed["groups"].get(group, 0.0) for group in GROUPS)
+    assert any(line.strip().startswith("of which products") for line in proc.stdout.splitlines())
 
 
 def test_the_byte_model_of_an_mlp_is_the_linear_layouts_without_hidden_layers():

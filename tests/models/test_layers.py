@@ -7,7 +7,7 @@ from orthotune.core import OrthoSettings
 from orthotune.models import BACKBONES, adjacency, node_features
 from orthotune.models._dropout import dropout
 from orthotune.models._layers import PackedLinear, effective_weights
-from orthotune.models._packing import block_adjacency, block_diagonal, propagate
+from orthotune.models._packing import NODE_MAJOR_WIDTH, block_adjacency, block_diagonal, node_major, propagate
 from orthotune.models._sparse import SparseFeatures, nonzero_dropout
 
 
@@ -134,13 +134,49 @@ def test_block_adjacency_propagates_and_back_propagates_as_pyg_does(cora):
 
 
 def test_packed_propagation_reuses_its_block_adjacency(cora):
-    model = BACKBONES.get("gcn")(cora.x.shape[1], 8, 7, 2, dropout=0.0, seeds=(0, 1))
+    """Wide states multiply the block diagonal (2 copies), narrow ones (the 7 logits) one ``A_hat``."""
+    model = BACKBONES.get("gcn")(cora.x.shape[1], 64, 7, 2, dropout=0.0, seeds=(0, 1), layout="standard")
     adj = adjacency(cora.adj)
     first = model.run(node_features(cora.x), *adj).logits
-    blocks = model._blocks[2]
+    blocks = {copies: cached[2] for copies, cached in model._blocks.items()}
     second = model.run(node_features(cora.x), *adj).logits
-    assert model._blocks[2] is blocks
+    assert set(blocks) == {1, 2} and all(model._blocks[copies][2] is kept for copies, kept in blocks.items())
     torch.testing.assert_close(first, second)
+
+
+def test_the_transposed_adjacency_lists_rows_in_order_whatever_the_pack(cora):
+    """The backward pass's sums run over each column's rows in ascending order, so a slot of a pack sums
+    as it does alone (PyG's unstable sort gave a pack of 4 another order than a lone run)."""
+    edge_index, edge_weight = adjacency(cora.adj)
+    lone = block_adjacency(edge_index, edge_weight, 1).transposed
+    packed = block_adjacency(edge_index, edge_weight, 4).transposed
+    torch.testing.assert_close(lone.to_dense(), cora.adj.to_dense().T, rtol=0, atol=0)
+    rows = lone.col_indices().long()
+    drops = ((rows[1:] < rows[:-1]).nonzero().flatten() + 1).tolist()
+    assert drops and set(drops) <= set(lone.crow_indices()[1:-1].tolist())  # only where a column starts
+    count = rows.shape[0]
+    nodes = cora.x.shape[0]
+    for slot in range(4):
+        block = slice(slot * count, (slot + 1) * count)
+        assert torch.equal(packed.col_indices()[block].long() - slot * nodes, rows)
+        assert torch.equal(packed.values()[block], lone.values())
+
+
+@pytest.mark.parametrize("width", [3, 7, 32, 33, 64])
+def test_narrow_states_propagate_node_major_to_the_bit(cora, width):
+    """Up to NODE_MAJOR_WIDTH columns, ``OrthoGNN.propagate`` multiplies one ``A_hat`` by node-major
+    states: the block product's values and gradients, bit for bit."""
+    model = BACKBONES.get("gcn")(cora.x.shape[1], 16, 7, 2, dropout=0.0, seeds=(0, 1, 2))
+    edge_index, edge_weight = adjacency(cora.adj)
+    states = torch.randn(3, cora.x.shape[0], width, requires_grad=True)
+    ours = model.propagate(states, edge_index, edge_weight)
+    grad = torch.randn_like(ours)
+    (ours_grad,) = torch.autograd.grad(ours, states, grad)
+    blocks = propagate(block_adjacency(edge_index, edge_weight, 3), states)
+    (blocks_grad,) = torch.autograd.grad(blocks, states, grad)
+    assert torch.equal(ours, blocks) and torch.equal(ours_grad, blocks_grad)
+    assert set(model._blocks) == ({1} if node_major(states) else {3})
+    assert node_major(states) == (width <= NODE_MAJOR_WIDTH)
 
 
 @pytest.mark.parametrize("packs", [1, 3])
@@ -187,3 +223,22 @@ def test_only_the_last_block_layouts_are_kept():
     features.blocks(4), features.blocks(2)  # a pack compacted twice
     assert sorted(features._blocks) == [2, 4]
     assert features.blocks(4) is features.blocks(4) and features.blocks(8) is not first
+
+
+@pytest.mark.parametrize(("name", "layout", "hidden"), [("gcn", "standard", 16), ("gcn", "linear", 64),
+                                                         ("jknet", "linear", 64)])
+def test_a_packed_slot_equals_the_lone_model_to_the_bit(cora, name, layout, hidden):
+    """Logits and every parameter's gradient of pack slots 0 and 2 of 3, as the same seeds' lone models
+    give them: no sum of a slot's runs in an order that depends on the pack."""
+    x, adj = node_features(cora.x), adjacency(cora.adj)
+
+    def logits_and_grads(seeds):
+        model = BACKBONES.get(name)(cora.x.shape[1], hidden, 7, 3, dropout=0.5, seeds=seeds, layout=layout)
+        logits = model.run(x, *adj).logits
+        return logits, torch.autograd.grad(logits.square().sum(), list(model.parameters()))
+
+    packed, packed_grads = logits_and_grads((0, 1, 2))
+    for slot in (0, 2):
+        lone, lone_grads = logits_and_grads((slot,))
+        assert torch.equal(packed[:, slot], lone[:, 0])
+        assert all(torch.equal(p[slot : slot + 1], g) for p, g in zip(packed_grads, lone_grads, strict=True))
