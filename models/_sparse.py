@@ -197,9 +197,9 @@ class _PackedSparseMatmul(torch.autograd.Function):
         ctx.features, ctx.layout = features, layout
         ctx.save_for_backward(values)
         matrix = _csr(*layout.forward, values.reshape(-1), layout.shape)
-        # torch.sparse.mm, not the CPU's "sum" kernel (sparse_product): in training that kernel gave a slot
-        # other bits in a pack of 2 than alone (tests/training/test_loop.py's sync cadence), this one the same
-        product = torch.sparse.mm(matrix, weight.reshape(-1, weight.shape[-1]))
+        # the CPU's "sum" kernel, which gives each slot the bits it gets alone; a slot of a pack trained
+        # apart from itself alone once only because the adjacency's transpose ordered its sums by pack size
+        product = sparse_product(matrix, weight.reshape(-1, weight.shape[-1]))
         return product.view(packs, rows, -1)
 
     @staticmethod
@@ -211,10 +211,8 @@ class _PackedSparseMatmul(torch.autograd.Function):
         # index_select, not values[:, order_t]: the same gather 2.7x faster (PubMed, 5 slots: 12.5 against 33 ms)
         transposed_values = values.index_select(1, features.order_t).reshape(-1)
         matrix = _csr(*layout.backward, transposed_values, layout.shape[::-1])
-        # torch.sparse.mm here too: the "sum" kernel took 1.3x-5x less on PubMed's X^T G (64-256 columns) and
-        # gives a slot the same bits packed as alone in isolation, but in training a packed slot then parted
-        # from itself alone (tests/training/test_pass_selection.py), as the forward had
-        grad_weight = torch.sparse.mm(matrix, grad.reshape(-1, grad.shape[-1]))
+        # the "sum" kernel too: 1.3x-5x faster than torch.sparse.mm on PubMed's X^T G (64-256 columns)
+        grad_weight = sparse_product(matrix, grad.reshape(-1, grad.shape[-1]))
         return None, None, grad_weight.view(packs, channels, -1)
 
 
