@@ -41,6 +41,16 @@ def block_diagonal(
     return blocks, None if edge_weight is None else edge_weight.repeat(copies)
 
 
+def transposed_layout(crow: Tensor, col: Tensor, columns: int) -> tuple[Tensor, Tensor, Tensor]:
+    """The CSR layout of the transpose of a CSR pattern with ``columns`` columns: its
+    ``crow_t`` and ``col_t``, and ``order_t``, which maps the pattern's values into it."""
+    rows = torch.repeat_interleave(torch.arange(crow.numel() - 1, device=col.device), crow.diff())
+    order_t = torch.sort(col, stable=True).indices  # column-major, rows ascending
+    counts = torch.bincount(col, minlength=columns)
+    crow_t = torch.cat([counts.new_zeros(1), counts.cumsum(0)]).to(crow.dtype)
+    return crow_t, rows[order_t].to(col.dtype), order_t
+
+
 class BlockAdjacency(NamedTuple):
     """A block-diagonal ``A_hat`` as torch CSR matrices: itself and its transpose (the
     backward pass's), built once; indices int32 where they fit. Within each row of either,
@@ -66,10 +76,8 @@ def block_adjacency(edge_index: EdgeIndex, edge_weight: OptTensor, copies: int) 
     # the transpose by a stable sort: PyG's get_csc sorts unstably, so the order of a column's rows
     # (the backward pass's sums) depended on the pack size, and a packed slot's gradients could
     # differ in their last bits from the same run's alone
-    row = blocks.as_tensor()[0] if row_perm is None else blocks.as_tensor()[0][row_perm]
-    col_perm = torch.sort(col, stable=True).indices
-    colptr = torch.cat([col.new_zeros(1), torch.bincount(col, minlength=size[1]).cumsum(0)])
-    transposed = csr(colptr, row[col_perm], col_perm if row_perm is None else row_perm[col_perm], tuple(size[::-1]))
+    colptr, row, col_perm = transposed_layout(rowptr, col, size[1])
+    transposed = csr(colptr, row, col_perm if row_perm is None else row_perm[col_perm], tuple(size[::-1]))
     return BlockAdjacency(csr(rowptr, col, row_perm, tuple(size)), transposed)
 
 

@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from orthotune.models._dropout import dropout
-from orthotune.models._packing import sparse_product
+from orthotune.models._packing import sparse_product, transposed_layout
 
 #: Node features at most this dense are kept sparse (above it dense matmuls are faster).
 SPARSE_MAX_DENSITY = 0.1
@@ -57,16 +57,6 @@ def csr_dropout(x: Tensor, p: float, training: bool) -> Tensor:
     if not training or p == 0.0:
         return x
     return _csr(x.crow_indices(), x.col_indices(), dropout(x.values(), p, training), x.shape)
-
-
-def transposed_layout(crow: Tensor, col: Tensor, columns: int) -> tuple[Tensor, Tensor, Tensor]:
-    """The CSR layout of the transpose of a CSR pattern with ``columns`` columns: its
-    ``crow_t`` and ``col_t``, and ``order_t``, which maps the pattern's values into it."""
-    rows = torch.repeat_interleave(torch.arange(crow.numel() - 1, device=col.device), crow.diff())
-    order_t = torch.sort(col, stable=True).indices  # column-major, rows ascending
-    counts = torch.bincount(col, minlength=columns)
-    crow_t = torch.cat([counts.new_zeros(1), counts.cumsum(0)]).to(crow.dtype)
-    return crow_t, rows[order_t].to(col.dtype), order_t
 
 
 @dataclass(frozen=True)
