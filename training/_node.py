@@ -71,7 +71,7 @@ from orthotune.training._drop_edge import edge_stream, slot_adjacency
 from orthotune.training._loop import LoopResult, Run, Steadiness, Step
 from orthotune.training._memory import cpu_capacity, pack_capacity
 from orthotune.training._modules import train_modules
-from orthotune.training._node_data import NodeData, input_features
+from orthotune.training._node_data import NodeData, input_features, locality_order
 from orthotune.training._options import DEFAULT_OPTIONS, TrainOptions
 from orthotune.training._pack_adam import PackAdam
 
@@ -145,10 +145,11 @@ class _NodeTask(BaseTrainer):
 
     def __init__(self, data: NodeData, device: torch.device, options: TrainOptions = DEFAULT_OPTIONS) -> None:
         super().__init__(device, options)
-        self.data = data
+        self.x_norms = feature_norms(data.x)  # M_sig's ||h_i(0)|| = ||x_i|| (the paper's H(0) = X), loaded order
+        self.data = data.reordered(locality_order(data.adj)) if options.locality_order else data
+        data = self.data
         # sparse bag-of-words: sparse input projection (PubMed's 10.02% too, on a CPU)
         self.x = input_features(data.x, device)
-        self.x_norms = feature_norms(data.x)  # M_sig's ||h_i(0)|| = ||x_i|| (the paper's H(0) = X)
         self.adj = adjacency(data.adj)
         self.edges = remove_self_loops(to_edge_index(data.adj)[0])[0]  # what DropEdge draws from
 
@@ -332,8 +333,9 @@ class _NodePack(BasePack):
         out = model.run(self.task.x, *self.task.adj)
         loss = self.task.losses(out.logits, self.masks[0][:, list(slots)])
         norms = layer_gradient_norms(loss.sum(), out.weights, len(slots)).tolist()
-        m_sig = signal_magnification(self.task.x_norms, out.last).detach().tolist()
-        smooth = smoothness(out.last.detach()).tolist()
+        last = self.task.data.in_loaded_order(out.last.detach())  # the smoothness sample's nodes as loaded
+        m_sig = signal_magnification(self.task.x_norms, last).tolist()
+        smooth = smoothness(last).tolist()
         return [Steadiness(m_sig[k], smooth[k], norms[k]) for k in range(len(slots))]
 
     def drop(self, keep: Sequence[int]) -> None:

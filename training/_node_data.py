@@ -7,6 +7,7 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+import numpy as np
 import torch
 import torch_geometric.transforms as T
 from torch import Tensor
@@ -42,6 +43,7 @@ class NodeData:
     num_edges: int  # directed edges of the loaded graph, before symmetrisation
     random: RandomSplit | None = None
     adjacency: str = "augmented"  # the setting's graph operator (``SettingInfo.adjacency``), DropEdge's too
+    order: Tensor | None = None  # after :meth:`reordered`: node ``i`` is the loaded graph's node ``order[i]``
 
     @property
     def num_nodes(self) -> int:
@@ -66,8 +68,26 @@ class NodeData:
 
     def _random_masks(self, splits: Sequence[int]) -> tuple[Tensor, Tensor, Tensor]:
         check(self.random is not None, f"{self.name} ({self.setting}) needs the split_* fields of a config")
-        parts = [self.random.masks(self.y, split, self.name) for split in splits]
-        return tuple(torch.stack([part[i] for part in parts], 1).to(self.y.device) for i in range(3))
+        # drawn over the loaded graph's nodes: split k holds the same nodes in any order
+        parts = [self.random.masks(self.in_loaded_order(self.y), split, self.name) for split in splits]
+        masks = [torch.stack([part[i] for part in parts], 1) for i in range(3)]
+        return tuple((m if self.order is None else m[self.order]).to(self.y.device) for m in masks)
+
+    def reordered(self, order: Tensor) -> NodeData:
+        """This graph with its nodes renumbered: node ``i`` is this graph's node ``order[i]``
+        (features, ``A_hat``, labels and masks alike)."""
+        order = order.cpu()
+        inverse = inverse_permutation(order)
+        picked = {key: getattr(self, key)[order.to(getattr(self, key).device)]
+                  for key in ("x", "y", "train_mask", "val_mask", "test_mask")}
+        loaded = order if self.order is None else self.order[order]
+        return replace(self, **picked, adj=renumbered(self.adj, inverse), order=loaded)
+
+    def in_loaded_order(self, values: Tensor, dim: int = 0) -> Tensor:
+        """``values`` indexed by this graph's nodes along ``dim``, in the loaded graph's order."""
+        if self.order is None:
+            return values
+        return values.index_select(dim, inverse_permutation(self.order).to(values.device))
 
     def to(self, device: torch.device) -> NodeData:
         moved = {
@@ -127,6 +147,36 @@ def load_node_data(
         num_edges=num_edges,
         adjacency=adjacency,
     )
+
+
+def locality_order(adj: Tensor) -> Tensor:
+    """The nodes of ``adj`` (``[N, N]`` CSR) in reverse Cuthill-McKee order of its pattern
+    (SciPy's, over ``A + A^T``): neighbours get nearby numbers, so a sparse product's rows read
+    rows of the dense operand that are still in cache. Deterministic."""
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import reverse_cuthill_mckee
+
+    adj = adj.cpu()
+    pattern = csr_matrix((np.ones(adj.values().numel(), dtype=np.int8), adj.col_indices().numpy(),
+                          adj.crow_indices().numpy()), shape=tuple(adj.shape))
+    return torch.from_numpy(reverse_cuthill_mckee(pattern, symmetric_mode=True).astype(np.int64))
+
+
+def inverse_permutation(order: Tensor) -> Tensor:
+    """``inverse[order[i]] = i``."""
+    inverse = torch.empty_like(order)
+    inverse[order] = torch.arange(order.numel(), device=order.device)
+    return inverse
+
+
+def renumbered(adj: Tensor, inverse: Tensor) -> Tensor:
+    """The CSR ``adj`` with node ``j`` renamed ``inverse[j]``, each row's columns ascending."""
+    inverse = inverse.to(adj.device)
+    rows = torch.repeat_interleave(torch.arange(adj.shape[0], device=adj.device), adj.crow_indices().diff())
+    index = torch.stack([inverse[rows], inverse[adj.col_indices()]])
+    with warnings.catch_warnings():  # torch flags sparse CSR as beta on every construction
+        warnings.simplefilter("ignore", UserWarning)
+        return torch.sparse_coo_tensor(index, adj.values(), adj.shape).coalesce().to_sparse_csr()
 
 
 def normalised_adjacency(edge_index: Tensor, num_nodes: int, directed: bool = False,

@@ -6,7 +6,7 @@ import torch
 from orthotune.core import OrthoSettings
 from orthotune.models import BACKBONES, adjacency, node_features
 from orthotune.models._dropout import dropout
-from orthotune.models._layers import PackedLinear, effective_weights
+from orthotune.models._layers import NARROW_BELOW, PackedLinear, effective_weights
 from orthotune.models._packing import NODE_MAJOR_WIDTH, block_adjacency, block_diagonal, node_major, propagate
 from orthotune.models._sparse import SparseFeatures, nonzero_dropout
 
@@ -243,3 +243,26 @@ def test_a_packed_slot_equals_the_lone_model_to_the_bit(cora, name, layout, hidd
         lone, lone_grads = logits_and_grads((slot,))
         assert torch.equal(packed[:, slot], lone[:, 0])
         assert all(torch.equal(p[slot : slot + 1], g) for p, g in zip(packed_grads, lone_grads, strict=True))
+
+
+@pytest.mark.parametrize("out", [3, 7, 15, 16])
+@pytest.mark.parametrize("bias", [True, False])
+def test_a_narrow_layer_takes_its_weight_gradient_in_the_weights_layout(out, bias):
+    """Under 16 outputs on a CPU the weight gradient is ``G^T x``: the forward and the input
+    gradient are autograd's bits, the weight and bias gradients its values."""
+    torch.manual_seed(2)
+    layer = PackedLinear(24, out, 3, bias=bias)
+    x = torch.randn(3, 50, 24, requires_grad=True)
+    grad = torch.randn(3, 50, out)
+    y = layer(x)
+    narrow = type(y.grad_fn).__name__ == "_NarrowOutputBackward"
+    assert narrow == (out < NARROW_BELOW)
+    inputs = [x, layer.weight] + ([layer.bias] if bias else [])
+    got = torch.autograd.grad(y, inputs, grad)
+    plain = torch.bmm(x, layer.weight.mT) if not bias else torch.baddbmm(layer.bias.unsqueeze(1), x, layer.weight.mT)
+    expected = torch.autograd.grad(plain, inputs, grad)
+    assert torch.equal(y, plain) and torch.equal(got[0], expected[0])
+    for a, b in zip(got[1:], expected[1:], strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+    with torch.no_grad():
+        assert layer(x).grad_fn is None and torch.equal(layer(x), plain)

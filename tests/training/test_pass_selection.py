@@ -39,12 +39,14 @@ def test_without_dropout_the_pass_selects_the_step_after_the_evaluations_minimum
 
 
 def test_with_dropout_the_pass_is_not_the_evaluation(cora):
-    """Dropout on: the training pass's loss is another, noisier curve, so the two rules part (a
-    rule that read the evaluation's loss under the new name would select the same epoch)."""
-    noisy = dict(dropout=0.8, lr=0.01, epochs=60, patience=60)
-    by_eval, _ = _run(_config(selection="val_loss", **noisy), cora)
-    by_pass, _ = _run(_config(selection="train_pass_val_loss", **noisy), cora)
-    assert by_pass.best_epoch not in (by_eval.best_epoch, by_eval.best_epoch + 1)
+    """Dropout on: the training pass's loss is another, noisier curve, so the two rules part on
+    some seed (a rule that read the evaluation's loss under the new name would select the same
+    epoch, or the one after it, on every seed). Which seeds part depends on the draws."""
+    noisy = dict(dropout=0.8, lr=0.01, epochs=60, patience=60, seeds=(0, 1, 2, 3))
+    by_eval = train_node(_config(selection="val_loss", **noisy), cora, CPU)[0].runs
+    by_pass = train_node(_config(selection="train_pass_val_loss", **noisy), cora, CPU)[0].runs
+    parted = [p.best_epoch not in (e.best_epoch, e.best_epoch + 1) for e, p in zip(by_eval, by_pass)]
+    assert any(parted), [(e.best_epoch, p.best_epoch) for e, p in zip(by_eval, by_pass)]
 
 
 @pytest.mark.slow
