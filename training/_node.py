@@ -71,7 +71,7 @@ from orthotune.training._drop_edge import edge_stream, slot_adjacency
 from orthotune.training._loop import LoopResult, Run, Steadiness, Step
 from orthotune.training._memory import cpu_capacity, pack_capacity
 from orthotune.training._modules import train_modules
-from orthotune.training._node_data import NodeData, input_features, locality_order
+from orthotune.training._node_data import NodeData, in_locality_order, input_features
 from orthotune.training._options import DEFAULT_OPTIONS, TrainOptions
 from orthotune.training._pack_adam import PackAdam
 
@@ -146,7 +146,7 @@ class _NodeTask(BaseTrainer):
     def __init__(self, data: NodeData, device: torch.device, options: TrainOptions = DEFAULT_OPTIONS) -> None:
         super().__init__(device, options)
         self.x_norms = feature_norms(data.x)  # M_sig's ||h_i(0)|| = ||x_i|| (the paper's H(0) = X), loaded order
-        self.data = data.reordered(locality_order(data.adj)) if options.locality_order else data
+        self.data = in_locality_order(data) if options.locality_order else data
         data = self.data
         # sparse bag-of-words: sparse input projection (PubMed's 10.02% too, on a CPU)
         self.x = input_features(data.x, device)

@@ -2,6 +2,7 @@
 splits and metrics under new node numbers."""
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import torch
@@ -9,7 +10,7 @@ import torch
 from orthotune.core import TrainConfig
 from orthotune.training import TrainOptions, load_node_data, train_node
 from orthotune.training._data import load_dataset
-from orthotune.training._node_data import locality_order, with_random_split
+from orthotune.training._node_data import in_locality_order, locality_order, with_random_split
 
 CPU = torch.device("cpu")
 
@@ -65,3 +66,11 @@ def test_without_dropout_the_order_changes_only_the_last_bits(cora):
         assert abs(a.test_acc - b.test_acc) <= 2 / 1000 and abs(a.val_acc - b.val_acc) <= 2 / 500
         assert math.isclose(a.smoothness, b.smoothness, rel_tol=1e-3)
         assert math.isclose(a.m_sig, b.m_sig, rel_tol=1e-3)
+
+
+def test_a_loaded_graph_is_renumbered_once(cora):
+    first = in_locality_order(cora)
+    again = in_locality_order(replace(cora, setting=cora.setting))  # a config's copy: the same tensors
+    assert again.x is first.x and again.adj is first.adj and torch.equal(first.order, locality_order(cora.adj))
+    other = replace(cora, y=cora.y.clone())  # another tensor: renumbered anew
+    assert in_locality_order(other).y is not first.y and torch.equal(in_locality_order(other).y, first.y)
