@@ -44,8 +44,7 @@ def spread(adj: torch.Tensor) -> float:
 
 
 def main() -> None:
-    from orthotune.training import DataRoot, load_node_data
-    from orthotune.training._node_data import locality_order
+    from orthotune.training import DataRoot, load_node_data, locality_order
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=8)

@@ -22,6 +22,7 @@ __all__ = [
     "is_prepared",
     "load_dataset",
     "load_node_data",
+    "locality_order",
     "measure_cell_cost",
     "normalised_adjacency",
     "pack_key",
@@ -40,7 +41,7 @@ LAZY = {
     **dict.fromkeys(("DataRoot", "check_dataset_files", "is_prepared", "load_dataset"), "_data"),
     "retain_freed_memory": "_memory",
     **dict.fromkeys(("choose_device", "pack_key", "runs_per_cpu_pack", "train_node"), "_node"),
-    **dict.fromkeys(("NodeData", "load_node_data", "normalised_adjacency"), "_node_data"),
+    **dict.fromkeys(("NodeData", "load_node_data", "locality_order", "normalised_adjacency"), "_node_data"),
     **dict.fromkeys(("run_configs", "task_data"), "_run"),
 }
 
