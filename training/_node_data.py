@@ -21,6 +21,9 @@ from orthotune.models import SparseFeatures, node_features
 from orthotune.training._data import DataRoot, check_masks, load_dataset
 from orthotune.training._given import RandomSplit
 
+#: :class:`NodeData`'s tensors, each indexed by node (moved, renumbered and cached alike).
+_NODE_TENSORS = ("x", "adj", "y", "train_mask", "val_mask", "test_mask")
+
 
 @dataclass(frozen=True)
 class NodeData:
@@ -79,8 +82,7 @@ class NodeData:
         (features, ``A_hat``, labels and masks alike)."""
         order = order.cpu()
         inverse = inverse_permutation(order)
-        picked = {key: getattr(self, key)[order.to(getattr(self, key).device)]
-                  for key in ("x", "y", "train_mask", "val_mask", "test_mask")}
+        picked = {key: getattr(self, key)[order.to(getattr(self, key).device)] for key in _NODE_TENSORS if key != "adj"}
         loaded = order if self.order is None else self.order[order]
         return replace(self, **picked, adj=renumbered(self.adj, inverse), order=loaded)
 
@@ -91,11 +93,7 @@ class NodeData:
         return values.index_select(dim, inverse_permutation(self.order).to(values.device))
 
     def to(self, device: torch.device) -> NodeData:
-        moved = {
-            key: getattr(self, key).to(device)
-            for key in ("x", "adj", "y", "train_mask", "val_mask", "test_mask")
-        }
-        return replace(self, **moved)
+        return replace(self, **{key: getattr(self, key).to(device) for key in _NODE_TENSORS})
 
 
 #: Per device type, node features at most this dense take the sparse input path (dropout
@@ -150,7 +148,6 @@ def load_node_data(
     )
 
 
-_NODE_TENSORS = ("x", "adj", "y", "train_mask", "val_mask", "test_mask")
 #: Recent graphs in locality order, by the identity of their loaded tensors: a Ray worker's
 #: trials train on one loaded graph (``_run.task_data``), which is then renumbered once (the
 #: gather of PubMed's dense features alone took 55 ms per call).
@@ -159,16 +156,17 @@ _IN_LOCALITY_ORDER: dict[tuple[int, ...], tuple[list[weakref.ref], dict[str, Ten
 
 def in_locality_order(data: NodeData) -> NodeData:
     """``data.reordered(locality_order(data.adj))``, computed once per loaded graph."""
+    if data.order is not None:  # renumbered already: not a loaded graph
+        return data.reordered(locality_order(data.adj))
     sources = [getattr(data, key) for key in _NODE_TENSORS]
     key = tuple(id(t) for t in sources)
     hit = _IN_LOCALITY_ORDER.get(key)
-    if hit is None or any(ref() is not t for ref, t in zip(hit[0], sources, strict=True)) or data.order is not None:
+    if hit is None or any(ref() is not t for ref, t in zip(hit[0], sources, strict=True)):
         moved = data.reordered(locality_order(data.adj))
         hit = [weakref.ref(t) for t in sources], {name: getattr(moved, name) for name in (*_NODE_TENSORS, "order")}
-        if data.order is None:
-            while len(_IN_LOCALITY_ORDER) >= 4:
-                _IN_LOCALITY_ORDER.pop(next(iter(_IN_LOCALITY_ORDER)))
-            _IN_LOCALITY_ORDER[key] = hit
+        while len(_IN_LOCALITY_ORDER) >= 4:
+            _IN_LOCALITY_ORDER.pop(next(iter(_IN_LOCALITY_ORDER)))
+        _IN_LOCALITY_ORDER[key] = hit
     return replace(data, **hit[1])
 
 
