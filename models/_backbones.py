@@ -71,7 +71,8 @@ class GCN(OrthoGNN):
         )
         if self.self_loop and self.end_loops:  # named input_*/output_*: their weight decay groups
             if self.graph_input:
-                self.input_loop = PackedLinear(self.in_channels, self.hidden_channels, self.packs, bias=False)
+                self.input_loop = PackedLinear(self.in_channels, self.hidden_channels, self.packs, bias=False,
+                                               in_major=self.sparse_input)
             if self.graph_output:
                 self.output_loop = PackedLinear(self.head_channels(), self.out_channels, self.packs, bias=False)
 
@@ -262,9 +263,11 @@ def build_node_model(
     num_classes: int,
     seeds: Sequence[int],
     ortho: Sequence[OrthoSettings] | None,
+    sparse_input: bool = False,
 ) -> OrthoGNN:
     """The node model a config describes: one pack slot per entry of ``seeds`` (and of
-    ``ortho``, one :class:`OrthoSettings` per slot, or None for the original arm).
+    ``ortho``, one :class:`OrthoSettings` per slot, or None for the original arm);
+    ``sparse_input``: it will read ``SparseFeatures`` (:class:`~models._gnn.OrthoGNN`).
 
     The one place that maps config fields to backbone arguments: those every packed backbone
     takes here, its own from the backbone (:meth:`~models._gnn.OrthoGNN.config_arguments`).
@@ -273,7 +276,7 @@ def build_node_model(
     return model(in_channels, config.hidden, num_classes, config.depth, config.dropout, ortho=ortho, seeds=seeds,
                  layout=config.layout, batch_norm=config.batch_norm, feature_transform=config.feature_transform,
                  input_dropout=config.input_dropout, io_bias=config.io_bias, init=config.init,
-                 **model.config_arguments(config))
+                 sparse_input=sparse_input, **model.config_arguments(config))
 
 
 def readout_width(config: TrainConfig) -> int:

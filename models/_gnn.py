@@ -1,10 +1,10 @@
 """The base of orthotune's packed node backbones (GCN, JKNet, GCNII, IncepGCN: ``models._backbones``).
 
-Every model is one family behind :class:`OrthoGNN`, as in PyG's ``basic_gnn``: ``depth`` graph convolutions
-(PyG's ``num_layers``), of which the ``layout`` makes the input and output layers linear maps or graph
-convolutions; the hidden ones each have a ``hidden x hidden`` transformation ``W(l)`` (orthogonalised in the
-Ortho-GConv form, built by :meth:`OrthoGNN.init_conv`). Propagation multiplies by ``A_hat``, computed once by
-the data module, as a cached CSR pair (:mod:`models._packing`) whose backward reuses the transpose's layout.
+Every model is one family behind :class:`OrthoGNN`, as in PyG's ``basic_gnn``: ``depth`` graph convolutions (PyG's
+``num_layers``), of which the ``layout`` makes the input and output layers linear maps or graph convolutions; the
+hidden ones each have a ``hidden x hidden`` transformation ``W(l)`` (orthogonalised in the Ortho-GConv form, built by
+:meth:`OrthoGNN.init_conv`). Propagation multiplies by ``A_hat``, computed once by the data module, as a cached CSR
+pair (:mod:`models._packing`) whose backward reuses the transpose's layout.
 
 All models carry a leading *pack* dimension: ``packs`` independent models (own seeds, settings, dropout masks,
 BatchNorm statistics) trained as one, the pack first in every parameter and buffer. States are pack-major,
@@ -84,7 +84,8 @@ class OrthoGNN(nn.Module):
     slot (the hidden ones and a graph-convolution input layer);
     ``feature_transform=False`` drops every ``W(l)`` (propagation only, the paper's Figure
     1d), which leaves nothing to orthogonalise; ``init`` is how plain weights and biases start
-    (``TrainConfig.init``: Glorot and zeros, or uniform in ``+-1/sqrt(fan-out)``).
+    (``TrainConfig.init``: Glorot and zeros, or uniform in ``+-1/sqrt(fan-out)``); with ``sparse_input`` (the
+    input arrives as ``SparseFeatures``) the input layers hold their weights ``in_major``.
     """
 
     #: Per layout: which end layers are graph convolutions (subclasses override entries).
@@ -117,6 +118,7 @@ class OrthoGNN(nn.Module):
         input_dropout: float | None = None,
         io_bias: bool = True,
         init: str = "glorot",
+        sparse_input: bool = False,
     ) -> None:
         super().__init__()
         check_rules(depth=depth, dropout=dropout, input_dropout=input_dropout, hidden=hidden_channels,
@@ -128,6 +130,7 @@ class OrthoGNN(nn.Module):
         self.packs = len(self.seeds)
         self.in_channels, self.hidden_channels, self.out_channels = in_channels, hidden_channels, out_channels
         self.layout, self.feature_transform, self.io_bias = layout, feature_transform, io_bias
+        self.sparse_input = sparse_input  # the input layers' weights in the sparse product's layout
         self.graph_input, self.graph_output = self.layouts[layout]
         self.hidden_layers = self.hidden_layers_of(depth, layout)
         self.ortho = tuple(ortho) if ortho is not None else None
@@ -173,7 +176,7 @@ class OrthoGNN(nn.Module):
         :attr:`input_rows`)."""
         return PackedLinear(self.in_channels, self.hidden_channels, self.packs,
                             bias=self.io_bias and not self.graph_input, init_ortho=self.ortho,
-                            init_ortho_rows=self.input_rows)
+                            init_ortho_rows=self.input_rows, in_major=self.sparse_input)
 
     def init_conv(self, in_channels: int, out_channels: int) -> PackedLinear:
         """One hidden convolution's transformation ``W(l)`` (Ortho-GConv when ``ortho``);
@@ -207,9 +210,8 @@ class OrthoGNN(nn.Module):
                             bias=self.io_bias and not self.graph_output)
 
     def init_graph_biases(self) -> tuple[nn.Parameter | None, nn.Parameter | None]:
-        """The biases of graph-convolution input and output layers, added after their
-        propagation (named ``input_*``/``output_*``: the trainer's weight decay groups
-        find them by name)."""
+        """The biases of graph-convolution input and output layers, added after their propagation
+        (named ``input_*``/``output_*``: the trainer's weight decay groups find them by name)."""
         def bias(graph: bool, channels: int) -> nn.Parameter | None:
             return nn.Parameter(torch.zeros(self.packs, channels)) if graph and self.io_bias else None
 
@@ -393,8 +395,6 @@ class OrthoGNN(nn.Module):
 
     def __repr__(self) -> str:
         form = "ortho" if self.ortho else "original"
-        return (
-            f"{type(self).__name__}({self.in_channels}, {self.out_channels}, "
-            f"hidden={self.hidden_channels}, depth={self.depth}, layout={self.layout}, "
-            f"hidden_layers={self.hidden_layers}, propagations={self.propagations}, packs={self.packs}, {form})"
-        )
+        return (f"{type(self).__name__}({self.in_channels}, {self.out_channels}, hidden={self.hidden_channels}, "
+                f"depth={self.depth}, layout={self.layout}, hidden_layers={self.hidden_layers}, "
+                f"propagations={self.propagations}, packs={self.packs}, {form})")

@@ -80,6 +80,11 @@ class PackedLinear(nn.Module):
     orthogonalised once at each initialisation with ``input_T`` steps (the authors' input
     projection), centred along ``init_ortho_rows`` (see :func:`orthogonalise_once_`); it is
     trained freely afterwards.
+    With ``in_major`` (an input layer that reads sparse features) the parameter is held as
+    ``weight_t``, ``[packs, in, out]``, the layout :meth:`sparse`'s product reads, and
+    ``weight`` is its ``[packs, out, in]`` view: no transposed copy of the weight in the
+    forward pass, nor of its gradient (into the parameter's layout) in the backward. The
+    values and every update are those of the ``[packs, out, in]`` form, elementwise the same.
     Inputs are ``[N, in]`` (shared by all packs) or ``[packs, N, in]``; outputs
     ``[packs, N, out]``. Pack-major states make each pack's transformation one
     contiguous matrix of a batched matmul (``baddbmm``, bias included), with no
@@ -95,11 +100,16 @@ class PackedLinear(nn.Module):
         ortho: Sequence[OrthoSettings] | None = None,
         init_ortho: Sequence[OrthoSettings] | None = None,
         init_ortho_rows: str = "in",
+        in_major: bool = False,
     ) -> None:
         super().__init__()
         self.in_channels, self.out_channels, self.packs = in_channels, out_channels, packs
-        self.init_ortho_rows = init_ortho_rows
-        self.weight = nn.Parameter(torch.empty(packs, out_channels, in_channels))
+        self.init_ortho_rows, self.in_major = init_ortho_rows, in_major
+        check(not (in_major and ortho is not None), "an Ortho-GConv transformation is held as [packs, out, in]")
+        if in_major:
+            self.weight_t = nn.Parameter(torch.empty(packs, in_channels, out_channels))
+        else:
+            self.weight = nn.Parameter(torch.empty(packs, out_channels, in_channels))
         self.bias = nn.Parameter(torch.empty(packs, out_channels)) if bias else None
         self.ortho = tuple(ortho) if ortho is not None else None
         self.init_ortho = tuple(init_ortho) if init_ortho is not None else None
@@ -126,18 +136,27 @@ class PackedLinear(nn.Module):
     #: sets it on each of its layers before its first initialisation.
     init = "glorot"
 
+    def __getattr__(self, name: str) -> Tensor | nn.Module:
+        if name == "weight" and "weight_t" in self._parameters:  # in_major: the [packs, out, in] view
+            return self._parameters["weight_t"].mT
+        return super().__getattr__(name)
+
     def reset_parameters(self, generators: Sequence[torch.Generator | None] | None = None) -> None:
         generators = generators or [None] * self.packs
         for p, generator in enumerate(generators):
+            # in_major: drawn into a contiguous [out, in] matrix, so the values are the same
+            weight = torch.empty(self.out_channels, self.in_channels) if self.in_major else self.weight.data[p]
             if self.ortho is not None:
-                init_ortho_weight_(self.weight.data[p], self.ortho[p], generator)
+                init_ortho_weight_(weight, self.ortho[p], generator)
             elif self.init == "fan_out":  # their [in, out] weight's size(1): our out_channels
-                fan_out_uniform_(self.weight.data[p], self.out_channels, generator)
+                fan_out_uniform_(weight, self.out_channels, generator)
             else:
-                nn.init.xavier_uniform_(self.weight.data[p], generator=generator)
+                nn.init.xavier_uniform_(weight, generator=generator)
             if self.init_ortho is not None:
                 settings = self.init_ortho[p]
-                orthogonalise_once_(self.weight.data[p], settings.input_T, settings, self.init_ortho_rows)
+                orthogonalise_once_(weight, settings.input_T, settings, self.init_ortho_rows)
+            if self.in_major:
+                self.weight_t.data[p].copy_(weight.T)
         if self.bias is not None:
             init_biases_(self.bias, self.init, generators)
         if self.ortho is not None:
@@ -178,7 +197,7 @@ class PackedLinear(nn.Module):
 
     def sparse(self, features: SparseFeatures, values: Tensor) -> Tensor:
         """``[packs, N, out]`` for sparse inputs: pack ``p`` sees ``values[p]`` (``[P, nnz]``)."""
-        weight = self.effective_weight().transpose(1, 2).contiguous()
+        weight = self.weight_t if self.in_major else self.effective_weight().transpose(1, 2).contiguous()
         y = _PackedSparseMatmul.apply(features, values, weight)
         return y if self.bias is None else y + self.bias.unsqueeze(1)
 
@@ -207,6 +226,7 @@ class PackedLinear(nn.Module):
         return (
             f"{self.in_channels}, {self.out_channels}, packs={self.packs}, "
             f"ortho={self.ortho[0].structure() if self.ortho else None}"
+            + (", in_major=True" if self.in_major else "")
         )
 
 

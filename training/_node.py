@@ -57,6 +57,7 @@ from orthotune.core import (
 )
 from orthotune.models import (
     OrthoGNN,
+    SparseFeatures,
     adjacency,
     build_node_model,
     feature_norms,
@@ -156,7 +157,8 @@ class _NodeTask(BaseTrainer):
     def build(self, runs: Sequence[Run]) -> OrthoGNN:
         first = runs[0].config
         ortho = [r.config.ortho_settings() for r in runs] if first.ortho else None
-        model = build_node_model(first, self.data.x.shape[1], self.data.num_classes, [r.seed for r in runs], ortho)
+        model = build_node_model(first, self.data.x.shape[1], self.data.num_classes, [r.seed for r in runs], ortho,
+                                 isinstance(self.x, SparseFeatures))
         return model.to(self.device)
 
     def packs(self, runs: list[Run]) -> list[_NodePack]:

@@ -227,14 +227,17 @@ def test_only_the_last_block_layouts_are_kept():
 
 @pytest.mark.parametrize(("name", "layout", "hidden"), [("gcn", "standard", 16), ("gcn", "linear", 64),
                                                          ("gcn", "linear", 128), ("jknet", "linear", 64)])
-def test_a_packed_slot_equals_the_lone_model_to_the_bit(cora, name, layout, hidden):
+@pytest.mark.parametrize("sparse_input", [False, True])
+def test_a_packed_slot_equals_the_lone_model_to_the_bit(cora, name, layout, hidden, sparse_input):
     """Logits and every parameter's gradient of pack slots 0 and 2 of 3, as the same seeds' lone models
     give them: no sum of a slot's runs in an order that depends on the pack (hidden 128: the input
-    product on the CPU's "sum" kernel, SUM_KERNEL_ABOVE)."""
+    product on the CPU's "sum" kernel, SUM_KERNEL_ABOVE; ``sparse_input``: the input weight held as the
+    trainer holds it for sparse features, ``in_major``)."""
     x, adj = node_features(cora.x), adjacency(cora.adj)
 
     def logits_and_grads(seeds):
-        model = BACKBONES.get(name)(cora.x.shape[1], hidden, 7, 3, dropout=0.5, seeds=seeds, layout=layout)
+        model = BACKBONES.get(name)(cora.x.shape[1], hidden, 7, 3, dropout=0.5, seeds=seeds, layout=layout,
+                                    sparse_input=sparse_input)
         logits = model.run(x, *adj).logits
         return logits, torch.autograd.grad(logits.square().sum(), list(model.parameters()))
 
