@@ -69,6 +69,29 @@ def copy_bandwidth(device, mib: int = 256, repeats: int = 5) -> float:
     return 2 * source.numel() * 4 / best
 
 
+def matmul_rate(device, nodes: int, runs: int, hidden: int = 64, repeats: int = 5) -> tuple[float, int]:
+    """FLOP per second of the fastest of ``repeats`` batched matmuls of a pack's hidden
+    transformation, ``[p, nodes, hidden] x [p, hidden, hidden]``, with ``p`` as many of ``runs``
+    as the CPU's state budget packs (``TrainOptions.cpu_state_mib``); and that ``p``."""
+    import torch
+
+    from orthotune.training import TrainOptions
+
+    budget = getattr(TrainOptions(), "cpu_state_mib", 16.0) * 2**20  # a revision before the budget: its value
+    packs = max(1, min(runs, int(budget // (nodes * hidden * 4)))) if device.type == "cpu" else runs
+    states = torch.randn(packs, nodes, hidden, device=device)
+    weights = torch.randn(packs, hidden, hidden, device=device)
+    out = torch.empty_like(states)
+    best = float("inf")
+    for _ in range(repeats + 1):
+        sync(device)
+        start = time.perf_counter()
+        torch.bmm(states, weights, out=out)
+        sync(device)
+        best = min(best, time.perf_counter() - start)
+    return 2 * packs * nodes * hidden * hidden / best, packs
+
+
 def sync(device) -> None:
     import torch
 
@@ -108,6 +131,7 @@ processes held the core);
 
     device = torch.device(args.device)
     data = load_node_data(CASES[case][0], "full", DataRoot.resolve(None)).to(device)
+    rate, rate_packs = matmul_rate(device, data.num_nodes, CASES[case][3])
     options = TrainOptions(report_every=1)  # a search's trial reports every epoch
 
     def call(epochs: int, stamps: list[float] | None = None, cpu: list[float] | None = None) -> None:
@@ -140,7 +164,8 @@ processes held the core);
                 groups=groups, runs=CASES[case][3], depth=hidden_layers(case), backbone=CASES[case][4],
                 nodes=data.num_nodes,
                 features=data.x.shape[1], classes=data.num_classes, x_nnz=int((data.x != 0).sum()),
-                adj_nnz=int(data.adj.values().numel()), load=os.getloadavg()[0])
+                adj_nnz=int(data.adj.values().numel()), load=os.getloadavg()[0], matmul_rate=rate,
+                matmul_packs=rate_packs)
 
 
 def side(args: argparse.Namespace) -> None:

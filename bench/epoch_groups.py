@@ -16,6 +16,13 @@ for the arithmetic: on a CPU the dense matmuls are bound by FLOPs before bytes. 
 (``jk: cat``) reads the L + 1 states side by side: its dropout and matmuls move (L + 1) S, and
 the concatenation, written in the forward and the evaluation and read back in the backward,
 counts under ``other``.
+
+The compute floor: the FLOPs of the dense matmuls (``dense matmuls``: forward, input and weight
+gradients of the L hidden transformations and the head, 6 P N (L H^2 + W H C) with W H the head's
+input width; ``evaluation``: their forward, a third of that) over the rate of one batched matmul of a
+pack's hidden transformation measured in the same process (``matmul_rate``). The table prints, per
+side, the dense matmuls against it, and the epoch against the floor in which each of those two
+groups costs the larger of its bytes and its FLOPs.
 """
 
 from __future__ import annotations
@@ -133,6 +140,38 @@ def floor_bytes(case: dict) -> dict[str, float]:
     }
 
 
+def floor_flops(case: dict) -> dict[str, float]:
+    """The dense matmuls' FLOPs per epoch, by group (the module docstring's compute floor)."""
+    p, n, c, h, layers = case["runs"], case["nodes"], case["classes"], 64, case["depth"]
+    width = layers + 1 if case.get("backbone") == "jknet" else 1
+    forward = 2 * p * n * (layers * h * h + width * h * c)
+    return {"dense matmuls": 3 * forward, "evaluation": forward}
+
+
+def combined_floor_seconds(case: dict, bandwidth: float, rate: float) -> float:
+    """The epoch's floor with each group at the larger of its bytes and its dense FLOPs."""
+    flops = floor_flops(case)
+    return sum(max(moved / bandwidth, flops.get(group, 0.0) / rate) for group, moved in floor_bytes(case).items())
+
+
+def print_compute_floor(sides: dict[str, list[dict]], bandwidth: dict[str, float]) -> None:
+    """Per side: the dense matmuls against their compute floor; the CPU epoch against the combined floor."""
+    for name, results in sides.items():
+        first = results[0]
+        if "matmul_rate" not in first:
+            continue  # a side from before the compute floor
+        rate = statistics.median(r["matmul_rate"] for r in results)
+        flops = floor_flops(first)
+        ms = statistics.median(r["groups"].get("dense matmuls", 0.0) for r in results) * 1e3
+        compute = flops["dense matmuls"] / rate * 1e3
+        cpu = statistics.median(r.get("cpu", math.nan) for r in results) * 1e3
+        combined = combined_floor_seconds(first, bandwidth[name], rate) * 1e3
+        print(f"  {name}: bmm [{first['matmul_packs']}, {first['nodes']}, 64] x [64, 64] at {rate / 1e9:.1f} GFLOP/s; "
+              f"dense matmuls {flops['dense matmuls'] / 1e9:.2f} GFLOP per epoch, compute floor {compute:.1f} ms "
+              f"(x floor {ms / compute:.2f}); epoch floor with FLOPs {combined:.1f} ms, "
+              f"CPU epoch x {cpu / combined:.2f}")
+
+
 def print_table(figures: dict[str, list[dict]], args) -> None:
     """Per case, per side: each group's bytes, seconds, floor and time/floor; the wall epoch."""
     print(f"device {args.device}, {args.threads} thread(s), {args.epochs} timed epochs per call, "
@@ -170,6 +209,7 @@ def print_table(figures: dict[str, list[dict]], args) -> None:
             ms = statistics.median(r.get("cpu", math.nan) for r in results) * 1e3
             row += f" | {ms:27.1f} {ms / (total / bandwidth[name] * 1e3):8.2f}"
         print(row)
+        print_compute_floor(sides, bandwidth)
         for name, results in sides.items():
             cpu = {part: statistics.median(r.get(f"cpu_{part}", math.nan) for r in results) for part in PER_CALL_GROUPS}
             print(f"  {name}: per call in CPU time: setup {cpu['setup']:.3f} s, finish {cpu['finish']:.3f} s")

@@ -30,6 +30,9 @@ def test_the_floor_bench_prints_every_group_with_its_bytes_and_time():
     # the product kernels, tallied across the groups: a part of the epoch, not all of it
     assert 0 < packed["groups"][PRODUCTS] < sum(packed["groups"].get(group, 0.0) for group in GROUPS)
     assert any(line.strip().startswith("of which products") for line in proc.stdout.splitlines())
+    # the compute floor: the same process's batched matmul rate, the packs the CPU budget makes
+    assert packed["matmul_rate"] > 1e8 and packed["matmul_packs"] == 4
+    assert "GFLOP/s; dense matmuls" in proc.stdout and "epoch floor with FLOPs" in proc.stdout
 
 
 def test_the_byte_model_of_an_mlp_is_the_linear_layouts_without_hidden_layers():
@@ -44,3 +47,21 @@ def test_the_byte_model_of_an_mlp_is_the_linear_layouts_without_hidden_layers():
     deeper = floor_bytes({**case, "depth": 1})
     assert floor_bytes(case)["sparse products"] < deeper["sparse products"] - 2 * 10**6 * 8 + 1  # no A_hat read
     assert floor_bytes({**case, "adj_nnz": 1})["sparse products"] == floor_bytes(case)["sparse products"]
+
+
+def test_the_compute_floor_counts_the_dense_matmuls_flops_and_takes_the_larger_floor_per_group():
+    """6 P N (L H^2 + W H C) for training's matmuls (forward, input and weight gradients), a third of
+    it for the evaluation's forward; each group's floor is the larger of its bytes and its FLOPs."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    from epoch_groups import combined_floor_seconds, floor_bytes, floor_flops
+
+    case = dict(runs=2, nodes=10, features=50, classes=3, depth=2, x_nnz=40, adj_nnz=30)
+    forward = 2 * 2 * 10 * (2 * 64 * 64 + 64 * 3)
+    assert floor_flops(case) == {"dense matmuls": 3 * forward, "evaluation": forward}
+    jknet = floor_flops({**case, "backbone": "jknet"})  # the head reads the 3 states side by side
+    assert jknet["evaluation"] == 2 * 2 * 10 * (2 * 64 * 64 + 3 * 64 * 3)
+    moved = floor_bytes(case)
+    assert combined_floor_seconds(case, 1.0, float("inf")) == sum(moved.values())  # no compute bound
+    slow = combined_floor_seconds(case, 1.0, 1e-3)  # FLOPs dominate both groups with matmuls
+    others = sum(v for k, v in moved.items() if k not in ("dense matmuls", "evaluation"))
+    assert slow == pytest.approx(others + 4 * forward / 1e-3)
