@@ -77,7 +77,7 @@ def matmul_rate(device, nodes: int, runs: int, hidden: int = 64, repeats: int = 
 
     from orthotune.training import TrainOptions
 
-    budget = getattr(TrainOptions(), "cpu_state_mib", 16.0) * 2**20  # a revision before the budget: its value
+    budget = TrainOptions().cpu_state_mib * 2**20  # every revision since 9c97c96 has it
     packs = max(1, min(runs, int(budget // (nodes * hidden * 4)))) if device.type == "cpu" else runs
     states = torch.randn(packs, nodes, hidden, device=device)
     weights = torch.randn(packs, hidden, hidden, device=device)
