@@ -187,7 +187,7 @@ class _PackedSparseMatmul(torch.autograd.Function):
         ctx.features, ctx.layout = features, layout
         ctx.save_for_backward(values)
         matrix = _csr(*layout.forward, values.reshape(-1), layout.shape)
-        product = _input_product(matrix, weight.reshape(-1, weight.shape[-1]))
+        product = sparse_product(matrix, weight.reshape(-1, weight.shape[-1]))
         return product.view(packs, rows, -1)
 
     @staticmethod
@@ -199,19 +199,8 @@ class _PackedSparseMatmul(torch.autograd.Function):
         # index_select, not values[:, order_t]: the same gather 2.7x faster (PubMed, 5 slots: 12.5 against 33 ms)
         transposed_values = values.index_select(1, features.order_t).reshape(-1)
         matrix = _csr(*layout.backward, transposed_values, layout.shape[::-1])
-        grad_weight = _input_product(matrix, grad.reshape(-1, grad.shape[-1]))
+        grad_weight = sparse_product(matrix, grad.reshape(-1, grad.shape[-1]))
         return None, None, grad_weight.view(packs, channels, -1)
-
-
-#: Wider than this, the packed input product takes the CPU's "sum" kernel: PubMed's ``X^T G`` 2.4x-4x
-#: faster at 96-256 columns; at 64 columns ``torch.sparse.mm`` was 1.1x-1.4x faster (forward and
-#: ``X^T G``, Cora x64 and PubMed x5, one thread). Either gives a slot the bits it gets alone.
-SUM_KERNEL_ABOVE = 64
-
-
-def _input_product(matrix: Tensor, dense: Tensor) -> Tensor:
-    """The packed input product's ``matrix @ dense`` (:data:`SUM_KERNEL_ABOVE`)."""
-    return sparse_product(matrix, dense) if dense.shape[-1] > SUM_KERNEL_ABOVE else torch.sparse.mm(matrix, dense)
 
 
 class _CsrLinear(torch.autograd.Function):

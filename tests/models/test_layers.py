@@ -231,7 +231,7 @@ def test_only_the_last_block_layouts_are_kept():
 def test_a_packed_slot_equals_the_lone_model_to_the_bit(cora, name, layout, hidden, sparse_input):
     """Logits and every parameter's gradient of pack slots 0 and 2 of 3, as the same seeds' lone models
     give them: no sum of a slot's runs in an order that depends on the pack (hidden 128: the input
-    product on the CPU's "sum" kernel, SUM_KERNEL_ABOVE; ``sparse_input``: the input weight held as the
+    product 128 columns wide; ``sparse_input``: the input weight held as the
     trainer holds it for sparse features, ``in_major``)."""
     x, adj = node_features(cora.x), adjacency(cora.adj)
 
