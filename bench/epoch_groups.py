@@ -38,7 +38,8 @@ OTHER = GROUPS[-1]
 #: The product kernels themselves (self time, what they call besides, such as a zero fill or a
 #: transposed copy, left out), whichever group they run in: the part of an epoch that a faster
 #: elementwise pass cannot shorten. Tallied apart from the groups, setup and finish excepted.
-PRODUCT_OPS = ("aten::bmm", "aten::baddbmm", "aten::mm", "aten::addmm", "aten::_sparse_mm_reduce_impl")
+PRODUCT_OPS = ("aten::bmm", "aten::baddbmm", "aten::mm", "aten::addmm", "aten::_sparse_mm_reduce_impl",
+               "aten::_embedding_bag", "aten::_embedding_bag_forward_only")  # the CPU's sparse products
 PRODUCTS = "products (their kernels, every group)"
 
 #: The trainer's functions (the innermost of these on an operator's stack decides).
@@ -50,12 +51,14 @@ SCOPES = (("finish", "finish"), ("_finish", "finish"), ("packs", "setup"), ("bui
 NODES = (("Dropout", "dropout"), ("MulBackward", "dropout"), ("Relu", "bias and activation"),
          ("Threshold", "bias and activation"), ("AddBackward", "bias and activation"),
          ("Unsqueeze", "bias and activation"), ("Sparse", "sparse products"), ("SPMM", "sparse products"),
-         ("Spmm", "sparse products"), ("CsrLinear", "sparse products"), ("Bmm", "dense matmuls"),
+         ("Spmm", "sparse products"), ("CsrLinear", "sparse products"), ("Propagate", "sparse products"),
+         ("Bmm", "dense matmuls"),
          ("Baddbmm", "dense matmuls"),
          ("MmBackward", "dense matmuls"), ("AddmmBackward", "dense matmuls"), ("Fused", "dropout"))
 #: aten operators by name (the rest is ``other``).
 OPS = (("nan_to_num", "optimizer step"), ("_foreach", "optimizer step"), ("adam", "optimizer step"),
-       ("sparse", "sparse products"), ("spmm", "sparse products"), ("bmm", "dense matmuls"),
+       ("sparse", "sparse products"), ("spmm", "sparse products"), ("embedding_bag", "sparse products"),
+       ("bmm", "dense matmuls"),
        ("aten::mm", "dense matmuls"), ("addmm", "dense matmuls"), ("relu", "bias and activation"),
        ("clamp_min", "bias and activation"), ("threshold", "bias and activation"), ("aten::add", "bias and activation"),
        ("random_", "dropout"), ("bernoulli", "dropout"), ("native_dropout", "dropout"))

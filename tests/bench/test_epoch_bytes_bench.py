@@ -65,3 +65,24 @@ def test_the_compute_floor_counts_the_dense_matmuls_flops_and_takes_the_larger_f
     slow = combined_floor_seconds(case, 1.0, 1e-3)  # FLOPs dominate both groups with matmuls
     others = sum(v for k, v in moved.items() if k not in ("dense matmuls", "evaluation"))
     assert slow == pytest.approx(others + 4 * forward / 1e-3)
+
+
+def test_the_cpus_sparse_products_are_grouped_and_tallied_as_products():
+    """On a CPU every sparse product is an ``embedding_bag`` (``models._packing.sparse_product``):
+    forward and backward of a propagation land in "sparse products" and among the product kernels."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import torch
+    from epoch_groups import PRODUCTS, group_seconds
+
+    from orthotune.models._packing import adjacency, block_adjacency, propagate
+
+    dense = (torch.rand(300, 300, generator=torch.Generator().manual_seed(0)) < 0.05).float()
+    blocks = block_adjacency(*adjacency(dense.to_sparse_csr()), 2)
+    h = torch.randn(2, 300, 64, requires_grad=True)
+
+    def product() -> None:
+        propagate(blocks, h).sum().backward()
+
+    totals = group_seconds(product, torch.device("cpu"))
+    assert totals["sparse products"] > 0 and totals[PRODUCTS] > 0
+    assert totals[PRODUCTS] <= totals["sparse products"] + totals.get("dense matmuls", 0.0)
