@@ -52,8 +52,7 @@ NODES = (("Dropout", "dropout"), ("MulBackward", "dropout"), ("Relu", "bias and 
          ("Threshold", "bias and activation"), ("AddBackward", "bias and activation"),
          ("Unsqueeze", "bias and activation"), ("Sparse", "sparse products"), ("SPMM", "sparse products"),
          ("Spmm", "sparse products"), ("CsrLinear", "sparse products"), ("Propagate", "sparse products"),
-         ("Bmm", "dense matmuls"),
-         ("Baddbmm", "dense matmuls"),
+         ("Bmm", "dense matmuls"), ("Baddbmm", "dense matmuls"),
          ("MmBackward", "dense matmuls"), ("AddmmBackward", "dense matmuls"), ("Fused", "dropout"))
 #: aten operators by name (the rest is ``other``).
 OPS = (("nan_to_num", "optimizer step"), ("_foreach", "optimizer step"), ("adam", "optimizer step"),

@@ -94,8 +94,9 @@ def sparse_product(matrix: Tensor, dense: Tensor) -> Tensor:
     against 14.4 ms at ``[3 * 19717, 64]`` (the plain ``torch.sparse.mm``, which zero-fills and
     copies a transposed result, took 47.8 ms on the input product).
     """
+    dense = dense.contiguous()  # a transposed weight or gradient, read as its values either way
     if dense.device.type == "cpu":
-        return F.embedding_bag(matrix.col_indices(), dense.contiguous(), matrix.crow_indices(), mode="sum",
+        return F.embedding_bag(matrix.col_indices(), dense, matrix.crow_indices(), mode="sum",
                                per_sample_weights=matrix.values(), include_last_offset=True)
     return matrix @ dense
 
@@ -127,7 +128,7 @@ class _Propagate(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad: Tensor):
-        return None, sparse_product(ctx.adjacency.transposed, grad.contiguous())
+        return None, sparse_product(ctx.adjacency.transposed, grad)
 
 
 def propagate(adjacency: BlockAdjacency, h: Tensor) -> Tensor:

@@ -211,13 +211,13 @@ class _CsrLinear(torch.autograd.Function):
     def forward(ctx, x: Tensor, features: SparseFeatures, weight: Tensor, bias: Tensor | None) -> Tensor:
         ctx.features, ctx.has_bias = features, bias is not None
         ctx.save_for_backward(x.values())
-        out = sparse_product(x, weight.t().contiguous())
+        out = sparse_product(x, weight.t())
         return out if bias is None else out + bias
 
     @staticmethod
     def backward(ctx, grad: Tensor):
         (values,) = ctx.saved_tensors
-        grad_weight = sparse_product(ctx.features.transposed(values), grad.contiguous()).t()
+        grad_weight = sparse_product(ctx.features.transposed(values), grad).t()
         return None, None, grad_weight, grad.sum(0) if ctx.has_bias else None
 
 

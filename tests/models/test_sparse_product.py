@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from orthotune.models._packing import sparse_product
+from orthotune.models._packing import adjacency, block_adjacency, propagate, sparse_product
 
 
 def _csr(rows: int, cols: int, density: float, index: torch.dtype, dtype: torch.dtype, seed: int) -> torch.Tensor:
@@ -56,8 +56,6 @@ def test_a_matrix_without_non_zeros_gives_zeros():
 def test_a_gradient_flows_through_the_block_products(cora):
     """The trainer's products run inside autograd functions; the dense operand's gradient is
     ``A^T g`` as autograd computes it for the dense product."""
-    from orthotune.models._packing import adjacency, block_adjacency, propagate
-
     edge_index, weight = adjacency(cora.adj)
     blocks = block_adjacency(edge_index, weight, 2)
     h = torch.randn(2, cora.adj.shape[0], 5, requires_grad=True, generator=torch.Generator().manual_seed(7))
