@@ -53,27 +53,40 @@ def layer_gradient_norms(loss: Tensor, weights: Sequence[Tensor], packs: int = 1
 def smoothness(last: Tensor, max_nodes: int = SMOOTHNESS_MAX_NODES, seed: int = 0) -> Tensor:
     """``D = 1/|V|^2 sum_{i,j} ||h_i - h_j||`` per pack for ``[N, packs, d]`` states.
 
-    One pack slot at a time, 1024 rows of distances at a time: all slots at once would hold
-    ``packs x 1024 x N`` distances (710 MB for 64 Cora runs, measured the slowest step of a
-    short packed training on a CPU; gigabytes for a GPU pack of hundreds), and each slot's
-    sum is then computed exactly as a lone run's. It runs once per training, so the loop
-    over slots costs nothing per epoch. Each pair's distance is computed once (row block
-    against the columns from its own start on) and counted twice: half the products.
+    One pack slot at a time, :data:`SMOOTHNESS_ROWS` rows of distances at a time: all slots
+    at once would hold ``packs x rows x N`` distances (gigabytes for a GPU pack of hundreds),
+    and each slot's sum is then computed exactly as a lone run's. It runs once per training,
+    so the loop over slots costs nothing per epoch. Each pair's distance is computed once (a
+    row block against the columns from its own start on) and counted twice.
     """
     nodes = last.shape[0]
     if nodes > max_nodes:
         generator = torch.Generator().manual_seed(seed)
         last = last[torch.randperm(nodes, generator=generator)[:max_nodes]]
     per_pack = last.transpose(0, 1)  # [packs, n, d]
-    totals = []
-    for states in per_pack.split(1):  # [1, n, d]
-        total = states.new_zeros(1)
-        for start in range(0, states.shape[1], 1024):  # distances are symmetric: the upper half, twice
-            distances = torch.cdist(states[:, start:start + 1024], states[:, start:])
-            rows = distances.shape[1]
-            total += distances[..., :rows].sum(dim=(1, 2)) + 2 * distances[..., rows:].sum(dim=(1, 2))
-        totals.append(total)
-    return torch.cat(totals) / per_pack.shape[1] ** 2
+    return torch.stack([_distance_sum(states.contiguous()) for states in per_pack]) / per_pack.shape[1] ** 2
+
+
+#: Rows of one block of pairwise distances. Smaller blocks skip more of the lower triangle
+#: and keep a block (128 x 2708 x 4 bytes for Cora) in cache: 64 Cora slots' smoothness,
+#: hidden 64, took 318-412 ms against 602-768 with ``torch.cdist`` over blocks of 1024 rows
+#: (2-core EPYC, one thread, best of 3; docs/benchmarks.md, twelfth look).
+SMOOTHNESS_ROWS = 128
+
+
+def _distance_sum(states: Tensor) -> Tensor:
+    """``sum_{i,j} ||h_i - h_j||`` over ``[n, d]`` states: ``||a||^2 + ||b||^2 - 2 a.b`` per
+    pair (the product form ``torch.cdist`` takes above 25 rows), a pair with itself zero."""
+    norms = states.square().sum(dim=1)
+    total = states.new_zeros(())
+    for start in range(0, states.shape[0], SMOOTHNESS_ROWS):
+        rows = states[start:start + SMOOTHNESS_ROWS]
+        block = len(rows)
+        squared = torch.addmm(norms[start:].unsqueeze(0), rows, states[start:].T, alpha=-2)
+        distances = squared.add_(norms[start:start + block].unsqueeze(1)).clamp_min_(0).sqrt_()
+        distances[:, :block].fill_diagonal_(0.0)  # rounding left |a|^2 + |a|^2 - 2 a.a above zero
+        total += distances[:, :block].sum() + 2 * distances[:, block:].sum()
+    return total
 
 
 def issued_ops(step: Callable[[], object]) -> Counter:

@@ -4,6 +4,7 @@ per pack slot exactly as alone, in bounded memory."""
 import torch
 
 from orthotune.models import feature_norms, signal_magnification, smoothness
+from orthotune.models._metrics import SMOOTHNESS_ROWS
 
 
 def test_m_sig_divides_by_each_nodes_input_feature_norm_and_skips_empty_nodes():
@@ -32,16 +33,29 @@ def test_each_slot_of_a_pack_gets_exactly_its_lone_smoothness():
     assert torch.equal(smoothness(states), alone)
 
 
-def test_smoothness_holds_one_slots_distances_at_a_time(monkeypatch):
+def test_smoothness_holds_one_block_of_one_slots_distances_at_a_time(monkeypatch):
     """A pack of 64 Cora runs held 64 x 1024 x 2708 distances at once (710 MB)."""
     largest = []
-    cdist = torch.cdist
+    addmm = torch.addmm
 
-    def recording(a, b, *args, **kwargs):
-        out = cdist(a, b, *args, **kwargs)
+    def recording(*args, **kwargs):
+        out = addmm(*args, **kwargs)
         largest.append(out.numel())
         return out
 
-    monkeypatch.setattr(torch, "cdist", recording)
+    monkeypatch.setattr(torch, "addmm", recording)
     smoothness(torch.randn(2000, 16, 4))
-    assert max(largest) <= 1024 * 2000
+    assert largest and max(largest) <= SMOOTHNESS_ROWS * 2000
+
+
+def test_smoothness_counts_every_pair_once_each_way_and_a_node_with_itself_as_zero():
+    """Against the float64 sum over every ordered pair, at sizes that end blocks mid-way; equal
+    states (where the product form's rounding would leave each self-distance above zero) give 0."""
+    generator = torch.Generator().manual_seed(2)
+    for nodes in (1, SMOOTHNESS_ROWS - 1, SMOOTHNESS_ROWS, 2 * SMOOTHNESS_ROWS + 3):
+        states = torch.randn(nodes, 2, 6, generator=generator) * 3 + 1
+        exact = torch.stack([(s[:, None] - s[None]).norm(dim=-1).sum() / nodes**2
+                             for s in states.double().transpose(0, 1)])
+        torch.testing.assert_close(smoothness(states).double(), exact, rtol=2e-5, atol=0.0)
+    same = torch.full((300, 1, 64), 7.25)
+    assert smoothness(same).item() == 0.0
