@@ -3,18 +3,19 @@
 # goes, by kernel group, for this checkout and (where OLD names one) an older one
 # (bench/gpu_groups.py); bench/gpu.py (packed against one at a time, eager and as captured CUDA
 # graphs, TF32 and deterministic mode, packed against alone at several dropout rates,
-# --gpus-per-trial auto's decisions); and `orthotune plan` of the paper presets on the GPU, as
-# JSON. Runs where Ray, Optuna and OGB are absent (the planner and the trainer need none of
+# --gpus-per-trial auto's decisions); `orthotune plan` of the paper presets on the GPU, as
+# JSON; and what torch.compile makes of a packed layer's elementwise tail (bench/compiled_tail.py,
+# its table in the log). Runs where Ray, Optuna and OGB are absent (the planner and the trainer need none of
 # them). Every step has its own time limit; each step's output goes to a log, and after every
 # step the logs are packed into $OUT/logs.tgz, so a step that runs out of time keeps what it
 # measured. At most 6 files come back: logs.tgz and the JSON of each measuring step.
 #
-#   bash bench/gpu-lease.sh DATA_ROOT [STEP...]   # steps: env tests smoke groups groups-old bench plan-full plan-semi
+#   bash bench/gpu-lease.sh DATA_ROOT [STEP...]   # steps: env tests smoke groups groups-old bench plan-full plan-semi compile
 #   OLD=.old bash bench/gpu-lease.sh ...          # .old: an older checkout (git archive COMMIT | tar -x -C .old)
 set -u
 DATA_ROOT=${1:?usage: bench/gpu-lease.sh DATA_ROOT [STEP...]}
 shift
-STEPS=${*:-env tests groups groups-old bench plan-full plan-semi}
+STEPS=${*:-env tests groups groups-old bench plan-full plan-semi compile}
 OUT=${OUT:-gpu-out}
 LOGS=$(mktemp -d)
 mkdir -p "$OUT"
@@ -63,6 +64,7 @@ for s in $STEPS; do
               --parts $PARTS --out "$OUT/gpu.json" ;;
         plan-full|plan-semi) step "$s" "${PLAN_S:-120}" bash -c "$PY -m orthotune.cli plan --space paper-${s#plan-} \
               --gpus 1 $PLAN_ARGS --data-root '$DATA_ROOT' --json > '$OUT/$s.json'" ;;
-        *) echo "unknown step $s (env tests smoke groups groups-old bench plan-full plan-semi)"; exit 2 ;;
+        compile) step compile "${COMPILE_S:-150}" $PY bench/compiled_tail.py --device cuda ;;
+        *) echo "unknown step $s (env tests smoke groups groups-old bench plan-full plan-semi compile)"; exit 2 ;;
     esac
 done

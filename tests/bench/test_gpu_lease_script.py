@@ -36,4 +36,4 @@ def test_the_steps_without_a_gpu_run_where_ray_is_absent(without_ray, tmp_path):
 def test_an_unknown_step_is_refused_with_the_steps_named(without_ray, tmp_path):
     proc = lease(without_ray, tmp_path / "out", "nonsense")
     assert proc.returncode == 2
-    assert "unknown step nonsense (env tests smoke groups groups-old bench plan-full plan-semi)" in proc.stdout
+    assert "unknown step nonsense (env tests smoke groups groups-old bench plan-full plan-semi compile)" in proc.stdout
