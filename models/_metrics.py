@@ -68,8 +68,8 @@ def smoothness(last: Tensor, max_nodes: int = SMOOTHNESS_MAX_NODES, seed: int = 
 
 
 #: Rows of one block of pairwise distances. Smaller blocks skip more of the lower triangle
-#: and keep a block (128 x 2708 x 4 bytes for Cora) in cache: 64 Cora slots' smoothness,
-#: hidden 64, took 318-412 ms against 602-768 with ``torch.cdist`` over blocks of 1024 rows
+#: and keep a block (128 x 2708 x 4 bytes for Cora) in cache: the smoothness of a CPU pack of
+#: 24 Cora slots (hidden 64) took 318-412 ms against 602-768 with ``torch.cdist`` over blocks of 1024 rows
 #: (2-core EPYC, one thread, best of 3; docs/benchmarks.md, twelfth look).
 SMOOTHNESS_ROWS = 128
 
