@@ -1,25 +1,13 @@
 """The torch.compile bench compiles a packed layer's elementwise tail, checks it against eager
 and times both."""
 
-import json
-import shutil
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
-from required import skip_or_fail
-
-ROOT = Path(__file__).resolve().parents[2]
+from benches import compiled_bench
 
 
-@pytest.mark.slow  # inductor builds two C++ kernels (10-20 s on 2 cores)
+@pytest.mark.slow  # inductor builds its C++ kernels (10-20 s on 2 cores)
 def test_the_compiled_tail_equals_eager_where_it_should_and_both_are_timed():
-    skip_or_fail(None if shutil.which("c++") else "no C++ compiler (c++) on this machine", "ORTHOTUNE_REQUIRE_COMPILER")
-    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "compiled_tail.py"), "--cases", "small",
-                           "--repeats", "2", "--json"], capture_output=True, text=True, timeout=600, cwd=ROOT)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    figures = json.loads(proc.stdout.splitlines()[-1])
+    figures = compiled_bench("compiled_tail.py", "--cases", "small", "--repeats", "2", timeout=600)
     small = figures["cases"]["small"]
     assert figures["device"] == "cpu" and small["shape"] == [4, 300, 16]
     # elementwise results are exact either way; only the bias's gradient, a sum, may round differently
