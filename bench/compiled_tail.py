@@ -134,7 +134,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cases", nargs="+", choices=sorted(SHAPES), default=None,
                         help=f"default on a CPU: {' '.join(CPU_CASES)}; on CUDA: every Cora and PubMed case")
-    parser.add_argument("--device", default="cpu", help="cpu or cuda (default: cpu)")
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="default: cpu")
     parser.add_argument("--threads", type=int, default=1, help="torch threads on a CPU (a Ray trial's: 1)")
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--json", action="store_true")
@@ -149,6 +149,8 @@ def main() -> None:
         from orthotune.training import retain_freed_memory
 
         device = torch.device(args.device)
+        if device.type == "cuda" and not torch.cuda.is_available():
+            raise SystemExit(f"compiled_tail: --device cuda, but this torch ({torch.__version__}) sees no CUDA device")
         torch.set_num_threads(args.threads)
         retain_freed_memory()  # as the trainer: freed blocks stay mapped, no page faults per call
         results = {case: measure(SHAPES[case], device, args.repeats) for case in cases}
