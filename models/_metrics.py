@@ -70,8 +70,10 @@ def smoothness(last: Tensor, max_nodes: int = SMOOTHNESS_MAX_NODES, seed: int = 
 #: Rows of one block of pairwise distances. Smaller blocks skip more of the lower triangle
 #: and keep a block (128 x 2708 x 4 bytes for Cora) in cache: the smoothness of a CPU pack of
 #: 24 Cora slots (hidden 64) took 318-412 ms against 602-768 with ``torch.cdist`` over blocks of 1024 rows
-#: (2-core EPYC, one thread, best of 3; docs/benchmarks.md, twelfth look).
+#: (2-core EPYC, one thread, best of 3; docs/benchmarks.md, twelfth look). On a GPU, where each
+#: block costs a few kernel launches, 1024 rows (a pack of 256 Cora runs: 768 blocks, not 5632).
 SMOOTHNESS_ROWS = 128
+SMOOTHNESS_GPU_ROWS = 1024
 
 
 def _distance_sum(states: Tensor) -> Tensor:
@@ -79,8 +81,9 @@ def _distance_sum(states: Tensor) -> Tensor:
     pair (the product form ``torch.cdist`` takes above 25 rows), a pair with itself zero."""
     norms = states.square().sum(dim=1)
     total = states.new_zeros(())
-    for start in range(0, states.shape[0], SMOOTHNESS_ROWS):
-        rows = states[start:start + SMOOTHNESS_ROWS]
+    step = SMOOTHNESS_ROWS if states.device.type == "cpu" else SMOOTHNESS_GPU_ROWS
+    for start in range(0, states.shape[0], step):
+        rows = states[start:start + step]
         block = len(rows)
         squared = torch.addmm(norms[start:].unsqueeze(0), rows, states[start:].T, alpha=-2)
         distances = squared.add_(norms[start:start + block].unsqueeze(1)).clamp_min_(0).sqrt_()

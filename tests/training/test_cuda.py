@@ -10,6 +10,7 @@ import torch
 from trained import per_config
 
 from orthotune.core import TrainConfig
+from orthotune.models import smoothness
 from orthotune.training import TrainOptions, train_node
 
 CPU = torch.device("cpu")
@@ -96,3 +97,16 @@ def test_a_cell_cost_on_a_gpu_has_a_busy_share_only_when_profiled(data_root):
     plain = measure_cell_cost(config, "cuda", str(data_root.path), 2, 3, profile=False)
     assert 0.0 < profiled.busy_share <= 1.0 and plain.busy_share is None
     assert plain.peak_bytes_per_run > 0 and plain.device_bytes == profiled.device_bytes
+
+
+@cuda
+def test_smoothness_on_a_gpu_takes_its_own_blocks_and_equals_the_cpus():
+    """Wider blocks on a GPU (fewer launches), the same sum as a CPU's narrow blocks."""
+    states = torch.randn(3000, 3, 64, generator=torch.Generator().manual_seed(4)).relu()
+    tf32 = torch.backends.cuda.matmul.allow_tf32  # a trainer's TF32 switch may have been left on
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        on_cpu, on_gpu = smoothness(states), smoothness(states.to("cuda")).cpu()
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.testing.assert_close(on_gpu, on_cpu, rtol=1e-5, atol=0.0)
