@@ -124,8 +124,8 @@ def measure(shape: tuple[int, int, int], device, repeats: int, p: float = 0.5) -
     with torch.no_grad():  # what the compiled training forward's time is made of
         for name, fn in (("with_mask", tail_and_mask), ("with_state", tail_and_state)):
             compiled = torch.compile(fn, dynamic=False)
-            figures[f"forward_{name}_eager_ms"] = median_ms(lambda: fn(z, bias, keep), repeats, sync)  # noqa: B023
-            figures[f"forward_{name}_compiled_ms"] = median_ms(lambda: compiled(z, bias, keep), repeats, sync)  # noqa: B023
+            for mode, tail in (("eager", fn), ("compiled", compiled)):
+                figures[f"forward_{name}_{mode}_ms"] = median_ms(functools.partial(tail, z, bias, keep), repeats, sync)
     figures["copy_ms"] = median_ms(lambda: z.detach().clone(), repeats, sync)
     return figures
 
