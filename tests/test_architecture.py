@@ -155,6 +155,7 @@ def test_imports_run_only_down_the_layers_and_through_all():
     assert not problems, "\n".join(problems)
 
 
+@pytest.mark.slow
 def test_no_files_import_each_other_in_a_circle():
     found = circles(arrows({module_name(p): p.read_text() for p in source_files()}))
     assert not found, "import circles:\n" + "\n".join(" <-> ".join(c) for c in found)
@@ -241,6 +242,7 @@ def test_no_module_of_any_layer_nor_benchmark_is_over_400_lines():
     assert not long, f"files over {FILE_LINES} lines: {long}"
 
 
+@pytest.mark.slow
 def test_the_cost_planner_sits_between_the_search_and_the_reports():
     """``plan/`` reads the search's options and budget and is read by the reports and the CLI:
     nothing at or below the search imports it (in-function imports included)."""

@@ -56,6 +56,7 @@ def test_the_manual_builds_strictly_with_every_page_and_the_picture(site):
     assert not list(site.rglob("_*.py")) and not list(site.rglob("__pycache__"))
 
 
+@pytest.mark.slow
 def test_the_cli_reference_holds_every_command_and_option(site):
     from orthotune.cli import build_parser
 

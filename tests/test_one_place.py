@@ -297,6 +297,7 @@ def _layer_sources():
     return {str(p.relative_to(root)): p.read_text() for layer in LAYERS for p in sorted((root / layer).rglob("*.py"))}
 
 
+@pytest.mark.slow
 def test_an_error_becomes_one_line_in_one_place():
     """Only ``core.one_line`` cuts an error's text into lines: no other function of any layer
     splits an error's message (five helpers once did, each cutting at its own length)."""
@@ -313,6 +314,7 @@ def test_an_error_becomes_one_line_in_one_place():
     assert not found, found
 
 
+@pytest.mark.slow
 def test_the_cache_folder_is_one_rule():
     """The datasets' cache and the cost planner's measurements resolve orthotune's cache folder
     through ``core.cache_dir`` alone: no other module spells its variable or its fallback."""

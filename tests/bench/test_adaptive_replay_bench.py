@@ -39,6 +39,7 @@ def test_the_replay_prints_each_pairs_verdicts_stop_and_the_totals(tmp_path, cap
                               "budget's")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("script", ["adaptive_replay.py", "stopping_candidates.py"])
 def test_a_missing_store_is_one_line_and_exit_2_and_the_store_comes_from_the_environment(tmp_path, script):
     """Like the CLI: $ORTHOTUNE_STORE names the store when --store does not."""

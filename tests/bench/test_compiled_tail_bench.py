@@ -22,6 +22,7 @@ def test_the_compiled_tail_equals_eager_where_it_should_and_both_are_timed():
     assert min(small[f"{part}_{mode}_ms"] for part in parts for mode in ("eager", "compiled")) > 0
 
 
+@pytest.mark.slow
 def test_cuda_asked_where_torch_has_none_is_one_line_and_a_non_zero_exit():
     if torch.cuda.is_available():
         pytest.skip("this torch sees a CUDA device")

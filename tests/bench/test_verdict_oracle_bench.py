@@ -106,6 +106,7 @@ def _stable_store(root: Path) -> None:
     hand_store(root, rows)
 
 
+@pytest.mark.slow
 def test_the_bench_prints_each_pairs_looks_the_bound_and_its_assignment(tmp_path, capsys):
     _stable_store(tmp_path / "s")
     assert oracle_bench.main(["--store", str(tmp_path / "s"), "--search", "hand"]) == 0
@@ -118,6 +119,7 @@ def test_the_bench_prints_each_pairs_looks_the_bound_and_its_assignment(tmp_path
     assert out[-1] == "target 60% of the trials: the bound is 10.0 points below it (or at it)"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where", ["--store", "ORTHOTUNE_STORE"])
 def test_a_missing_store_is_one_line_and_exit_2(tmp_path, where):
     missing = tmp_path / "no-store"
@@ -129,6 +131,7 @@ def test_a_missing_store_is_one_line_and_exit_2(tmp_path, where):
     assert proc.stderr.splitlines() == [f"error: no orthotune store at {str(missing)!r}"]
 
 
+@pytest.mark.slow
 def test_a_missing_search_is_one_line_and_exit_2(tmp_path):
     _stable_store(tmp_path / "s")
     proc = subprocess.run([sys.executable, str(ROOT / "bench" / "verdict_oracle.py"), "--store", str(tmp_path / "s"),

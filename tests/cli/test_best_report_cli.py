@@ -61,6 +61,7 @@ def test_best_json_reruns_exactly_with_train_config(real_store, capsys, tmp_path
     assert (rerun["val_acc"], rerun["test_acc"]) == (row["val_acc"], row["test_acc"])
 
 
+@pytest.mark.slow
 def test_best_yaml_is_the_same_configs_as_json(real_store, capsys, tmp_path):
     _, as_json, _ = run_cli(capsys, "best", "--store", real_store.uri, "--json")
     _, as_yaml, _ = run_cli(capsys, "best", "--store", real_store.uri, "--yaml")
@@ -125,6 +126,7 @@ def test_best_json_and_csv_print_decimals_and_integers(tmp_path, capsys):
     assert (values["orig_repeats"], values["ortho_repeats"], values["n_pairs"]) == ("5", "5", "5")
 
 
+@pytest.mark.slow
 def test_a_winner_prints_the_fields_its_backbone_reads_and_reruns_as_them(tmp_path, capsys):
     """A GCN winner prints no alpha, theta, heads, aggr or K (GCN reads none; its self_loop it does); GCNII prints its
     alpha and theta, GAT its heads, APPNP alpha and K. ``best --yaml`` reruns with ``train
@@ -148,6 +150,7 @@ def test_a_winner_prints_the_fields_its_backbone_reads_and_reruns_as_them(tmp_pa
     assert (report.loc["gcnii", "alpha"], report.loc["gat", "heads"], report.loc["appnp", "K"]) == (0.3, 2, 4)
 
 
+@pytest.mark.slow
 def test_report_filters_by_search(tmp_path, capsys):
     store = hand_store(tmp_path / "s", [hand_row("a", search="one", test=[0.5, 0.5]),
                                         hand_row("b", search="two", val=[0.9, 0.9], test=[0.4, 0.4])])
@@ -170,6 +173,7 @@ def test_report_filters_by_search(tmp_path, capsys):
         (["report", "--store", "{tmp}/s", "-o", "{tmp}/folder/data.csv/r.md"], "cannot write the report"),
     ],
 )
+@pytest.mark.slow
 def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, args, message):
     hand_store(tmp_path / "s", [hand_row("a")])
     (tmp_path / "folder").mkdir()
@@ -180,6 +184,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, args, message):
 
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", [["best"], ["report", "--format", "csv"]])
 def test_a_torn_trial_file_is_named_once_and_the_rest_still_answers(tmp_path, capsys, command):
     store = hand_store(tmp_path / "s", [hand_row("a", val=[0.9] * 3), hand_row("b", ortho=True, val=[0.8] * 3)])

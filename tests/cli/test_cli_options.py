@@ -31,12 +31,14 @@ def imported_after(*argv: str, env: dict[str, str] | None = None) -> tuple[subpr
 
 @pytest.mark.parametrize("argv", [["--help"], ["--version"], ["train", "--help"], ["status", "--help"],
                                   ["best", "--help"], ["logs", "--help"], ["launch", "--help"]])
+@pytest.mark.slow
 def test_help_imports_no_heavy_library(argv):
     proc, heavy = imported_after(*argv)
     assert proc.returncode == 0, proc.stderr
     assert heavy == set(), f"`orthotune {' '.join(argv)}` imported {heavy}"
 
 
+@pytest.mark.slow
 def test_status_imports_neither_torch_nor_ray(tmp_path):
     from orthotune.store import Store
 
@@ -98,6 +100,7 @@ def test_train_options_build_the_config():
         (["train", "--config", "x.yaml", "--T", "2"], "--config is exclusive with the config options; also given: --T"),
     ],
 )
+@pytest.mark.slow
 def test_bad_input_is_one_line_with_exit_2(argv, message):
     proc = subprocess.run([sys.executable, "-m", "orthotune.cli", *argv], capture_output=True, text=True)
     lines = [line for line in proc.stderr.splitlines() if line.strip()]

@@ -66,6 +66,7 @@ def test_confirm_retrains_both_winners_on_the_fresh_splits_only(confirmed):
         assert pair["search_gain"] == pytest.approx(float(searched["diff_mean"]))
 
 
+@pytest.mark.slow
 def test_best_json_and_the_verdicts_show_the_confirmed_gain(confirmed, capsys):
     document = read_confirmation(confirmed, REAL_SEARCH)
     code, out, _ = run_cli(capsys, "best", "--store", confirmed.uri, "--json")
@@ -92,6 +93,7 @@ def _refused(capsys, *args: str) -> str:
     return err
 
 
+@pytest.mark.slow
 def test_an_unknown_search_is_one_line(confirmed, capsys):
     err = _refused(capsys, "--store", confirmed.uri, "--search", "nope")
     assert "no search 'nope'" in err and REAL_SEARCH in err
@@ -113,6 +115,7 @@ def test_cv10_has_no_fresh_folds(tmp_path, capsys):
     assert read_confirmation(store, "folds") is None
 
 
+@pytest.mark.slow
 def test_repeats_the_search_used_or_too_few_for_the_looks_are_refused(confirmed, capsys):
     before = read_confirmation(confirmed, REAL_SEARCH)
     err = _refused(capsys, "--store", confirmed.uri, "--search", REAL_SEARCH, "--repeats", "2", "3", "4")

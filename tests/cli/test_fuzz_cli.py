@@ -61,6 +61,7 @@ def no_work(monkeypatch, tmp_path):
 @settings(SETTINGS, max_examples=examples(80))
 @given(config=st.one_of(configs(), yaml_like(10), st.lists(configs(), max_size=3)),
        suffix=st.sampled_from([".yaml", ".json"]))
+@pytest.mark.slow
 def test_train_answers_any_config_file_in_one_line_or_trains(no_work, capsys, config, suffix):
     with tempfile.TemporaryDirectory(prefix="ot-fuzz-") as folder:
         path = Path(folder) / f"config{suffix}"
@@ -83,6 +84,7 @@ def test_train_answers_any_bytes_as_a_config_file_in_one_line(no_work, capsys, r
 @settings(SETTINGS, max_examples=examples(80))
 @given(options=st.lists(st.tuples(st.sampled_from(TRAIN_FLAGS), st.lists(WORDS, min_size=1, max_size=2)),
                         max_size=4))
+@pytest.mark.slow
 def test_train_answers_any_option_values_in_one_line_or_trains(no_work, capsys, options):
     words = [word for flag, values in options for word in (flag, *values)]
     if "--dataset" not in words:

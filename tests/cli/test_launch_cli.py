@@ -34,6 +34,7 @@ from orthotune.cli import main
         (["--space", "SHORT"], "asha.grace_period=10 must be <= the fewest epochs a cell trains (5)"),
     ],
 )
+@pytest.mark.slow
 def test_bad_launch_input_is_one_line(tmp_path, capsys, args, message):
     store = tmp_path / "store"
     short = tmp_path / "short.yaml"  # trains fewer epochs than ASHA's grace period
@@ -45,6 +46,7 @@ def test_bad_launch_input_is_one_line(tmp_path, capsys, args, message):
     assert not store.exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["launch", "plan", "slurm"])
 def test_arms_given_reach_the_search_and_a_slurm_job_s_driver(tmp_path, command):
     import argparse
@@ -111,6 +113,7 @@ print(json.dumps(seen))
 """
 
 
+@pytest.mark.slow
 def test_launch_refuses_a_bad_space_or_option_before_torch_pyg_ray_or_pyarrow_load(tmp_path):
     """The space file and the options are validated before the heavy libraries load, so a bad
     one is refused at once (``launch`` and ``--start-or-resume``). (The data root's check is

@@ -32,6 +32,7 @@ print(json.dumps(seen))
 """
 
 
+@pytest.mark.slow
 def test_plan_refuses_bad_input_in_one_line_before_torch_ray_or_pyarrow_load(tmp_path):
     (tmp_path / "malformed.yaml").write_text("datasets: [cora\n")
     (tmp_path / "unknown-key.yaml").write_text("datasets: [cora]\nbackbones: [gcn]\ndepths: [2]\nbudget: 3\n")

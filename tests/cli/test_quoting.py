@@ -58,6 +58,7 @@ def test_the_store_check_commands_are_quoted(store, capsys):
                                                               "--store", store.uri]
 
 
+@pytest.mark.slow
 def test_a_printed_command_runs_as_printed_in_a_shell(store, capsys, tmp_path):
     """The status line's command, pasted into bash, reaches orthotune with the store intact
     (here `status` stands in for `launch --resume`, which would start a search)."""

@@ -122,6 +122,7 @@ BAD = [  # (words after `slurm --space quick`, a part of the expected line)
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("words", "expected"), BAD, ids=[" ".join(w) for w, _ in BAD])
 def test_bad_slurm_input_is_one_line_and_nothing_is_written(tmp_path, monkeypatch, capsys, words, expected):
     monkeypatch.chdir(tmp_path)

@@ -107,6 +107,7 @@ def test_status_lists_a_search_with_an_unreadable_record_from_its_rows(tmp_path,
     assert len(err.splitlines()) == 1 and "done.json" in err and "orthotune store check" in err
 
 
+@pytest.mark.slow
 def test_a_truncated_file_is_reported_checked_and_quarantined(tmp_path, capsys):
     store = Store.open(str(tmp_path / "store"), create=True)
     store.save_search_meta("hand", {"options": {"name": "hand"}, "state": "finished"})
@@ -154,6 +155,7 @@ def test_store_needs_an_action_and_an_existing_store(tmp_path, capsys):
     assert code == 2 and "no orthotune store" in err and len(err.splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_store_check_help_and_a_check_import_no_heavy_library(tmp_path):
     Store.open(str(tmp_path / "s"), create=True)
     code = ("import sys\nfrom orthotune.cli import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit:\n"

@@ -92,6 +92,7 @@ def test_train_says_when_it_prepares_a_dataset_and_shows_progress(capsys, tmp_pa
     assert not [line for line in capsys.readouterr().err.splitlines() if line.startswith("preparing")]
 
 
+@pytest.mark.slow
 def test_progress_counts_the_repeats_early_stopping_ended(capsys, tmp_path):
     """patience 5: repeats whose validation stalls stop before the cap; the last line says how
     many still train."""

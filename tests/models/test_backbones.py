@@ -18,6 +18,7 @@ from orthotune.models import (
 from orthotune.models._packing import PackedBatchNorm
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["gcn", "jknet", "gcnii"])
 @pytest.mark.parametrize("depth", [2, 4, 8])
 @pytest.mark.parametrize("ortho", [False, True])
@@ -73,6 +74,7 @@ SWITCHES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("name", "switches"), SWITCHES)
 def test_packed_model_with_switches_matches_lone_models(cora, name, switches):
     settings = [OrthoSettings(T=2, beta=0.3), OrthoSettings(T=5, beta=0.7)]
@@ -137,6 +139,7 @@ def test_depth_counts_every_graph_convolution_in_every_layout(name, layout, hidd
     assert "propagations=4" in repr(model) and f"hidden_layers={hidden_layers}" in repr(model)
 
 
+@pytest.mark.slow
 def test_official_layout_makes_input_and_output_graph_convolutions(cora):
     model = BACKBONES.get("gcn")(cora.x.shape[1], 16, 7, 3, dropout=0.0, layout="official")
     out = model.run(cora.x, cora.adj)

@@ -47,6 +47,7 @@ def test_registry_and_protocol_ratios():
         GRAPH_BACKBONES.get("gcn")
 
 
+@pytest.mark.slow
 def test_reset_parameters_is_deterministic_per_seed(batch):
     ortho = OrthoSettings(T=4, beta=0.4)
     first, again, other = build(batch, ortho, seed=3), build(batch, ortho, seed=3), build(batch, ortho, seed=4)

@@ -123,6 +123,7 @@ def test_a_config_builds_it_and_the_readout_width_is_what_the_model_sizes():
         assert len(model.conv_biases) == 0 and len(model.norms) == model.hidden_layers + int(model.graph_input)
 
 
+@pytest.mark.slow
 def test_trains_on_cora_through_train_node_with_drop_edge(data_root):
     from orthotune.training import load_node_data
 

@@ -69,6 +69,7 @@ def without_draws(counts: dict[int, Counter]) -> dict[int, Counter]:
     return counts
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ortho", [False, True])
 @pytest.mark.parametrize(("name", "switches"), CASES)
 def test_an_epoch_runs_the_same_ops_at_pack_4_and_pack_64(name, switches, ortho):

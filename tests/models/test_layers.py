@@ -227,6 +227,7 @@ def test_only_the_last_block_layouts_are_kept():
 
 @pytest.mark.parametrize(("name", "layout", "hidden"), [("gcn", "standard", 16), ("gcn", "linear", 64),
                                                          ("gcn", "linear", 128), ("jknet", "linear", 64)])
+@pytest.mark.slow
 @pytest.mark.parametrize("sparse_input", [False, True])
 def test_a_packed_slot_equals_the_lone_model_to_the_bit(cora, name, layout, hidden, sparse_input):
     """Logits and every parameter's gradient of pack slots 0 and 2 of 3, as the same seeds' lone models

@@ -159,6 +159,7 @@ def test_each_pyg_backbone_learns_cora_in_both_arms(cora, backbone):
         print(backbone, "ortho" if c.ortho else "original", result.runs[0].val_acc, result.runs[0].test_acc)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backbone", ["gat", "sage", "gin", "appnp", FACTORY])
 def test_trained_ortho_weights_are_orthogonal_at_large_T(cora, backbone):
     """After a few training steps (the trainer's own pack), every transformed weight is

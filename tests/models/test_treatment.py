@@ -78,6 +78,7 @@ def test_backbones_that_cannot_take_a_treatment_refuse_it():
     assert config().treatment == ""  # none by default
 
 
+@pytest.mark.slow
 def test_the_docs_pairnorm_example_normalises_every_convolution_and_trains(docs_example, data_root):
     treated = build_module_model(config(treatment=docs_example), FEATURES, CLASSES, seed=0)
     plain = build_module_model(config(), FEATURES, CLASSES, seed=0)

@@ -153,6 +153,7 @@ def test_a_kept_plan_takes_the_start_measured_for_this_environment(counted, monk
     assert again.totals()["start_s"] == 42.0
 
 
+@pytest.mark.slow
 def test_a_change_to_the_trainers_source_measures_every_shape_again(counted, monkeypatch):
     import orthotune.plan._costing as costing
 
@@ -201,6 +202,7 @@ def test_a_cell_whose_data_does_not_load_is_listed_with_the_error_and_not_cached
     assert plan.totals()["wall_s"] is None and "unknown" in plan.total_line()
 
 
+@pytest.mark.slow
 def test_depths_between_are_fitted_on_the_line_through_the_shallowest_and_deepest(counted):
     """GCN at depths 2, 3 and 4 (the Ortho-GConv arm alone): 2 and 4 trained, 3 on their line;
     ``every_depth`` trains all three."""
@@ -271,6 +273,7 @@ def test_the_plan_cache_is_orthotunes_cache_folder(monkeypatch, tmp_path):
     assert plan_cache() == tmp_path / "elsewhere"
 
 
+@pytest.mark.slow
 def test_a_costly_pack_is_measured_on_one_run_and_scaled_by_its_runs(counted, monkeypatch):
     """On a graph large enough (here: any), each shape's one run stands for its pack (figures
     times its runs, marked '+x'); ``full_packs`` trains them whole."""

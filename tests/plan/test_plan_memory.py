@@ -9,6 +9,7 @@ from test_plan import SPACE, estimate, options
 from orthotune.plan import plan_search
 
 
+@pytest.mark.slow
 def test_an_inception_block_is_fitted_in_its_hidden_convolutions_not_its_depth(counted):
     """IncepGCN at depths 4, 6 and 8 runs 3, 10 and 21 hidden convolutions (branches of 1 .. 2,
     4 and 6): depth 6 sits 7/18 of the way from 4 to 8, not half way."""

@@ -38,6 +38,7 @@ def test_the_plans_key_and_each_shapes_key_differ_with_any_switch():
                                                                               Method())
 
 
+@pytest.mark.slow
 def test_the_measurement_trains_with_the_switches(monkeypatch, tmp_path):
     import orthotune.plan._cache as kept
     import orthotune.plan._costing as costing

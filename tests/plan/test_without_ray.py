@@ -37,6 +37,7 @@ def test_plan_measures_and_prints_without_ray(without_ray):
     assert planned["service_overhead"]["note"].startswith("no Ray here to measure it")
 
 
+@pytest.mark.slow
 def test_train_runs_without_ray(without_ray):
     proc = orthotune(without_ray, "train", "--dataset", "cornell", "--epochs", "2", "--json")
     assert proc.returncode == 0, proc.stderr[-2000:]

@@ -86,6 +86,7 @@ def test_best_json_carries_the_arms_and_each_comparison_with_its_curve(store, ca
 @pytest.mark.parametrize(("fmt", "bold", "worse"), [("md", "**60.00 ± 1.58**", "50.00 ± 1.44 ▼"),
                                                     ("latex", "\\textbf{60.00 $\\pm$ 1.58}", "$\\downarrow$"),
                                                     ("html", "<b>60.00 ± 1.58</b>", "50.00 ± 1.44 ▼")])
+@pytest.mark.slow
 def test_the_paper_table_in_each_format(store, fmt, bold, worse):
     text = write_report(build_report(store, plots=False), fmt)
     assert worse in text and "structure-agnostic (mlp)" in text and "Holm over all 4 comparisons" in text
@@ -151,6 +152,7 @@ def mixed(tmp_path):
     return store
 
 
+@pytest.mark.slow
 def test_the_default_pairs_and_the_named_comparisons_of_a_search_are_one_holm_family(mixed, capsys):
     from orthotune.cli import main
 
@@ -174,6 +176,7 @@ def test_the_default_pairs_and_the_named_comparisons_of_a_search_are_one_holm_fa
     assert [c["p_holm"] for c in document["comparisons"]] == pytest.approx(expected[2:], rel=1e-12)
 
 
+@pytest.mark.slow
 def test_the_report_states_the_family_of_every_comparison(mixed):
     report = build_report(mixed, plots=False)
     assert list(report.summary["p_holm"]) == list(best_answer(mixed).pairs["p_holm"])

@@ -69,6 +69,7 @@ def _mixed_cell(prefix: str, ortho: bool) -> list[dict]:
     ]
 
 
+@pytest.mark.slow
 def test_the_winner_among_the_first_k_is_select_best_of_those_k(tmp_path):
     store = hand_store(tmp_path / "s", [*_mixed_cell("o", False), *_mixed_cell("x", True)])
     (curve,) = tuning_curves(store)
@@ -97,6 +98,7 @@ def test_failed_trials_count_towards_the_budget_but_never_win(tmp_path):
     assert second["diff_mean"] == pytest.approx(0.02)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("setting", ["semi", "full"])
 def test_repeats_pair_by_seed_or_split_and_the_last_point_is_the_verdict(tmp_path, setting):
     """The Ortho-GConv winner lists its repeats in another order: the curve matches them by
@@ -191,6 +193,7 @@ def test_too_short_or_untested_curves_are_not_judged():
     assert settle(no_ci).settled is None and settle(no_ci).word == "not judged: no CI at the full budget"
 
 
+@pytest.mark.slow
 def test_the_rule_on_hand_made_stores(tmp_path):
     (shrinking,) = tuning_curves(hand_store(tmp_path / "shrinking", shrinking_rows()))
     assert list(shrinking.trials["diff_mean"].round(4)) == [0.05, 0.045, 0.04, 0.035, 0.03, 0.025, 0.02, 0.015]
@@ -209,6 +212,7 @@ def test_each_verdict_line_ends_with_its_curves_word(tmp_path):
     assert line.endswith("; tuning curve: still shrinking (+2.00 pts at k = 7, outside the 95% CI at k = 8)")
 
 
+@pytest.mark.slow
 def test_a_late_winner_replaces_the_few_trials_warning_with_the_curves_statement(tmp_path):
     """Depth 2: the original arm's winner is its last trial (8 of 8); depth 4: both winners are
     first trials, so only the budget can be said of them."""
@@ -260,6 +264,7 @@ def test_the_report_draws_one_curve_per_pair_and_shows_the_word(tmp_path):
     assert "settled" in csv.splitlines()[0].split(",")
 
 
+@pytest.mark.slow
 def test_curves_too_short_to_judge_are_not_drawn(tmp_path):
     """Two trials per arm: the last half (k > 1) is one point, no trend."""
     rows = [curve_row(f"o{i}", 0.8, CURVE_BASE, i) for i in range(2)]

@@ -33,6 +33,7 @@ def test_formats_registry_rejects_unknown_names(real_report):
         write_report(real_report, "pdf")
 
 
+@pytest.mark.slow
 def test_real_report_has_every_figure_and_the_paper_table(real_report):
     names = [f.name for f in real_report.figures]
     assert names == [f"{kind}-texas-full" for kind in FIGURE_KINDS]
@@ -134,6 +135,7 @@ def loaded_images(dom: str) -> tuple[int, int]:
     return int(body.group(1)), int(body.group(2))
 
 
+@pytest.mark.slow
 def test_html_report_renders_offline_in_a_real_browser(real_report, tmp_path):
     page = tmp_path / "report.html"
     write_report(real_report, "html", page)
@@ -150,6 +152,7 @@ def test_html_report_renders_offline_in_a_real_browser(real_report, tmp_path):
         assert f'<figure id="{figure.name}">' in dom
 
 
+@pytest.mark.slow
 def test_browser_check_catches_a_broken_image_and_console_errors(real_report, tmp_path):
     page = tmp_path / "broken.html"
     write_report(real_report, "html", page)

@@ -103,6 +103,7 @@ def test_the_report_table_and_every_format_carry_it(tmp_path):
     assert "ref_test_acc" in write_report(report, "csv").splitlines()[0]
 
 
+@pytest.mark.slow
 def test_the_arms_filters_keep_the_reference(tmp_path):
     store = _store(tmp_path / "s", ARM, _shift(ARM, 0.02))
     for filters in (Filters(backbones=("gcn",)), Filters(depths=(2,)), Filters(variants=("default",))):
@@ -123,6 +124,7 @@ def test_a_search_sees_the_reference_rows_it_reuses(tmp_path):
     assert "both arms below the structure-agnostic baseline by 29.0 pts" in line
 
 
+@pytest.mark.slow
 def test_best_prints_the_reference_and_its_json_fields(tmp_path, capsys):
     import json
 
@@ -143,6 +145,7 @@ def test_best_prints_the_reference_and_its_json_fields(tmp_path, capsys):
     assert [c["backbone"] for c in configs] == ["gcn", "gcn", "mlp"] and configs[-1]["ortho"] is False
 
 
+@pytest.mark.slow
 def test_best_answers_winners_are_every_cells_selected_once_with_the_reference(tmp_path):
     """`best` shows the arms' winners and the reference's, taken from the selections the pairs
     made (not selected again over the whole frame): the same rows and columns as one

@@ -96,6 +96,7 @@ def test_two_searches_select_across_both_and_filter_by_name(tmp_path):
         best_configs(store, Filters(searches=("third",)))
 
 
+@pytest.mark.slow
 def test_filters_select_cells_and_reject_unknown_names(tmp_path):
     store = hand_store(tmp_path / "s", [
         hand_row("o2"), hand_row("x2", ortho=True), hand_row("x4", ortho=True, depth=4),

@@ -23,6 +23,7 @@ def v2_row(trial_id: str, **columns) -> dict:
     return hand_row(trial_id, **{**{k: defaults[k] for k in SWITCHES}, **columns})
 
 
+@pytest.mark.slow
 def test_reports_keep_variants_apart(tmp_path):
     official = {**PROFILES["official"], "variant": "official"}
     store = hand_store(tmp_path / "s", [

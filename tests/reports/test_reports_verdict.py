@@ -63,6 +63,7 @@ def test_few_trials_are_flagged_below_the_stated_number(tmp_path):
     assert not [w for w in pair_verdicts(hand_store(tmp_path / "many", many)).warnings if "fewer than" in w]
 
 
+@pytest.mark.slow
 def test_winners_at_their_epoch_cap_are_flagged(tmp_path):
     """max_epochs is 100 in the hand rows: a winner selected at epoch 100 was still improving."""
     warnings = pair_verdicts(_pair_store(tmp_path / "cap", ortho_best_epoch=100)).warnings
@@ -83,6 +84,7 @@ def test_cells_without_a_winner_are_flagged(tmp_path):
                        "cora full gcn depth 4 (default) Ortho-GConv (no trials)"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("preset", "smoke"), [("quick", True), ("paper", False)])
 def test_a_smoke_test_space_is_flagged_from_the_search_record(tmp_path, preset, smoke):
     store = _pair_store(tmp_path / "s", search="demo")

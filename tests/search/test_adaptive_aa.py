@@ -99,6 +99,7 @@ def test_adaptive_stopping_keeps_the_family_wise_error(store: Store, errors: flo
     assert max(shares.values()) < 1.0  # the stops differ between pairs: the rule was exercised
 
 
+@pytest.mark.slow
 def test_the_flat_or_same_rule_keeps_the_family_wise_error(store: Store) -> None:
     """The opt-in ``flat-or-same`` rule (flat, or the same winner over the last look step),
     more lenient than ``flat``: still validation only and symmetric, so within the bound."""
@@ -111,6 +112,7 @@ def test_the_flat_or_same_rule_keeps_the_family_wise_error(store: Store) -> None
     assert max(shares.values()) < 1.0
 
 
+@pytest.mark.slow
 def test_a_rule_that_peeks_at_the_test_is_caught(store: Store) -> None:
     """Negative control: stop a pair at the first look whose raw p is below 0.05 / pairs
     (racing's fixed-level test at every look): the harness must see the inflation."""

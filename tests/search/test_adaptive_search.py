@@ -77,6 +77,7 @@ def test_an_adaptive_search_stops_its_pair_in_lockstep_where_its_stored_rows_say
      "unknown stopping rule 'race'; valid: flat, flat-or-same, never"),
     (["--budget", "adaptive", "--searcher", "grid"], "budget adaptive: the grid searcher trains a fixed set"),
 ])
+@pytest.mark.slow
 def test_bad_adaptive_input_gets_one_line_and_exit_2(space_file, tmp_path, args, line):
     run = orthotune("launch", "--space", str(space_file), "--store", str(tmp_path / "store"), "--name", "b", *args,
                     timeout=120)

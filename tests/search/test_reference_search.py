@@ -101,6 +101,7 @@ def test_reused_with_the_same_budget_whatever_the_seed(tmp_path):
     dict(scheduler="fifo"),
     dict(space={"reference": False}),  # it never searched the reference
 ])
+@pytest.mark.slow
 def test_another_budget_is_never_reused(tmp_path, change):
     store = _earlier(tmp_path, trials=3, **change)
     assert reused_references(store, _options(store)) == {}

@@ -169,6 +169,7 @@ def test_a_search_another_driver_finished_while_this_one_waited_is_read_not_resu
     assert not (tmp_path / "s" / "leases" / "q.json").exists()
 
 
+@pytest.mark.slow
 def test_a_finished_search_whose_driver_died_before_its_end_is_tidied(tmp_path, capsys, no_ray, monkeypatch):
     """Issue 51's nemesis (seeds 16, 23, 37, 46 and 47 of its long run): a driver SIGKILLed
     after it recorded the search finished left its lease held, its trial files uncompacted and

@@ -118,6 +118,7 @@ def test_the_sota_presets_train_sgc_without_dropout_as_its_paper_does():
         assert all(c.train["dropout"].searched() for c in others)
 
 
+@pytest.mark.slow
 def test_the_sota_presets_compare_ortho_gcnii_against_every_other_arm():
     for name, datasets in (("paper-sota", 6), ("paper-sota-semi", 3)):
         preset = resolve_space(name)
@@ -129,6 +130,7 @@ def test_the_sota_presets_compare_ortho_gcnii_against_every_other_arm():
     assert {c.key.split("/")[0] for c in small.cells()} == {"texas", "wisconsin"}
 
 
+@pytest.mark.slow
 def test_arms_keeps_the_named_arms_in_the_space_order_and_their_comparisons():
     sota = resolve_space("paper-sota-semi")
     kept = sota.with_arms(["Ortho-GCNII", "GCN", "JKNet+DropEdge"])

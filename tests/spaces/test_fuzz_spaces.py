@@ -74,6 +74,7 @@ def test_a_space_counts_its_grid_as_building_it_would():
 @settings(SETTINGS, max_examples=examples(60))
 @given(values=st.one_of(near_valid_spaces(), yaml_like(12)),
        searcher=st.sampled_from(["optuna", "random", "grid"]), scheduler=st.sampled_from(["asha", "fifo"]))
+@pytest.mark.slow
 def test_launch_answers_any_space_file_in_one_line_or_searches(no_ray, capsys, values, searcher, scheduler):
     with tempfile.TemporaryDirectory(prefix="ot-fuzz-") as folder:
         space = Path(folder) / "space.yaml"

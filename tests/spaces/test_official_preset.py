@@ -189,6 +189,7 @@ def test_every_cell_is_one_script_of_the_table(configs):
     assert all(len(mine) == 1 for mine in configs.values())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key", list(EXPECTED), ids=lambda key: "-".join(key))
 def test_cell_has_its_scripts_values_and_the_official_switches(configs, key):
     (config,) = configs[key]

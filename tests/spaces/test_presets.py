@@ -34,6 +34,7 @@ def test_presets_load_validate_round_trip_and_document_their_budget(name):
         assert cell.original != (cell.ortho is not None) and cell.samples == space.samples
 
 
+@pytest.mark.slow
 def test_paper_full_gives_both_arms_equal_searched_budgets():
     space = resolve_space("paper-full")
     cells = space.arm_cells()
@@ -88,6 +89,7 @@ def test_paper_graph_is_gunet_on_dd_and_proteins():
     assert {(c.T, c.beta) for c in configs(space) if c.ortho} == {(4, 0.4)}
 
 
+@pytest.mark.slow
 def test_ablation_variants_are_distinct_labels_with_their_switches():
     space = resolve_space("ablation")
     by_variant: dict[str, list[TrainConfig]] = {}
@@ -110,6 +112,7 @@ def test_t_sweep_grid_is_t_1_to_6_at_depths_2_and_8():
     assert all(p["ortho"] for p in points)
 
 
+@pytest.mark.slow
 def test_official_preset_is_the_official_profile_with_per_dataset_values():
     space = resolve_space("official")
     found = {c.dataset: c for c in configs(space) if c.backbone == "gcn"}

@@ -82,5 +82,6 @@ def test_the_grid_holds_the_reference_points():
 
 @pytest.mark.parametrize("name", ["paper", "paper-full", "paper-semi", "paper-graph", "official", "official-semi",
                                   "gcnii-semi"])
+@pytest.mark.slow
 def test_the_presets_that_make_claims_ask_for_it(name):
     assert resolve_space(name).reference

@@ -199,6 +199,7 @@ def test_a_compaction_killed_after_any_step_leaves_every_trial_once_and_finishes
     assert check_store(store) == []
 
 
+@pytest.mark.slow
 def test_a_reader_during_a_compaction_reads_each_trial_once(tmp_path, monkeypatch):
     """The trial files a reader listed are gone before it opens them: it lists again."""
     store = Store.open(str(tmp_path / "store"), create=True)
@@ -248,6 +249,7 @@ def test_an_unreadable_trial_file_is_left_for_store_check(tmp_path, capsys):
     assert sorted(store.read("trials")["trial_id"].to_pylist()) == ["t000", "t001", "t003", "t004"]
 
 
+@pytest.mark.slow
 def test_many_groups_of_files_read_ahead_compact_into_sorted_row_groups_with_the_same_rows(tmp_path, monkeypatch,
                                                                                            capsys):
     """A search of more files than one group (read side by side, ahead of the writer) and more

@@ -55,6 +55,7 @@ def test_rows_go_to_s3_and_come_back_and_a_corrupt_object_is_skipped_named_and_q
     assert sorted(Store.open(s3).read("trials")["trial_id"].to_pylist()) == ["t0", "t2"]
 
 
+@pytest.mark.slow
 def test_a_trial_and_the_searchs_summary_go_up_in_three_requests_each_object_whole(s3):
     """The driver's write of an ended trial: its epochs, its row and the search's summary, one
     PUT each (no folder markers, no temporary copied into place, no existence checks)."""

@@ -94,6 +94,7 @@ def test_two_searches_share_a_store_without_touching_each_other(tmp_path, traine
     assert first.read("trials", search="beta").num_rows == 1
 
 
+@pytest.mark.slow
 def test_readers_never_see_a_half_written_file(tmp_path, trained):
     store = Store.open(str(tmp_path), create=True)
     seen, errors, stop = [], [], threading.Event()

@@ -9,6 +9,7 @@ from orthotune.training import CellCost, device_profile, measure_cell_cost
 CPU = torch.device("cpu")
 
 
+@pytest.mark.slow
 def test_measure_cell_cost_of_a_cora_pack_on_the_cpu(data_root):
     config = TrainConfig(dataset="cora", depth=2, splits=(0, 1))
     cost = measure_cell_cost(config, CPU, str(data_root.path), pack=3, epochs=3)

@@ -61,6 +61,7 @@ def test_at_rate_zero_a_slot_gets_the_whole_graphs_a_hat(cora):
     assert int((dropped > 0).sum()) == nodes + int(edges.shape[1] * 0.5)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backbone", ["gcn", "gat", "incepgcn"])
 def test_a_run_drops_the_same_edges_alone_or_packed_and_dropping_changes_what_it_trains(backbone, data_root):
     extra = {"heads": 2} if backbone == "gat" else {}

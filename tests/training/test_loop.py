@@ -277,6 +277,7 @@ def test_graph_task_selects_by_validation_loss():
     assert run.test_acc == seen[run.best_epoch - 1].test_acc[0][0]
 
 
+@pytest.mark.slow
 def test_stopped_and_failed_runs_leave_the_pack_and_the_rest_trains_on(cora):
     diverging = _config(lr=1e30, epochs=12, seeds=(0,))
     stopped = _config(epochs=12, seeds=(1,))
@@ -297,6 +298,7 @@ def test_stopped_and_failed_runs_leave_the_pack_and_the_rest_trains_on(cora):
     _same(done, train_node(healthy, cora, CPU)[0].runs[0])
 
 
+@pytest.mark.slow
 def test_reports_come_at_their_cadence_with_every_epoch_and_gradient_norms(cora):
     """One callback per ``report_every`` epochs (and the last), each holding every epoch
     since the previous one; per-layer gradient norms at the recording epochs only."""

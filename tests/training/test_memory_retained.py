@@ -35,6 +35,7 @@ def faults(mode: str) -> str:
     return done.stdout.strip().splitlines()[-1]
 
 
+@pytest.mark.slow
 def test_a_tensor_above_the_mmap_threshold_reuses_freed_memory():
     retained = faults("retain")
     if retained == "no-glibc":

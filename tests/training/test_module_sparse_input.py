@@ -32,6 +32,7 @@ def _edges(cora) -> torch.Tensor:
     return _Graph(cora, CPU).edge_index
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backbone", LINEAR_FIRST)
 def test_sparse_features_give_the_dense_models_logits_gradients_and_dropout(cora, backbone):
     """Same seed: the same dropout masks on the non-zeros (train mode) and the same logits
@@ -89,6 +90,7 @@ def test_a_treated_model_reads_dense_features(cora):
     assert not model.sparse_input  # the treatment handed the model back: what it did to it is not known
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backbone", ["mlp", "dagnn", "gat"])
 def test_training_on_sparse_features_selects_and_scores_as_on_dense_ones(cora, backbone, monkeypatch):
     """Through the trainer: the sparse path (Cora at the CPU's crossover) and the dense one
@@ -122,6 +124,7 @@ def test_the_runs_of_one_call_share_the_features_transposed_layout(cora, monkeyp
     assert len(calls) == 1  # the features' own, built once for the call
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backbone", ["mlp", "appnp"])
 def test_a_runs_result_on_sparse_features_does_not_depend_on_the_runs_beside_it(cora, backbone):
     """The runs of one call share the features and their transpose's layout, nothing else: a

@@ -5,6 +5,7 @@ import math
 from dataclasses import replace
 
 import numpy as np
+import pytest
 import torch
 
 from orthotune.core import TrainConfig
@@ -54,6 +55,7 @@ def test_a_random_split_holds_the_same_nodes_in_any_order(data_root, tmp_path):
         assert torch.equal(moved.in_loaded_order(new), old)
 
 
+@pytest.mark.slow
 def test_without_dropout_the_order_changes_only_the_last_bits(cora):
     """Nothing random in training: both orders train the same model, its sums in another order."""
     config = TrainConfig(dataset="cora", depth=2, dropout=0.0, lr=0.01, weight_decay=5e-4, epochs=20,

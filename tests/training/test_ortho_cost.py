@@ -88,6 +88,7 @@ def test_a_changed_parameter_is_orthogonalised_again(cora):
     assert pack._weights_ahead() is None  # used once
 
 
+@pytest.mark.slow
 def test_the_regulariser_still_trains_with_weights_computed_ahead(cora):
     """lam reaches the loss: a larger lam changes the trajectory."""
     small = train_node(_config(lam=0.0), cora, CPU)[0].runs[0]
@@ -111,6 +112,7 @@ def test_selected_state_holds_what_training_changes_not_settings(cora):
     assert pack.model.lam.tolist() == pytest.approx([1e-2])
 
 
+@pytest.mark.slow
 def test_foreach_adam_steps_as_torchs_default(cora, monkeypatch):
     """The pack's Adam runs torch's foreach implementation on the CPU: the same arithmetic."""
     config = _config(seeds=(0,), lr=0.02)

@@ -38,6 +38,7 @@ def test_without_dropout_the_pass_selects_the_step_after_the_evaluations_minimum
     assert [r.val_loss for r in seen] == [r.val_loss for r in seen_pass]  # selection changes nothing else
 
 
+@pytest.mark.slow
 def test_with_dropout_the_pass_is_not_the_evaluation(cora):
     """Dropout on: the training pass's loss is another, noisier curve, so the two rules part on
     some seed (a rule that read the evaluation's loss under the new name would select the same

@@ -21,6 +21,7 @@ def test_training_learns_and_selects_on_validation(cora):
         assert len(run.grad_norms) == 2 and math.isfinite(run.m_sig)
 
 
+@pytest.mark.slow
 def test_training_is_deterministic(cora):
     config = TrainConfig(dataset="cora", depth=4, epochs=15)
     first = train_node(config, cora, CPU)[0].runs[0]
