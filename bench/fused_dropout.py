@@ -1,7 +1,7 @@
 """What a compiled, fused dropout kernel would save against the trainer's eager one.
 
-The trainer's dropout (``orthotune.models.dropout``) draws each slot's 15-bit uniforms from its
-own stream, then makes a float mask and multiplies: several passes over the state in eager
+The trainer's dropout (``orthotune.models.dropout``) draws each slot's 16-bit uniforms from its
+own CPU stream, then makes a float mask and multiplies: several passes over the state in eager
 torch. This bench builds, with ``torch.utils.cpp_extension.load_inline``, a C++ kernel that
 reads the state and the draws once and writes the dropped state once, checks that it gives
 the trainer's bits, and times both on the packed states of the floor bench's cases (one
@@ -25,7 +25,7 @@ SOURCE = r"""
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
-// x * (((u & 0x7fff) >= threshold) ? scale : 0): each row of u holds one slot's draws
+// x * ((u >= threshold) ? scale : 0): each row of u holds one slot's signed 16-bit fields
 at::Tensor masked_scale(const at::Tensor& x, const at::Tensor& u, int64_t threshold, double scale) {
   TORCH_CHECK(x.is_contiguous() && u.is_contiguous() && x.scalar_type() == at::kFloat, "contiguous float x");
   auto out = at::empty_like(x);
@@ -40,7 +40,7 @@ at::Tensor masked_scale(const at::Tensor& x, const at::Tensor& u, int64_t thresh
     const int16_t* us = up + slot * stride;
     float* os = op + slot * per;
     for (int64_t j = 0; j < per; ++j) {
-      os[j] = xs[j] * (static_cast<int16_t>(us[j] & 0x7fff) >= t ? s : 0.0f);
+      os[j] = xs[j] * (us[j] >= t ? s : 0.0f);
     }
   }
   return out;
@@ -68,25 +68,22 @@ def median_ms(fn, repeats: int) -> float:
 def measure(shape: tuple[int, int, int], op, repeats: int, p: float = 0.5) -> dict:
     import torch
 
-    from orthotune.models import DROPOUT_BITS, dropout, dropout_streams
+    from orthotune.models import CPU_DROPOUT_BITS, dropout, dropout_fields, dropout_streams
 
     slots, per = shape[0], shape[1] * shape[2]
     x = torch.randn(*shape)
-    threshold, scale = round(p * (1 << DROPOUT_BITS)), 1.0 / (1.0 - p)
+    threshold, scale = round(p * (1 << CPU_DROPOUT_BITS)) - (1 << (CPU_DROPOUT_BITS - 1)), 1.0 / (1.0 - p)
 
     def draws():
-        rows = torch.empty(slots, (per + 1) // 2, dtype=torch.int32)
-        for row, stream in zip(rows, streams):
-            row.random_(generator=stream)
-        return rows
+        return dropout_fields(streams, per)
 
     streams = dropout_streams(range(slots), torch.device("cpu"))
     eager = dropout(x, p, True, streams)
     streams = dropout_streams(range(slots), torch.device("cpu"))
-    compiled = op(x, draws().view(torch.int16), threshold, scale)
+    compiled = op(x, draws(), threshold, scale)
     same = torch.equal(eager.view(torch.int32), compiled.view(torch.int32))
     streams = dropout_streams(range(slots), torch.device("cpu"))
-    fixed = draws().view(torch.int16)
+    fixed = draws()
     return dict(shape=list(shape), same_bits=same,
                 trainer_ms=median_ms(lambda: dropout(x, p, True, streams), repeats),
                 draws_ms=median_ms(draws, repeats),

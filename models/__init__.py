@@ -2,7 +2,7 @@
 parametrization of any module's weights (:func:`orthogonalise`), and PyG's models and users' factories as backbones."""
 
 from orthotune.models._backbones import BACKBONES, build_node_model, readout_width, register_backbone
-from orthotune.models._dropout import DROPOUT_BITS, dropout, dropout_streams
+from orthotune.models._dropout import CPU_DROPOUT_BITS, DROPOUT_BITS, dropout, dropout_fields, dropout_streams
 from orthotune.models._gnn import OrthoGNN
 from orthotune.models._graph_unet import GRAPH_BACKBONES, OrthoGraphNet
 from orthotune.models._metrics import feature_norms, issued_ops, layer_gradient_norms, signal_magnification, smoothness
@@ -22,6 +22,7 @@ from orthotune.models._treatment import TreatmentFailed, apply_treatment
 __all__ = [
     "AdaptiveAggregation",
     "BACKBONES",
+    "CPU_DROPOUT_BITS",
     "DROPOUT_BITS",
     "GRAPH_BACKBONES",
     "MODULE_BACKBONES",
@@ -36,6 +37,7 @@ __all__ = [
     "build_module_model",
     "build_node_model",
     "dropout",
+    "dropout_fields",
     "dropout_streams",
     "feature_norms",
     "is_module_backbone",

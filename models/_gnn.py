@@ -26,7 +26,7 @@ from torch_geometric.nn.conv import SimpleConv
 from torch_geometric.typing import Adj, OptTensor
 
 from orthotune.core import BackboneInfo, OrthoSettings, TrainConfig, check
-from orthotune.models._dropout import dropout, dropout_streams
+from orthotune.models._dropout import Stream, dropout, dropout_streams, stream_device
 from orthotune.models._layers import PackedLinear, effective_weights, init_biases_, regularisation, share_targets
 from orthotune.models._packing import BlockAdjacency, PackedBatchNorm, block_adjacency, node_major, propagate
 from orthotune.models._rules import check_rules
@@ -149,7 +149,7 @@ class OrthoGNN(nn.Module):
         share_targets(self.ortho_layers())
         self.propagation = SimpleConv(aggr="sum")
         self._blocks: dict[int, tuple[EdgeIndex, OptTensor, BlockAdjacency]] = {}  # by copies
-        self._streams: list[torch.Generator] | None = None  # per slot, made on first use
+        self._streams: list[Stream] | None = None  # per slot, made on first use
         self.init = init  # on every transformation, a subclass's own included, before they are drawn
         self.apply(lambda layer: setattr(layer, "init", init) if isinstance(layer, PackedLinear) else None)
         self.reset_parameters()
@@ -261,10 +261,10 @@ class OrthoGNN(nn.Module):
 
     # --- forward ---------------------------------------------------------------------------
 
-    def streams(self, device: torch.device) -> list[torch.Generator]:
-        """Each slot's dropout generator (:func:`~models._dropout.dropout_streams`), made on
+    def streams(self, device: torch.device) -> list[Stream]:
+        """Each slot's dropout stream (:func:`~models._dropout.dropout_streams`), made on
         ``device`` at the first draw; a compaction carries them over (:meth:`take_streams`)."""
-        here = self._streams[0].device if self._streams else None
+        here = stream_device(self._streams[0]) if self._streams else None
         if here is None or here.type != device.type or device.index not in (None, here.index):
             self._streams = dropout_streams(self.seeds, device)
         return self._streams

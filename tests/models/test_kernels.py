@@ -61,11 +61,11 @@ def op_counts_at_4_and_64(name: str, switches: dict, ortho: dict | None) -> dict
 
 
 def without_draws(counts: dict[int, Counter]) -> dict[int, Counter]:
-    """The counts less the dropout draws, checked apart: each slot draws its masks from its own
-    generator (a run's masks do not depend on its pack), one ``random_`` per slot and dropout,
-    the one op that grows with the pack."""
+    """The counts, checked for the dropout draws: each slot draws its masks from its own stream
+    (a run's masks do not depend on its pack). On a CPU the streams are numpy's bit generators,
+    whose draws are no torch op: no ``random_`` at either size, so nothing grows with the pack."""
     draws = {packs: counts[packs].pop("aten::random_", 0) for packs in counts}
-    assert draws[4] > 0 and draws[64] * 4 == draws[4] * 64
+    assert draws == {4: 0, 64: 0}
     return counts
 
 
@@ -94,3 +94,4 @@ def test_the_op_count_would_see_a_per_pack_loop():
         model.project = lambda layer, x, values, loop=loop: torch.stack([h * 1.0 for h in loop(layer, x, values)])
         counts[packs] = epoch_ops(model, features, adj)
     assert sum(counts[64].values()) > sum(counts[4].values())
+

@@ -1,11 +1,12 @@
 """The fast input side (sparse features, per-pack dropout) and batched orthogonalisation."""
 
+import numpy as np
 import pytest
 import torch
 
 from orthotune.core import OrthoSettings
 from orthotune.models import BACKBONES, adjacency, node_features
-from orthotune.models._dropout import dropout
+from orthotune.models._dropout import DROPOUT_STREAM_OFFSET, dropout, dropout_streams
 from orthotune.models._layers import NARROW_BELOW, PackedLinear, effective_weights
 from orthotune.models._packing import NODE_MAJOR_WIDTH, block_adjacency, block_diagonal, node_major, propagate
 from orthotune.models._sparse import SparseFeatures, nonzero_dropout
@@ -77,7 +78,8 @@ def test_nonzero_dropout_draws_for_the_non_zeros_only_with_dense_dropouts_distri
 
 @pytest.mark.parametrize("p", [0.1, 0.5, 0.9])
 def test_dropout_masks_are_independent_of_position(p):
-    """Both 15-bit halves of each random draw decide an element: even and odd positions
+    """torch's generators (a GPU's streams, one-run models): both 15-bit halves of each random
+    draw decide an element: even and odd positions
     (low and high halves) each keep ``1 - p``, and neighbours are uncorrelated."""
     torch.manual_seed(1)
     kept = (dropout(torch.ones(3, 100_001), p, True) != 0).float().flatten()  # odd count
@@ -85,6 +87,26 @@ def test_dropout_masks_are_independent_of_position(p):
         assert abs(half.mean().item() - (1 - p)) < 0.006
     pairs = kept[0:-1:2] * kept[1::2]
     assert abs(pairs.mean().item() - (1 - p) ** 2) < 0.006
+
+
+@pytest.mark.parametrize("p", [0.1, 0.5, 0.9])
+def test_a_cpu_slot_keeps_one_minus_p_in_each_field_of_its_own_streams_draws(p):
+    """On a CPU each slot's stream is numpy's SFC64: its 64-bit draws give four signed 16-bit
+    fields, low first, each an element kept where it is at least ``round(p * 2**16) - 2**15``;
+    every field keeps ``1 - p``, neighbours are uncorrelated, a slot's mask is its stream's alone."""
+    cpu = torch.device("cpu")
+    kept = dropout(torch.ones(3, 100_003), p, True, dropout_streams((0, 1, 2), cpu)) != 0  # not whole draws
+    fields = np.random.SFC64((1 + DROPOUT_STREAM_OFFSET) % 2**64).random_raw(25_001).view(np.int16)
+    assert torch.equal(kept[1], torch.from_numpy(fields[:100_003] >= round(p * 2**16) - 2**15))
+    alone = dropout(torch.ones(1, 100_003), p, True, dropout_streams((1,), cpu)) != 0
+    assert torch.equal(kept[1], alone[0]) and not torch.equal(kept[0], kept[1])
+    flat = kept.float()
+    for field in range(4):
+        assert abs(flat[:, field::4].mean().item() - (1 - p)) < 0.006
+    pairs = flat[:, 0:-1:2] * flat[:, 1::2]
+    assert abs(pairs.mean().item() - (1 - p) ** 2) < 0.006
+    almost_all = dropout(torch.ones(2, 9), 1 - 2**-18, True, dropout_streams((0, 1), cpu))
+    assert torch.equal(almost_all, torch.zeros(2, 9))
 
 
 @pytest.mark.parametrize("name", ["gcn", "jknet", "gcnii"])
