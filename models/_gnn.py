@@ -270,7 +270,7 @@ class OrthoGNN(nn.Module):
         return self._streams
 
     def take_streams(self, other: OrthoGNN, slots: Sequence[int]) -> None:
-        """The dropout generators of ``other``'s ``slots`` (a compaction), as they stand."""
+        """The dropout streams of ``other``'s ``slots`` (a compaction), as they stand."""
         self._streams = None if other._streams is None else [other._streams[s] for s in slots]
 
     def drop(self, x: Tensor, p: float) -> Tensor:

@@ -28,9 +28,9 @@ Pack size: the runs of one call are split into packs of at most ``max_pack`` run
 on a GPU, of as many as the free memory holds (measured on a first epoch of a probe
 pack), on a CPU of as many as keep a packed hidden state within 16 MiB (see
 :func:`~._memory.pack_capacity`). Split packs train in lock-step. Each slot draws its
-dropout masks from its own generator, seeded from its run's seed and carried through a
-compaction (``OrthoGNN.streams``), so a run's result does not depend on its pack, with
-dropout or without.
+dropout masks from its own stream (``models.dropout_streams``), seeded from its run's seed
+and carried through a compaction (``OrthoGNN.streams``), so a run's result does not depend
+on its pack, with dropout or without.
 """
 
 from __future__ import annotations
