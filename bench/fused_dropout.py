@@ -68,11 +68,11 @@ def median_ms(fn, repeats: int) -> float:
 def measure(shape: tuple[int, int, int], op, repeats: int, p: float = 0.5) -> dict:
     import torch
 
-    from orthotune.models import CPU_DROPOUT_BITS, dropout, dropout_fields, dropout_streams
+    from orthotune.models import dropout, dropout_fields, dropout_streams, dropout_threshold
 
     slots, per = shape[0], shape[1] * shape[2]
     x = torch.randn(*shape)
-    threshold, scale = round(p * (1 << CPU_DROPOUT_BITS)) - (1 << (CPU_DROPOUT_BITS - 1)), 1.0 / (1.0 - p)
+    threshold, scale = dropout_threshold(p), 1.0 / (1.0 - p)
 
     def draws():
         return dropout_fields(streams, per)

@@ -2,7 +2,14 @@
 parametrization of any module's weights (:func:`orthogonalise`), and PyG's models and users' factories as backbones."""
 
 from orthotune.models._backbones import BACKBONES, build_node_model, readout_width, register_backbone
-from orthotune.models._dropout import CPU_DROPOUT_BITS, DROPOUT_BITS, dropout, dropout_fields, dropout_streams
+from orthotune.models._dropout import (
+    CPU_DROPOUT_BITS,
+    DROPOUT_BITS,
+    dropout,
+    dropout_fields,
+    dropout_streams,
+    dropout_threshold,
+)
 from orthotune.models._gnn import OrthoGNN
 from orthotune.models._graph_unet import GRAPH_BACKBONES, OrthoGraphNet
 from orthotune.models._metrics import feature_norms, issued_ops, layer_gradient_norms, signal_magnification, smoothness
@@ -39,6 +46,7 @@ __all__ = [
     "dropout",
     "dropout_fields",
     "dropout_streams",
+    "dropout_threshold",
     "feature_norms",
     "is_module_backbone",
     "issued_ops",

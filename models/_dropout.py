@@ -80,14 +80,21 @@ def _keep_from_torch(x: Tensor, p: float, streams: Sequence[torch.Generator] | N
 
 def _keep_from_bit_generators(x: Tensor, p: float, streams: Sequence[np.random.BitGenerator]) -> Tensor:
     """1.0 where an element stays: its field of :func:`dropout_fields` is at least
-    ``round(p * 2**16) - 2**15``."""
+    :func:`dropout_threshold`."""
     per_slot = _per_slot(x, streams)
     lanes = dropout_fields(streams, per_slot)[:, :per_slot]
     keep = torch.empty(lanes.shape, dtype=torch.get_default_dtype())
-    threshold = round(p * (1 << CPU_DROPOUT_BITS)) - (1 << (CPU_DROPOUT_BITS - 1))
+    threshold = dropout_threshold(p)
     if threshold > torch.iinfo(torch.int16).max:  # p within 2**-17 of 1: every element drops
         return keep.zero_()
     return torch.ge(lanes, threshold, out=keep)
+
+
+def dropout_threshold(p: float) -> int:
+    """The least signed 16-bit field of :func:`dropout_fields` that keeps its element at drop
+    probability ``p``: ``round(p * 2**16) - 2**15`` (above the int16 range for ``p`` within
+    ``2**-17`` of 1)."""
+    return round(p * (1 << CPU_DROPOUT_BITS)) - (1 << (CPU_DROPOUT_BITS - 1))
 
 
 def dropout_fields(streams: Sequence[np.random.BitGenerator], per_slot: int) -> Tensor:

@@ -94,4 +94,3 @@ def test_the_op_count_would_see_a_per_pack_loop():
         model.project = lambda layer, x, values, loop=loop: torch.stack([h * 1.0 for h in loop(layer, x, values)])
         counts[packs] = epoch_ops(model, features, adj)
     assert sum(counts[64].values()) > sum(counts[4].values())
-
