@@ -39,13 +39,12 @@ class PackAdam:
             if not uniform:
                 self.decay.append((params, torch.tensor(decays, device=device)))
         self.scale = None if len(set(lrs)) == 1 else torch.tensor(lrs, device=device) / lrs[0]
-        # fused: one kernel for all parameters on a GPU (its step counter stays there too);
-        # foreach elsewhere: one call per operation for all parameters instead of one per
-        # parameter (torch's CPU default), the same arithmetic
-        cuda = device.type == "cuda"
+        # fused: one kernel per parameter for the whole step, on a GPU (its step counter stays
+        # there too) and on a CPU, where torch's `foreach` form made a pass per operation: a
+        # Cora pack of 24 GCN-2 slots stepped in 1.9 against 9.9 ms (one thread); the same
+        # update, rounded otherwise in the last bits
         # capturable: a step CUDA graphs can capture (``TrainOptions.cuda_graph``)
-        self.adam = torch.optim.Adam(groups, lr=lrs[0], fused=True if cuda else None, foreach=None if cuda else True,
-                                     capturable=capturable and cuda)
+        self.adam = torch.optim.Adam(groups, lr=lrs[0], fused=True, capturable=capturable and device.type == "cuda")
 
     def zero_grad(self) -> None:
         self.adam.zero_grad(set_to_none=True)

@@ -113,18 +113,22 @@ def test_selected_state_holds_what_training_changes_not_settings(cora):
 
 
 @pytest.mark.slow
-def test_foreach_adam_steps_as_torchs_default(cora, monkeypatch):
-    """The pack's Adam runs torch's foreach implementation on the CPU: the same arithmetic."""
+def test_fused_adam_steps_as_torchs_per_parameter_form(cora, monkeypatch):
+    """The pack's Adam runs torch's fused kernel on the CPU: the same update as its plain
+    per-parameter form, up to rounding."""
     config = _config(seeds=(0,), lr=0.02)
-    foreach, _ = _train(config, cora)
+    fused, _ = _train(config, cora)
     original = torch.optim.Adam.__init__
+    kinds = []
 
     def per_parameter(self, *args, **kwargs):
-        original(self, *args, **{**kwargs, "foreach": False})
+        kinds.append(kwargs.get("fused"))
+        original(self, *args, **{**kwargs, "fused": False, "foreach": False})
 
     monkeypatch.setattr(torch.optim.Adam, "__init__", per_parameter)
     default, _ = _train(config, cora)
-    a, b = foreach.runs[0], default.runs[0]
+    assert kinds and all(kinds)  # the pack asked for the fused kernel
+    a, b = fused.runs[0], default.runs[0]
     assert (a.best_epoch, a.epochs) == (b.best_epoch, b.epochs)
     assert math.isclose(a.m_sig, b.m_sig, rel_tol=1e-5)
     assert math.isclose(a.val_loss, b.val_loss, rel_tol=1e-5)
