@@ -156,6 +156,44 @@ def combined_floor_seconds(case: dict, bandwidth: float, rate: float) -> float:
     return sum(max(moved / bandwidth, flops.get(group, 0.0) / rate) for group, moved in floor_bytes(case).items())
 
 
+#: The groups whose every pass is elementwise or a copy: what a fused kernel could bring to
+#: its byte floor. The groups with products (the sparse and dense products, the evaluation) hold
+#: passes that are the product kernels' own reads and writes, timed as ``PRODUCTS``.
+ELEMENTWISE = ("dropout", "bias and activation", "optimizer step", "keep-best", OTHER)
+
+
+def elementwise_bytes(case: dict) -> float:
+    """Bytes per epoch of the passes that are not product kernels: the :data:`ELEMENTWISE`
+    groups, and the evaluation's bias and activation (a read and a write of each hidden state)
+    and its reads of the logits."""
+    moved = floor_bytes(case)
+    s, logits = case["runs"] * case["nodes"] * 64 * 4, case["runs"] * case["nodes"] * case["classes"] * 4
+    return sum(moved[group] for group in ELEMENTWISE) + case["depth"] * 2 * s + logits
+
+
+def products_bound_seconds(case: dict, bandwidth: float, products: float) -> float:
+    """The epoch if the product kernels took their measured ``products`` seconds and every other
+    pass ran at its byte floor (the dropout draws, which are arithmetic, left out): what any
+    fusion of the elementwise passes could reach at best, with the product kernels as they run."""
+    return products + elementwise_bytes(case) / bandwidth
+
+
+def print_products_bound(sides: dict[str, list[dict]], bandwidth: dict[str, float]) -> None:
+    """Per side: :func:`products_bound_seconds`; each other side's CPU epoch over the last
+    side's bound (with ``--baseline``: the most speed-up the elementwise passes have left)."""
+    bounds = {}
+    for name, results in sides.items():
+        products = statistics.median(r["groups"].get(PRODUCTS, 0.0) for r in results)
+        bounds[name] = products_bound_seconds(results[0], bandwidth[name], products) * 1e3
+        print(f"  {name}: the product kernels as timed ({products * 1e3:.1f} ms), every other pass at its "
+              f"byte floor: {bounds[name]:.1f} ms per epoch")
+    *others, last = sides
+    for name in others:
+        cpu = statistics.median(r.get("cpu", math.nan) for r in sides[name]) * 1e3
+        print(f"  {name}'s CPU epoch over {last}'s bound: {cpu / bounds[last]:.2f}x (the most speed-up left "
+              f"to fusing {last}'s elementwise passes)")
+
+
 def print_compute_floor(sides: dict[str, list[dict]], bandwidth: dict[str, float]) -> None:
     """Per side: the dense matmuls against their compute floor; the CPU epoch against the combined floor."""
     for name, results in sides.items():
@@ -212,6 +250,7 @@ def print_table(figures: dict[str, list[dict]], args) -> None:
             row += f" | {ms:27.1f} {ms / (total / bandwidth[name] * 1e3):8.2f}"
         print(row)
         print_compute_floor(sides, bandwidth)
+        print_products_bound(sides, bandwidth)
         for name, results in sides.items():
             cpu = {part: statistics.median(r.get(f"cpu_{part}", math.nan) for r in results) for part in PER_CALL_GROUPS}
             print(f"  {name}: per call in CPU time: setup {cpu['setup']:.3f} s, finish {cpu['finish']:.3f} s")

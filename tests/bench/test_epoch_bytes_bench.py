@@ -33,6 +33,7 @@ def test_the_floor_bench_prints_every_group_with_its_bytes_and_time():
     # the compute floor: the same process's batched matmul rate, the packs the CPU budget makes
     assert packed["matmul_rate"] > 1e8 and packed["matmul_packs"] == 4
     assert "GFLOP/s; dense matmuls" in proc.stdout and "epoch floor with FLOPs" in proc.stdout
+    assert "every other pass at its byte floor" in proc.stdout
 
 
 def test_the_byte_model_of_an_mlp_is_the_linear_layouts_without_hidden_layers():
@@ -65,6 +66,21 @@ def test_the_compute_floor_counts_the_dense_matmuls_flops_and_takes_the_larger_f
     slow = combined_floor_seconds(case, 1.0, 1e-3)  # FLOPs dominate both groups with matmuls
     others = sum(v for k, v in moved.items() if k not in ("dense matmuls", "evaluation"))
     assert slow == pytest.approx(others + 4 * forward / 1e-3)
+
+
+def test_the_products_bound_adds_the_timed_products_to_the_other_passes_byte_floor():
+    """The bound counts the product kernels as timed and only the passes that are not products at
+    their bytes: the evaluation's bias and activation, not its products' reads and writes."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    from epoch_groups import ELEMENTWISE, elementwise_bytes, floor_bytes, products_bound_seconds
+
+    case = dict(runs=2, nodes=10, features=50, classes=3, depth=2, x_nnz=40, adj_nnz=30)
+    moved = floor_bytes(case)
+    state, logits = 2 * 10 * 64 * 4, 2 * 10 * 3 * 4
+    assert elementwise_bytes(case) == sum(moved[g] for g in ELEMENTWISE) + 2 * 2 * state + logits
+    assert elementwise_bytes(case) < sum(moved.values())  # the products' own bytes are left out
+    assert products_bound_seconds(case, 2.0, 0.5) == pytest.approx(0.5 + elementwise_bytes(case) / 2.0)
+    assert elementwise_bytes({**case, "depth": 3}) > elementwise_bytes(case)
 
 
 def test_the_cpus_sparse_products_are_grouped_and_tallied_as_products():
