@@ -119,11 +119,17 @@ def group_seconds(fn, device) -> dict[str, float]:
     return totals
 
 
+def _state_and_logits(case: dict) -> tuple[int, int]:
+    """Bytes of one packed hidden state ``S = P N H 4`` and of the packed logits ``P N C 4``."""
+    p, n = case["runs"], case["nodes"]
+    return p * n * 64 * 4, p * n * case["classes"] * 4
+
+
 def floor_bytes(case: dict) -> dict[str, float]:
     """Bytes per epoch each group must move (the module docstring's model)."""
-    p, n, f, c, h = case["runs"], case["nodes"], case["features"], case["classes"], 64
+    p, f, c, h = case["runs"], case["features"], case["classes"], 64
     layers, x_nnz, a_nnz = case["depth"], case["x_nnz"], case["adj_nnz"]
-    s, logits = p * n * h * 4, p * n * c * 4
+    s, logits = _state_and_logits(case)
     adjacency = a_nnz * 8  # int32 column + fp32 value; row pointers are N
     width = layers + 1 if case.get("backbone") == "jknet" else 1  # the head's input, in states
     head = width * s
@@ -167,7 +173,7 @@ def elementwise_bytes(case: dict) -> float:
     groups, and the evaluation's bias and activation (a read and a write of each hidden state)
     and its reads of the logits."""
     moved = floor_bytes(case)
-    s, logits = case["runs"] * case["nodes"] * 64 * 4, case["runs"] * case["nodes"] * case["classes"] * 4
+    s, logits = _state_and_logits(case)
     return sum(moved[group] for group in ELEMENTWISE) + case["depth"] * 2 * s + logits
 
 
